@@ -1,0 +1,209 @@
+"""QA101 archive-bloated-index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from qadvisor.api import (
+    Fix,
+    Index,
+    Issue,
+    LivePredicate,
+    Severity,
+    Snapshot,
+    Table,
+    Target,
+    Unmet,
+    btree_bytes,
+    check,
+    human_bytes,
+    human_count,
+    ident,
+    index_name,
+    live_rows,
+    parse_index_predicate,
+    predicate_sql,
+    qualified,
+    queue_tables,
+)
+
+# Columns a dequeue usually orders by, used when the old index has no key besides the status.
+_ORDER_COLUMNS = ("created_at", "enqueued_at", "scheduled_at", "run_at", "inserted_at", "id")
+
+
+@dataclass(frozen=True)
+class Options:
+    # Share of the table's rows that are finished before covering them is the problem.
+    min_archive_fraction: float = 0.9
+    # Below 8 MiB (1,024 pages) an index stays in shared_buffers anyway; not worth a migration.
+    min_index_bytes: int = 8 * 1024 * 1024
+    # How many times larger than its partial replacement the index must be.
+    min_size_ratio: float = 10.0
+
+
+@check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
+       options=Options)  # fmt: skip
+def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+    """A non-partial index on the dequeue path covers the archive of finished jobs.
+
+    ## What it finds
+    An index on a queue table whose key includes the live-set column (the status column, or
+    the column of a `finished_at IS NULL` style predicate) but that has no WHERE clause, on a
+    table whose rows are mostly finished. The index serves the dequeue, yet it holds an entry
+    for every finished job too.
+
+    ## Why it matters
+    A queue table is two tables: a small live set and an archive that grows forever. An index
+    over both grows with the archive. Measured on PostgreSQL 17 with 5,000 pending jobs: a
+    composite `(status, created_at)` index grew 11.2 -> 40.3 -> 310.4 MB as the table grew to
+    10 M rows, while a partial `(created_at) WHERE status = 'pending'` index stayed at 7.6 MB
+    (41x smaller) for a 6.9 % difference in claims per second.
+
+    ## How to fix
+    Build the partial index on the live predicate with the remaining key columns, then drop
+    the old index. Both run `CONCURRENTLY`, so writes continue; neither can run inside a
+    transaction block. The dequeue query must then spell the predicate exactly as the index
+    does, with a literal (see QA301). Primary key, unique and constraint indexes are never
+    dropped: only the partial index is proposed.
+
+    ## When it stays quiet
+    The index is partial; the table is mostly live (rows are deleted or moved on completion);
+    the index is under `min_index_bytes`; or a partial replacement already exists for a
+    constraint index.
+    """
+    for queue, table in queue_tables(snapshot):
+        live = queue.live
+        if live is None:
+            yield Unmet(f"{table.qualified}: no live predicate is known")
+            continue
+        candidates = [i for i in table.indexes if _on_dequeue_path(i, live)]
+        if not candidates:
+            continue
+        est = live_rows(table, live)
+        if est.rows is None:
+            yield Unmet(f"{table.qualified}: live set unknown: {est.source}")
+            continue
+        if table.reltuples <= 0:
+            continue
+        archive = max(1.0 - est.rows / table.reltuples, 0.0)
+        if archive < options.min_archive_fraction:
+            continue
+        for idx in candidates:
+            issue = _judge(table, idx, live, est.rows, est.source, archive, options)
+            if issue is not None:
+                yield issue
+
+
+def _on_dequeue_path(idx: Index, live: LivePredicate) -> bool:
+    return idx.is_valid and not idx.is_partial and live.column in idx.columns
+
+
+def _judge(
+    table: Table,
+    idx: Index,
+    live: LivePredicate,
+    rows: float,
+    source: str,
+    archive: float,
+    options: Options,
+) -> Issue | None:
+    if idx.bytes < options.min_index_bytes:
+        return None
+    keys = _replacement_keys(table, idx, live)
+    estimated = btree_bytes(table, keys, rows)
+    ratio = idx.bytes / estimated
+    if ratio < options.min_size_ratio:
+        return None
+    keeps_constraint = idx.is_primary or idx.is_unique or idx.is_constraint
+    existing = _existing_replacement(table, live, keys)
+    if keeps_constraint and existing is not None:
+        return None
+    where = predicate_sql(live)
+    new_name = index_name(table.name, [*_value_words(live), *keys])
+    create = (
+        f"CREATE INDEX CONCURRENTLY {ident(new_name)} ON {qualified(table.schema, table.name)} "
+        f"({', '.join(ident(k) for k in keys)}) WHERE {where};"
+    )
+    drop = f"DROP INDEX CONCURRENTLY {qualified(table.schema, idx.name)};"
+    notes = [
+        "CREATE/DROP INDEX CONCURRENTLY cannot run inside a transaction block: run each "
+        "statement on its own. A failed concurrent build leaves an INVALID index: drop it "
+        "and run the CREATE again.",
+        f"The dequeue query must say `{where}` with a literal, or the planner cannot use the "
+        "partial index (see QA301).",
+    ]
+    if existing is not None:
+        statements: tuple[str, ...] = (drop,)
+        notes.insert(0, f"The partial index {existing.name} already serves the live set.")
+    elif keeps_constraint:
+        statements = (create,)
+        notes.insert(0, f"{idx.name} enforces a constraint, so it is kept; the partial index "
+                        "takes the dequeue path off it.")  # fmt: skip
+    else:
+        statements = (create, drop)
+    if idx.idx_scan:
+        notes.append(
+            f"{idx.name} has been scanned {idx.idx_scan:,} times since statistics were reset: "
+            "check that no other query (reports, admin pages) needs it before dropping it."
+        )
+    return Issue(
+        target=Target("index", table.schema, table.name, idx.name),
+        message=(
+            f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "
+            f"{archive:.1%} of the table's {human_count(table.reltuples)} rows are finished: "
+            f"a partial index on the {human_count(rows)} live rows would be about "
+            f"{human_bytes(estimated)} ({ratio:,.0f}x smaller)."
+        ),
+        evidence={
+            "index_bytes": idx.bytes,
+            "index_definition": idx.definition,
+            "table_rows": round(table.reltuples),
+            "live_rows": round(rows),
+            "live_rows_source": source,
+            "live_predicate": where,
+            "archive_fraction": round(archive, 4),
+            "estimated_partial_bytes": estimated,
+            "size_ratio": round(ratio, 1),
+            "idx_scan": idx.idx_scan,
+            "min_archive_fraction": options.min_archive_fraction,
+            "min_index_bytes": options.min_index_bytes,
+            "min_size_ratio": options.min_size_ratio,
+        },
+        explanation=(
+            "PostgreSQL indexes every row, finished or not: an index over the whole table "
+            "grows with the archive while the dequeue only ever needs the live rows."
+        ),
+        fix=Fix(statements, " ".join(notes), "review"),
+    )
+
+
+def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[str, ...]:
+    keys = tuple(c for c in idx.columns if c is not None and c != live.column)
+    if keys:
+        return keys
+    for name in _ORDER_COLUMNS:
+        if table.column(name) is not None and name != live.column:
+            return (name,)
+    pk = next((i for i in table.indexes if i.is_primary), None)
+    if pk is not None and all(pk.columns):
+        return tuple(c for c in pk.columns if c is not None)
+    return (live.column,)
+
+
+def _existing_replacement(table: Table, live: LivePredicate, keys: tuple[str, ...]) -> Index | None:
+    for other in table.indexes:
+        if not (other.is_valid and other.predicate):
+            continue
+        parsed = parse_index_predicate(other.predicate)
+        if parsed is None or parsed.column != live.column or parsed.op != live.op:
+            continue
+        if set(parsed.values) == set(live.values) and other.columns[: len(keys)] == keys:
+            return other
+    return None
+
+
+def _value_words(live: LivePredicate) -> list[str]:
+    if live.op == "is null":
+        return [f"{live.column}_null"]
+    return list(live.values[:2])

@@ -1,0 +1,149 @@
+"""QA201 archive-scaled-vacuum-threshold."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from qadvisor.api import (
+    Fix,
+    Issue,
+    Severity,
+    Snapshot,
+    Target,
+    Unmet,
+    autovacuum_enabled,
+    check,
+    human_count,
+    human_seconds,
+    live_rows,
+    queue_tables,
+    rates,
+    suggested_vacuum_threshold,
+    vacuum_threshold_sql,
+    vacuum_trigger,
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    # The trigger must exceed the live set this many times before the archive is what sets it.
+    min_ratio: float = 10.0
+    # Below this many dead tuples the trigger is low enough whatever sets it (the fix the
+    # seed article recommends starts at 50,000).
+    min_trigger: float = 50_000
+    # With --sample: autovacuum further away than this makes the finding critical.
+    critical_wait_s: float = 3600.0
+
+
+@check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
+       category="vacuum", options=Options)  # fmt: skip
+def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+    """Autovacuum's trigger on a queue table is set by the archive, not by the live set.
+
+    ## What it finds
+    A queue table whose autovacuum trigger, `autovacuum_vacuum_threshold +
+    autovacuum_vacuum_scale_factor x reltuples` (capped by `autovacuum_vacuum_max_threshold`
+    on PostgreSQL 18+; table reloptions override server settings), is dominated by the
+    scale-factor term and is many times the live set.
+
+    ## Why it matters
+    `reltuples` counts finished rows, so the trigger moves away as the archive grows while the
+    rate of dead tuples depends only on throughput. At 10 M rows the default trigger is
+    50 + 0.2 x 10 M, about 2 M dead tuples: a 15-minute run at 2,000 jobs/s accumulated
+    1,753,949 dead tuples with 0 autovacuums, and the composite index fell behind its target
+    rate after 660 s. Autoanalyze keeps running meanwhile (and raises reltuples, pushing the
+    trigger further), so `last_autoanalyze` is no sign of vacuuming.
+
+    ## How to fix
+    Give the table a fixed trigger: `autovacuum_vacuum_scale_factor = 0` and an
+    `autovacuum_vacuum_threshold` sized by throughput, about 30 s of dead tuples (2,000
+    claims/s make 50,000 dead tuples in 25 s). With `--sample` the threshold is computed from
+    the measured rate. `ALTER TABLE ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for
+    a running VACUUM or ANALYZE of the table, not for reads or writes).
+
+    ## When it stays quiet
+    The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
+    completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
+    """
+    for queue, table in queue_tables(snapshot):
+        if not autovacuum_enabled(snapshot, table):
+            continue
+        trigger = vacuum_trigger(snapshot, table)
+        if trigger.scaled_part <= trigger.threshold or trigger.value < options.min_trigger:
+            continue
+        est = live_rows(table, queue.live)
+        if est.rows is None:
+            yield Unmet(f"{table.qualified}: live set unknown: {est.source}")
+            continue
+        ratio = trigger.value / max(est.rows, 1.0)
+        if ratio < options.min_ratio:
+            continue
+        stats = table.stats
+        r = rates(snapshot, table)
+        evidence: dict[str, object] = {
+            "n_dead_tup": stats.n_dead_tup,
+            "vacuum_trigger": round(trigger.value),
+            "autovacuum_vacuum_threshold": trigger.threshold,
+            "autovacuum_vacuum_scale_factor": trigger.scale_factor,
+            "settings_source": trigger.scale_factor_source,
+            "reltuples": round(trigger.reltuples),
+            "autovacuum_vacuum_max_threshold": trigger.max_threshold,
+            "live_rows": round(est.rows),
+            "live_rows_source": est.source,
+            "trigger_to_live_ratio": round(ratio, 1),
+            "autovacuum_count": stats.autovacuum_count,
+            "last_autovacuum": stats.last_autovacuum,
+            "autoanalyze_count": stats.autoanalyze_count,
+            "last_autoanalyze": stats.last_autoanalyze,
+            "min_ratio": options.min_ratio,
+            "min_trigger": options.min_trigger,
+        }
+        severity = None
+        wait_text = ""
+        if r is not None:
+            # Autoanalyze raises reltuples with every insert, so the trigger recedes by
+            # scale_factor per inserted row while dead tuples grow by the dead rate.
+            closing = r.dead_per_s - trigger.scale_factor * r.inserts_per_s
+            remaining = max(trigger.value - stats.n_dead_tup, 0.0)
+            wait = remaining / closing if closing > 0 else None
+            evidence |= {
+                "sample_seconds": r.seconds,
+                "dead_tuples_per_s": round(r.dead_per_s, 1),
+                "inserts_per_s": round(r.inserts_per_s, 1),
+                "seconds_to_autovacuum": round(wait) if wait is not None else None,
+            }
+            if wait is None or wait > options.critical_wait_s:
+                severity = Severity.CRITICAL
+            wait_text = (
+                f" At the measured {r.dead_per_s:,.0f} dead tuples/s autovacuum "
+                + (f"fires in about {human_seconds(wait)}." if wait is not None else
+                   "never catches up: the trigger recedes as fast as dead tuples grow.")
+            )  # fmt: skip
+        n, basis = suggested_vacuum_threshold(snapshot, table, est.rows)
+        yield Issue(
+            target=Target("table", table.schema, table.name, table.name),
+            severity=severity,
+            message=(
+                f"Autovacuum of {table.qualified} waits for "
+                f"{human_count(trigger.value)} dead tuples ({trigger.scale_factor:g} x "
+                f"{human_count(trigger.reltuples)} rows + {trigger.threshold:g}), "
+                f"{ratio:,.0f}x its {human_count(est.rows)} live rows; "
+                f"{human_count(stats.n_dead_tup)} dead tuples now, "
+                f"{stats.autovacuum_count} autovacuum runs so far.{wait_text}"
+            ),
+            evidence=evidence,
+            explanation=(
+                "reltuples counts the finished rows, so the scale factor ties the vacuum "
+                "trigger to the archive while dead tuples come from throughput."
+            ),
+            fix=Fix(
+                (vacuum_threshold_sql(table, n),),
+                f"Threshold {n:,}: {basis}. ALTER TABLE ... SET takes a SHARE UPDATE "
+                "EXCLUSIVE lock: it does not block reads or writes but waits for a running "
+                "VACUUM/ANALYZE of the table; set a lock_timeout. Autovacuum picks the new "
+                f"trigger up on its next round; run `VACUUM {table.qualified}` once to clear "
+                f"the {human_count(stats.n_dead_tup)} dead tuples already there.",
+                "safe",
+            ),
+        )

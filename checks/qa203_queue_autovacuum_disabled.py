@@ -1,0 +1,99 @@
+"""QA203 queue-autovacuum-disabled."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from qadvisor.api import (
+    Fix,
+    Issue,
+    NoOptions,
+    Severity,
+    Snapshot,
+    Target,
+    Unmet,
+    check,
+    human_count,
+    qualified,
+    queue_tables,
+)
+
+_OFF = ("false", "off", "0", "no")
+
+
+@check("QA203", "queue-autovacuum-disabled", severity=Severity.WARNING, category="vacuum",
+       options=NoOptions)  # fmt: skip
+def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
+    """Autovacuum is switched off for a queue table, or for the whole server.
+
+    ## What it finds
+    The `autovacuum_enabled = false` reloption on a queue table; `autovacuum = off` or
+    `track_counts = off` on the server (without the counters autovacuum cannot tell which
+    tables need it).
+
+    ## Why it matters
+    A queue table turns over its live set constantly: every claim leaves a dead row version and
+    a dead index entry. Without autovacuum they are removed only by a manual VACUUM (or an
+    anti-wraparound vacuum, which runs even when autovacuum is off), so the table and its
+    indexes bloat at the rate of the throughput.
+
+    ## How to fix
+    Reset the reloption (`ALTER TABLE ... RESET (autovacuum_enabled)`, a SHARE UPDATE
+    EXCLUSIVE lock) or turn the server setting back on (`ALTER SYSTEM` then
+    `pg_reload_conf()`; both settings take effect on reload). Then run VACUUM once.
+
+    ## When it stays quiet
+    Autovacuum and track_counts are on and no queue table opts out.
+    """
+    if not snapshot.queues:
+        return
+    queues = ", ".join(q.qualified for q in snapshot.queues)
+    for setting in ("autovacuum", "track_counts"):
+        value = snapshot.settings.get(setting)
+        if value is None:
+            yield Unmet(f"setting {setting} was not collected")
+        elif value == "off":
+            yield Issue(
+                target=Target("server", None, None, setting),
+                severity=Severity.CRITICAL,
+                message=(
+                    f"{setting} is off on the server: dead rows of the queue tables "
+                    f"({queues}) are never vacuumed automatically."
+                ),
+                evidence={"setting": setting, "value": value},
+                explanation=(
+                    "Every claim leaves dead row versions and index entries; only vacuum "
+                    "removes them."
+                ),
+                fix=Fix(
+                    (f"ALTER SYSTEM SET {setting} = on;", "SELECT pg_reload_conf();"),
+                    "ALTER SYSTEM needs superuser (or the ALTER SYSTEM privilege); check that "
+                    "postgresql.conf or a command-line option does not set it off again.",
+                    "review",
+                ),
+            )
+    for _queue, table in queue_tables(snapshot):
+        raw = table.reloptions.get("autovacuum_enabled")
+        if raw is None or raw.lower() not in _OFF:
+            continue
+        yield Issue(
+            target=Target("table", table.schema, table.name, table.name),
+            message=(
+                f"Autovacuum is disabled on queue table {table.qualified} "
+                f"(autovacuum_enabled = {raw}); {human_count(table.stats.n_dead_tup)} dead "
+                "tuples wait for a manual VACUUM."
+            ),
+            evidence={
+                "autovacuum_enabled": raw,
+                "n_dead_tup": table.stats.n_dead_tup,
+                "last_vacuum": table.stats.last_vacuum,
+                "last_autovacuum": table.stats.last_autovacuum,
+            },
+            explanation="A queue table makes dead tuples at the rate of its throughput.",
+            fix=Fix(
+                (f"ALTER TABLE {qualified(table.schema, table.name)} RESET (autovacuum_enabled);",),
+                "Takes a SHARE UPDATE EXCLUSIVE lock (does not block reads or writes). Run "
+                f"`VACUUM {table.qualified}` once afterwards to clear what has accumulated.",
+                "safe",
+            ),
+        )

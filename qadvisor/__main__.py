@@ -1,0 +1,3 @@
+from qadvisor.cli import main
+
+main()

@@ -1,0 +1,354 @@
+"""Command line: `qadvisor check`, `snapshot`, `demo`, `explain`.
+
+Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
+above it; 2 usage, connection or input error.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+
+if TYPE_CHECKING:
+    from qadvisor.model import Report, Snapshot
+
+EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+app = typer.Typer(
+    name="qadvisor",
+    help=(
+        "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
+        "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
+        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it, "
+        "2 usage, connection or input error."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class Format(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
+class FailOn(enum.StrEnum):
+    critical = "critical"
+    warning = "warning"
+    info = "info"
+    never = "never"
+
+
+class UserError(Exception):
+    """Bad input or an unreachable server: one line on stderr, exit 2."""
+
+
+def _fail(message: str) -> NoReturn:
+    typer.echo(f"qadvisor: error: {message}", err=True)
+    raise typer.Exit(EXIT_ERROR)
+
+
+DsnArg = Annotated[
+    str | None,
+    typer.Argument(
+        help="libpq connection string or URI, e.g. 'host=db dbname=app user=monitor' or "
+        "postgresql://monitor@db/app. Omitted: the PG* environment, .pgpass and "
+        "pg_service.conf are used, as psql does.",
+        show_default=False,
+    ),
+]
+TableOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--table",
+        "-t",
+        help="Queue table to check (schema.name; repeatable). Skips discovery.",
+        show_default=False,
+    ),
+]
+SampleOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--sample",
+        min=1,
+        max=3600,
+        help="Read the table counters again after SECONDS to measure dead tuples/s and "
+        "inserts/s (sizes the vacuum fix from the real rate).",
+        metavar="SECONDS",
+        show_default=False,
+    ),
+]
+StatementTimeoutOpt = Annotated[
+    int,
+    typer.Option("--statement-timeout", min=100, help="statement_timeout of the session, ms."),
+]
+LockTimeoutOpt = Annotated[
+    int,
+    typer.Option(
+        "--lock-timeout",
+        min=1,
+        help="lock_timeout of the session, ms: qadvisor never waits long on the application.",
+    ),
+]
+ConnectTimeoutOpt = Annotated[
+    int, typer.Option("--connect-timeout", min=1, help="Seconds to wait for a connection.")
+]
+
+
+@app.command()
+def check(
+    dsn: DsnArg = None,
+    table: TableOpt = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
+    ] = Format.text,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 when a finding is at or above this severity (never: always exit 0 "
+            "unless an error occurs).",
+            case_sensitive=False,
+        ),
+    ] = FailOn.warning,
+    sample: SampleOpt = None,
+    snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--snapshot",
+            help="Check a snapshot saved by `qadvisor snapshot` instead of a server.",
+            show_default=False,
+        ),
+    ] = None,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--ignore",
+            help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    statement_timeout: StatementTimeoutOpt = 5000,
+    lock_timeout: LockTimeoutOpt = 1000,
+    connect_timeout: ConnectTimeoutOpt = 10,
+) -> None:
+    """Check the queue tables of a database and print findings with the SQL that fixes them.
+
+    Read-only: the session runs with default_transaction_read_only, statement_timeout and
+    lock_timeout, and only reads catalogs and statistics (never counts the archive).
+    """
+    if snapshot is not None and (dsn or table or sample):
+        _fail("--snapshot checks a saved snapshot: it takes no DSN, --table or --sample")
+    try:
+        if snapshot is not None:
+            snap = _load_snapshot(snapshot)
+        else:
+            snap = _collect(dsn, table or [], sample, statement_timeout, lock_timeout,
+                            connect_timeout)  # fmt: skip
+        report = _run(snap, ignore or [])
+    except UserError as exc:
+        _fail(str(exc))
+    _print_report(report, fmt)
+    raise typer.Exit(_exit_code(report, fail_on))
+
+
+@app.command("snapshot")
+def snapshot_cmd(
+    dsn: DsnArg = None,
+    output: Annotated[
+        Path,
+        typer.Option("--output", "-o", help="File to write the snapshot JSON to ('-': stdout)."),
+    ] = Path("-"),
+    table: TableOpt = None,
+    sample: SampleOpt = None,
+    statement_timeout: StatementTimeoutOpt = 5000,
+    lock_timeout: LockTimeoutOpt = 1000,
+    connect_timeout: ConnectTimeoutOpt = 10,
+) -> None:
+    """Save the facts qadvisor reads (no table data) so they can be checked later offline.
+
+    `qadvisor check --snapshot FILE` runs the checks on it without a server.
+    """
+    try:
+        snap = _collect(dsn, table or [], sample, statement_timeout, lock_timeout,
+                        connect_timeout)  # fmt: skip
+    except UserError as exc:
+        _fail(str(exc))
+    text = json.dumps(snap.to_dict(), indent=2, sort_keys=True) + "\n"
+    if str(output) == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text)
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror}")
+    typer.echo(f"snapshot of {len(snap.queues)} queue table(s) written to {output}", err=True)
+
+
+@app.command()
+def demo(
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Leave the server running and print its DSN.")
+    ] = False,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
+    ] = Format.text,
+    rows: Annotated[
+        int,
+        typer.Option("--rows", min=10_000, max=50_000_000, help="Finished jobs in the archive."),
+    ] = 2_000_000,
+) -> None:
+    """Build a queue in a throwaway PostgreSQL 18 and check it.
+
+    The queue is in the state the findings describe: a large archive of finished jobs, a
+    small live set, a composite (status, created_at) index and default autovacuum settings.
+    """
+    from qadvisor import demo as demo_mod
+
+    try:
+        report, kept = demo_mod.run(rows=rows, keep=keep, progress=_stderr_status)
+    except demo_mod.DemoError as exc:
+        _fail(str(exc))
+    _print_report(report, fmt)
+    if kept:
+        typer.echo(
+            f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
+            f"Stop it with: {kept.stop_command}",
+            err=True,
+        )
+
+
+@app.command()
+def explain(
+    code: Annotated[
+        str | None, typer.Argument(help="Check code, e.g. QA101. Omitted: list all checks.")
+    ] = None,
+) -> None:
+    """Show what a check finds, why it matters, how to fix it and when it stays quiet."""
+    from qadvisor.registry import load_checks
+
+    checks = load_checks()
+    if code is None:
+        for c in checks:
+            typer.echo(f"{c.code}  {c.name:<36} {c.severity.label:<8} {c.summary}")
+        return
+    match = [c for c in checks if code.upper() in (c.code, c.name.upper())]
+    if not match:
+        _fail(f"no check {code!r}; `qadvisor explain` lists them")
+    c = match[0]
+    typer.echo(f"{c.code} {c.name} (default severity: {c.severity.label})\n\n{c.doc}")
+
+
+def _exit_code(report: Report, fail_on: FailOn) -> int:
+    from qadvisor.model import Severity
+
+    if fail_on is FailOn.never:
+        return EXIT_OK
+    floor = Severity.parse(fail_on.value)
+    return EXIT_FINDINGS if any(f.severity >= floor for f in report.findings) else EXIT_OK
+
+
+def _load_snapshot(path: Path) -> Snapshot:
+    from qadvisor.model import Snapshot
+
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise UserError(f"{path} is not a qadvisor snapshot (not JSON)") from None
+    try:
+        return Snapshot.from_dict(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise UserError(f"{path} is not a qadvisor snapshot: {exc}") from None
+
+
+def _collect(
+    dsn: str | None,
+    tables: list[str],
+    sample: float | None,
+    statement_timeout: int,
+    lock_timeout: int,
+    connect_timeout: int,
+) -> Snapshot:
+    import psycopg
+
+    from qadvisor.collect.snapshot import CollectError, collect
+    from qadvisor.connect import ConnectError, SessionLimits, connect, redact
+
+    limits = SessionLimits(statement_timeout, lock_timeout, connect_timeout)
+    try:
+        conn = connect(dsn, limits)
+    except ConnectError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        with conn:
+            if sample:
+                with _sample_progress() as progress:
+                    return collect(conn, tables, sample, progress)
+            return collect(conn, tables)
+    except CollectError as exc:
+        raise UserError(str(exc)) from None
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"reading the catalog failed: {redact(first, dsn)}") from None
+
+
+class _sample_progress:
+    """A progress bar on stderr while --sample waits (hidden when stderr is not a terminal)."""
+
+    def __enter__(self) -> _sample_progress:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("sampling table counters"),
+            BarColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("sample", total=1.0)
+        return self
+
+    def __call__(self, elapsed: float, total: float) -> None:
+        self._progress.update(self._task, completed=elapsed, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+
+def _stderr_status(message: str) -> None:
+    typer.echo(f"demo: {message}", err=True)
+
+
+def _run(snapshot: Snapshot, ignore: list[str]) -> Report:
+    from qadvisor.engine import run_checks
+    from qadvisor.registry import load_checks
+
+    return run_checks(snapshot, load_checks(), ignore=ignore)
+
+
+def _print_report(report: Report, fmt: Format) -> None:
+    if fmt is Format.json:
+        from qadvisor.render import json as json_render
+
+        sys.stdout.write(json_render.render(report))
+        return
+    from rich.console import Console
+
+    from qadvisor.render import terminal
+
+    terminal.render(report, Console())
+
+
+def main() -> None:
+    app()

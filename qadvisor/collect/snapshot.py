@@ -1,0 +1,293 @@
+"""Connection -> Snapshot: every fact the checks need, in a fixed number of queries.
+
+The number of queries does not grow with the number of tables: discovery reads the whole
+catalog in three queries, and the facts of all queue tables come in one query per kind.
+A fact that cannot be read (missing extension, missing grant, a timeout) is recorded in
+``Snapshot.unavailable`` and the rest of the snapshot is still collected.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from qadvisor import discover
+from qadvisor.model import (
+    Column,
+    ColumnStats,
+    Index,
+    Queue,
+    RoleSetting,
+    Sample,
+    ServerInfo,
+    Snapshot,
+    Table,
+    TableStats,
+)
+
+Conn = psycopg.Connection[Any]
+
+
+class CollectError(Exception):
+    """A fact every check needs could not be read; the message is safe to print."""
+
+
+class TableNotFound(CollectError):
+    pass
+
+
+@cache
+def query_text(name: str) -> str:
+    return resources.files("qadvisor.collect").joinpath(f"sql/{name}.sql").read_text()
+
+
+def _rows(conn: Conn, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        cur.execute(query_text(name).encode(), params)
+        return cur.fetchall()
+
+
+@dataclass
+class Found:
+    """What discovery produced, kept for the report and for the fact queries."""
+
+    decisions: list[discover.Decision]
+    statements: list[discover.LockingStatement]
+
+
+def collect(
+    conn: Conn,
+    tables: Sequence[str] = (),
+    sample_seconds: float | None = None,
+    progress: Callable[[float, float], None] | None = None,
+) -> Snapshot:
+    """Read one snapshot; with ``sample_seconds`` read the counters again after that long."""
+    unavailable: dict[str, str] = {}
+    server_row = _rows(conn, "server")[0]
+    server = ServerInfo(
+        version=server_row["version"],
+        version_num=server_row["version_num"],
+        database=server_row["database"],
+        user=server_row["user"],
+        is_superuser=bool(server_row["is_superuser"]),
+    )
+    settings = {r["name"]: r["setting"] for r in _rows(conn, "settings")}
+    role_settings = tuple(_role_settings(conn, unavailable))
+    found = _discover(conn, tables, unavailable)
+    relids = [d.relid for d in found.decisions]
+    table_facts = _tables(conn, relids, unavailable) if relids else []
+    queues = tuple(
+        Queue(d.schema, d.table, d.live, d.reason)
+        for d in sorted(found.decisions, key=lambda d: (d.schema, d.table))
+    )
+    sample = None
+    if sample_seconds and relids:
+        sample = _sample(conn, relids, sample_seconds, progress)
+    return Snapshot(
+        server=server,
+        settings=settings,
+        role_settings=role_settings,
+        queues=queues,
+        tables=tuple(table_facts),
+        sample=sample,
+        unavailable=unavailable,
+    )
+
+
+def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]:
+    try:
+        rows = _rows(conn, "role_settings")
+    except psycopg.errors.InsufficientPrivilege:
+        unavailable["role_settings"] = "pg_db_role_setting is not readable by this role"
+        return []
+    out = []
+    for r in rows:
+        name, _, value = str(r["cfg"]).partition("=")
+        out.append(RoleSetting(r["database"], r["role"], name, value))
+    return out
+
+
+def _discover(conn: Conn, names: Sequence[str], unavailable: dict[str, str]) -> Found:
+    statements = _locking_statements(conn, unavailable)
+    candidates = _rows(conn, "candidate_columns")
+    columns = [
+        discover.CandidateColumn(
+            schema=r["schema"],
+            table=r["table"],
+            relid=r["relid"],
+            column=r["column"],
+            type=r["type"],
+            not_null=r["not_null"],
+            enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
+            indexed=r["indexed"],
+            common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
+        )
+        for r in candidates
+    ]
+    all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
+    partials = [
+        discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
+        for r in _rows(conn, "partial_indexes")
+    ]
+    explicit: list[tuple[str, str, int]] = []
+    if names:
+        for r in _rows(conn, "resolve_tables", {"names": list(names)}):
+            if r["relid"] is None:
+                raise TableNotFound(f"table {r['arg']} does not exist (or is not visible)")
+            if r["relkind"] not in ("r", "p"):
+                raise TableNotFound(f"{r['arg']} is not a table")
+            explicit.append((r["schema"], r["table"], r["relid"]))
+    decisions = discover.decide(columns, partials, statements, all_columns, explicit)
+    return Found(decisions, statements)
+
+
+def _locking_statements(conn: Conn, unavailable: dict[str, str]) -> list[discover.LockingStatement]:
+    ext = {r["name"]: r for r in _rows(conn, "extensions")}
+    if "pg_stat_statements" not in ext:
+        unavailable["pg_stat_statements"] = "pg_stat_statements is not installed in this database"
+        return []
+    query = sql.SQL(query_text("locking_statements")).format(
+        pgss=sql.Identifier(ext["pg_stat_statements"]["schema"], "pg_stat_statements")
+    )
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query)
+            rows = cur.fetchall()
+    except psycopg.Error as exc:
+        unavailable["pg_stat_statements"] = (
+            f"pg_stat_statements is not readable: {str(exc).strip().splitlines()[0]}"
+        )
+        return []
+    out = []
+    for r in rows:
+        parsed = _statement_table(r["query"])
+        if parsed is not None:
+            schema, table, skip = parsed
+            out.append(discover.LockingStatement(schema, table, skip, int(r["calls"])))
+    return out
+
+
+def _statement_table(text: str) -> tuple[str | None, str, bool] | None:
+    from qadvisor import dequeue
+
+    try:
+        stmt = dequeue.analyse(text)
+    except dequeue.StatementError:
+        return None
+    if stmt is None:
+        return None
+    return stmt.schema, stmt.table, stmt.lock.wait_policy == "skip locked"
+
+
+def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[Table]:
+    params = {"relids": relids}
+    columns: dict[int, list[Column]] = {}
+    for r in _rows(conn, "columns", params):
+        columns.setdefault(r["relid"], []).append(
+            Column(r["column"], r["type"], r["not_null"], tuple(r["enum_labels"] or ()))
+        )
+    indexes: dict[int, list[Index]] = {}
+    for r in _rows(conn, "indexes", params):
+        indexes.setdefault(r["relid"], []).append(
+            Index(
+                name=r["name"],
+                definition=r["definition"],
+                columns=tuple(r["columns"]),
+                predicate=r["predicate"],
+                is_unique=r["is_unique"],
+                is_primary=r["is_primary"],
+                is_constraint=r["is_constraint"],
+                is_valid=r["is_valid"],
+                bytes=r["bytes"],
+                reltuples=r["reltuples"],
+                idx_scan=r["idx_scan"],
+                idx_tup_read=r["idx_tup_read"],
+                idx_tup_fetch=r["idx_tup_fetch"],
+                include_columns=tuple(r["include_columns"]),
+            )
+        )
+    stats: dict[int, list[ColumnStats]] = {}
+    for r in _rows(conn, "column_stats", params):
+        stats.setdefault(r["relid"], []).append(
+            ColumnStats(
+                column=r["column"],
+                null_frac=r["null_frac"],
+                n_distinct=r["n_distinct"],
+                avg_width=r["avg_width"],
+                most_common_vals=_tuple(r["most_common_vals"]),
+                most_common_freqs=_tuple(r["most_common_freqs"]),
+            )
+        )
+    out = []
+    for r in _rows(conn, "tables", params):
+        relid = r["relid"]
+        if r["n_live_tup"] is None:
+            unavailable.setdefault(
+                "table_statistics", "pg_stat_all_tables has no row for some queue tables"
+            )
+        out.append(
+            Table(
+                schema=r["schema"],
+                name=r["table"],
+                reltuples=r["reltuples"],
+                relpages=r["relpages"],
+                bytes=r["bytes"],
+                reloptions=dict(o.split("=", 1) for o in r["reloptions"]),
+                stats=_table_stats(r),
+                columns=tuple(columns.get(relid, ())),
+                indexes=tuple(indexes.get(relid, ())),
+                column_stats=tuple(stats.get(relid, ())),
+                stats_visible=r["stats_visible"],
+            )
+        )
+    return out
+
+
+def _tuple(value: list[Any] | None) -> tuple[Any, ...] | None:
+    return tuple(value) if value is not None else None
+
+
+_COUNTERS = [f for f in TableStats.__dataclass_fields__]
+
+
+def _table_stats(row: dict[str, Any]) -> TableStats:
+    values: dict[str, Any] = {}
+    for name in _COUNTERS:
+        v = row.get(name)
+        if isinstance(v, datetime):
+            v = v.isoformat(timespec="seconds")
+        if v is not None:
+            values[name] = v
+    return TableStats(**values)
+
+
+def _sample(
+    conn: Conn,
+    relids: list[int],
+    seconds: float,
+    progress: Callable[[float, float], None] | None,
+) -> Sample:
+    # Counters are read again from a new transaction; autocommit gives each query its own
+    # snapshot of the statistics.
+    start = time.monotonic()
+    while (elapsed := time.monotonic() - start) < seconds:
+        if progress:
+            progress(elapsed, seconds)
+        time.sleep(min(0.25, seconds - elapsed))
+    if progress:
+        progress(seconds, seconds)
+    measured = time.monotonic() - start
+    tables = {
+        f"{r['schema']}.{r['table']}": _table_stats(r)
+        for r in _rows(conn, "table_stats", {"relids": relids})
+    }
+    return Sample(seconds=round(measured, 3), tables=tables)

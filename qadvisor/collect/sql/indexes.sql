@@ -1,0 +1,25 @@
+-- Every index of the queue tables, with size and usage.
+SELECT x.indrelid AS relid, i.relname AS name, pg_get_indexdef(x.indexrelid) AS definition,
+       ARRAY(SELECT a.attname::text
+               FROM generate_subscripts(x.indkey::int2[], 1) AS k(pos)
+               LEFT JOIN pg_attribute a
+                 ON a.attrelid = x.indrelid AND a.attnum = (x.indkey::int2[])[k.pos]
+              WHERE k.pos < x.indnkeyatts
+              ORDER BY k.pos) AS columns,
+       ARRAY(SELECT a.attname::text
+               FROM generate_subscripts(x.indkey::int2[], 1) AS k(pos)
+               JOIN pg_attribute a
+                 ON a.attrelid = x.indrelid AND a.attnum = (x.indkey::int2[])[k.pos]
+              WHERE k.pos >= x.indnkeyatts
+              ORDER BY k.pos) AS include_columns,
+       pg_get_expr(x.indpred, x.indrelid) AS predicate,
+       x.indisunique AS is_unique, x.indisprimary AS is_primary,
+       EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid) AS is_constraint,
+       x.indisvalid AS is_valid,
+       pg_relation_size(x.indexrelid) AS bytes, i.reltuples::float8 AS reltuples,
+       s.idx_scan, s.idx_tup_read, s.idx_tup_fetch
+  FROM pg_index x
+  JOIN pg_class i ON i.oid = x.indexrelid
+  LEFT JOIN pg_stat_all_indexes s ON s.indexrelid = x.indexrelid
+ WHERE x.indrelid = ANY(%(relids)s::oid[])
+ ORDER BY x.indrelid, i.relname

@@ -1,0 +1,311 @@
+"""Plain data: the snapshot collected from a server, and the findings checks derive from it.
+
+A snapshot is serializable (``to_dict`` / ``from_dict``) so that it can be saved with
+``qadvisor snapshot`` and checked again later without a server. Nothing here talks to
+PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+SNAPSHOT_FORMAT = 1
+
+
+class Severity(enum.IntEnum):
+    """Ordered so that ``max()`` and comparisons with ``--fail-on`` work."""
+
+    INFO = 1
+    WARNING = 2
+    CRITICAL = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r}: use critical, warning or info") from None
+
+
+# --- snapshot -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    version: str
+    version_num: int
+    database: str
+    user: str
+    is_superuser: bool = False
+
+
+@dataclass(frozen=True)
+class RoleSetting:
+    """A GUC set with ALTER DATABASE / ALTER ROLE (pg_db_role_setting)."""
+
+    database: str | None
+    role: str | None
+    name: str
+    value: str
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    not_null: bool = False
+    enum_labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """One row of pg_stats, reduced to what estimates need."""
+
+    column: str
+    null_frac: float
+    n_distinct: float
+    avg_width: int
+    most_common_vals: tuple[str, ...] | None = None
+    most_common_freqs: tuple[float, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    definition: str
+    columns: tuple[str | None, ...]  # key columns in order; None for an expression
+    predicate: str | None
+    is_unique: bool
+    is_primary: bool
+    is_constraint: bool
+    is_valid: bool
+    bytes: int
+    reltuples: float
+    idx_scan: int | None
+    idx_tup_read: int | None
+    idx_tup_fetch: int | None
+    include_columns: tuple[str, ...] = ()
+
+    @property
+    def is_partial(self) -> bool:
+        return self.predicate is not None
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """Cumulative counters of pg_stat_user_tables; timestamps are ISO text."""
+
+    n_live_tup: int = 0
+    n_dead_tup: int = 0
+    n_tup_ins: int = 0
+    n_tup_upd: int = 0
+    n_tup_del: int = 0
+    n_tup_hot_upd: int = 0
+    n_mod_since_analyze: int = 0
+    n_ins_since_vacuum: int = 0
+    last_vacuum: str | None = None
+    last_autovacuum: str | None = None
+    last_analyze: str | None = None
+    last_autoanalyze: str | None = None
+    vacuum_count: int = 0
+    autovacuum_count: int = 0
+    analyze_count: int = 0
+    autoanalyze_count: int = 0
+
+
+@dataclass(frozen=True)
+class Table:
+    schema: str
+    name: str
+    reltuples: float
+    relpages: int
+    bytes: int
+    reloptions: dict[str, str]
+    stats: TableStats
+    columns: tuple[Column, ...]
+    indexes: tuple[Index, ...]
+    column_stats: tuple[ColumnStats, ...] = ()
+    # pg_stats shows a table's rows only to roles that may SELECT its columns.
+    stats_visible: bool = True
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    def column(self, name: str) -> Column | None:
+        return next((c for c in self.columns if c.name == name), None)
+
+    def stats_of(self, column: str) -> ColumnStats | None:
+        return next((s for s in self.column_stats if s.column == column), None)
+
+
+@dataclass(frozen=True)
+class LivePredicate:
+    """What makes a row part of the live set (claimable), as column + operator + values.
+
+    ``op`` is "in" (``values`` are the live values of ``column``) or "is null".
+    """
+
+    column: str
+    op: str
+    values: tuple[str, ...] = ()
+    # Where it came from: "partial index <name>", "status values", "queue library <name>".
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Queue:
+    schema: str
+    table: str
+    live: LivePredicate | None
+    reason: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The counters again, ``seconds`` after the snapshot, for rates."""
+
+    seconds: float
+    tables: dict[str, TableStats]  # by "schema.table"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    server: ServerInfo
+    settings: dict[str, str]
+    role_settings: tuple[RoleSetting, ...]
+    queues: tuple[Queue, ...]
+    tables: tuple[Table, ...]
+    sample: Sample | None = None
+    # Facts that could not be collected, by name, with the reason (reported as skips).
+    unavailable: dict[str, str] = field(default_factory=dict)
+    format: int = SNAPSHOT_FORMAT
+
+    def table(self, schema: str, name: str) -> Table | None:
+        return next((t for t in self.tables if t.schema == schema and t.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Snapshot:
+        if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
+            raise ValueError("not a qadvisor snapshot (missing or unknown 'format')")
+        return _build(cls, data)
+
+
+# --- findings -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str  # "table" | "index" | "statement" | "server" | "database"
+    schema: str | None
+    table: str | None
+    name: str | None
+
+    @property
+    def key_part(self) -> str:
+        parts = [p for p in (self.schema, self.name or self.table) if p]
+        return ".".join(parts) if parts else self.kind
+
+
+@dataclass(frozen=True)
+class Fix:
+    statements: tuple[str, ...]
+    notes: str = ""
+    # "safe": can run as printed on a live system; "review": read the notes first.
+    safety: str = "review"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    severity: Severity
+    target: Target
+    message: str
+    evidence: dict[str, Any]
+    explanation: str = ""
+    fix: Fix | None = None
+    docs: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.code}:{self.target.key_part}"
+
+
+@dataclass(frozen=True)
+class Skip:
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Report:
+    snapshot: Snapshot
+    findings: tuple[Finding, ...]
+    skipped: tuple[Skip, ...]
+    checks_run: tuple[str, ...]
+
+    def summary(self) -> dict[str, int]:
+        counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
+        for f in self.findings:
+            counts[f.severity.label] += 1
+        return counts
+
+
+# --- generic dataclass loading --------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def _build(cls: type[T], data: Any) -> T:
+    """Rebuild a (nested) frozen dataclass from ``dataclasses.asdict`` output."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected an object for {cls.__name__}")
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ValueError(f"incomplete {cls.__name__}: {exc}") from None
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value)
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _build(tp, value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(value)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise ValueError("expected a list")
+        return tuple(_convert(args[0], v) for v in value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError("expected an object")
+        return {k: _convert(args[1], v) for k, v in value.items()}
+    return value

@@ -1,0 +1,143 @@
+"""Checks as values, and where they come from.
+
+A check is a pure function ``run(snapshot, options) -> Iterable[Issue | Unmet]`` turned into
+a frozen :class:`Check` by the :func:`check` decorator. Packs of checks (the built-in one
+included) are found through the ``qadvisor.checks`` entry-point group, so a third-party pack
+registers exactly the way the built-in pack does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+import types
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from qadvisor.model import Fix, Severity, Snapshot, Target
+
+ENTRY_POINT_GROUP = "qadvisor.checks"
+_CODE = re.compile(r"^[A-Z]{2,5}[0-9]{3}$")
+_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Issue:
+    """What a check reports; the engine adds the check's code, name and docs link."""
+
+    target: Target
+    message: str
+    evidence: dict[str, Any]
+    explanation: str = ""
+    fix: Fix | None = None
+    severity: Severity | None = None  # None: the check's default
+
+
+@dataclass(frozen=True)
+class Unmet:
+    """The check could not judge (part of) the snapshot; reported as a skip with the reason."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    pass
+
+
+@dataclass(frozen=True)
+class Check:
+    code: str
+    name: str
+    severity: Severity
+    category: str
+    summary: str
+    doc: str
+    options: type[Any]
+    run: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]
+    min_server_version: int | None = None
+
+    @property
+    def docs_path(self) -> str:
+        return f"docs/checks/{self.code}.md"
+
+    def default_options(self) -> Any:
+        return self.options()
+
+
+def check(
+    code: str,
+    name: str,
+    *,
+    severity: Severity,
+    category: str,
+    options: type[Any] = NoOptions,
+    min_server_version: int | None = None,
+) -> Callable[[Callable[[Snapshot, Any], Iterable[Issue | Unmet]]], Check]:
+    """Make a check out of a pure function; its docstring is its user documentation.
+
+    The first docstring line is the one-line summary; the rest uses the headings
+    "What it finds", "Why it matters", "How to fix", "When it stays quiet".
+    """
+    if not _CODE.match(code):
+        raise ValueError(f"check code {code!r} must look like QA101")
+    if not _NAME.match(name):
+        raise ValueError(f"check name {name!r} must be kebab-case")
+    if not dataclasses.is_dataclass(options):
+        raise TypeError("options must be a dataclass with a default for every field")
+
+    def wrap(fn: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]) -> Check:
+        doc = inspect.cleandoc(fn.__doc__ or "")
+        summary = doc.splitlines()[0] if doc else name
+        return Check(
+            code=code,
+            name=name,
+            severity=severity,
+            category=category,
+            summary=summary,
+            doc=doc,
+            options=options,
+            run=fn,
+            min_server_version=min_server_version,
+        )
+
+    return wrap
+
+
+def checks_in(module: types.ModuleType) -> Iterator[Check]:
+    """Every Check defined in a module or, for a package, in its submodules."""
+    seen: set[str] = set()
+    for value in vars(module).values():
+        if isinstance(value, Check) and value.code not in seen:
+            seen.add(value.code)
+            yield value
+    path = getattr(module, "__path__", None)
+    if path is not None:
+        import pkgutil
+
+        for info in sorted(pkgutil.iter_modules(path), key=lambda i: i.name):
+            if info.name.startswith("_"):
+                continue
+            sub = importlib.import_module(f"{module.__name__}.{info.name}")
+            for c in checks_in(sub):
+                if c.code not in seen:
+                    seen.add(c.code)
+                    yield c
+
+
+def load_checks() -> tuple[Check, ...]:
+    """All checks of every installed pack, sorted by code; a code registered twice is an error."""
+    found: dict[str, Check] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        module = ep.load()
+        if not isinstance(module, types.ModuleType):
+            raise TypeError(f"entry point {ep.name!r} must name a module")
+        for c in checks_in(module):
+            if c.code in found and found[c.code] is not c:
+                raise ValueError(f"check code {c.code} is registered twice ({ep.name})")
+            found[c.code] = c
+    return tuple(found[k] for k in sorted(found))

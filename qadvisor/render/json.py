@@ -1,0 +1,61 @@
+"""The JSON report: a public contract (schema_version 1) that CI scripts parse."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from qadvisor import __version__
+from qadvisor.model import Finding, Report
+from qadvisor.sqltext import predicate_sql
+
+SCHEMA_VERSION = 1
+
+
+def report_dict(report: Report) -> dict[str, Any]:
+    snap = report.snapshot
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "qadvisor_version": __version__,
+        "server": {"version": snap.server.version, "version_num": snap.server.version_num},
+        "database": snap.server.database,
+        "queues": [
+            {
+                "schema": q.schema,
+                "table": q.table,
+                "live_predicate": predicate_sql(q.live) if q.live else None,
+                "reason": q.reason,
+            }
+            for q in snap.queues
+        ],
+        "findings": [_finding(f) for f in report.findings],
+        "skipped": [{"code": s.code, "reason": s.reason} for s in report.skipped],
+        "summary": report.summary(),
+    }
+
+
+def _finding(f: Finding) -> dict[str, Any]:
+    return {
+        "code": f.code,
+        "name": f.name,
+        "severity": f.severity.label,
+        "key": f.key,
+        "target": {
+            "kind": f.target.kind,
+            "schema": f.target.schema,
+            "table": f.target.table,
+            "name": f.target.name,
+        },
+        "message": f.message,
+        "evidence": f.evidence,
+        "fix": (
+            {"statements": list(f.fix.statements), "notes": f.fix.notes, "safety": f.fix.safety}
+            if f.fix
+            else None
+        ),
+        "docs": f.docs,
+    }
+
+
+def render(report: Report) -> str:
+    return json.dumps(report_dict(report), indent=2, sort_keys=True, default=str) + "\n"

@@ -1,0 +1,98 @@
+"""The terminal report: summary first, findings by severity, fixes as highlighted SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from qadvisor.model import Finding, Report, Severity
+from qadvisor.sqltext import predicate_sql
+
+_STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+
+
+def render(report: Report, console: Console) -> None:
+    snap = report.snapshot
+    s = report.summary()
+    console.print(
+        Text.assemble(
+            ("qadvisor ", "bold"),
+            f"{snap.server.database} on PostgreSQL {snap.server.version}: ",
+            (f"{s['critical']} critical", _STYLE[Severity.CRITICAL] if s["critical"] else "dim"),
+            ", ",
+            (f"{s['warning']} warning", _STYLE[Severity.WARNING] if s["warning"] else "dim"),
+            ", ",
+            (f"{s['info']} info", _STYLE[Severity.INFO] if s["info"] else "dim"),
+            f"  ({len(report.checks_run)} checks run)",
+        )
+    )
+    _queues(report, console)
+    for sev in sorted(Severity, reverse=True):
+        group = [f for f in report.findings if f.severity == sev]
+        if group:
+            console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
+            for f in group:
+                console.print(_finding(f))
+    if report.skipped:
+        console.print(Text("skipped", style="dim bold"))
+        for sk in report.skipped:
+            console.print(Text(f"  {sk.code} skipped: {sk.reason}", style="dim"))
+    if not report.findings and snap.queues:
+        console.print(Text("No problems found on the queue tables.", style="green"))
+
+
+def _queues(report: Report, console: Console) -> None:
+    snap = report.snapshot
+    if not snap.queues:
+        console.print(
+            Text(
+                "No queue tables found: no table has a status-like column together with a "
+                "partial index on it, row-locking statements in pg_stat_statements, or "
+                "waiting and finished status values. Name them with --table schema.name.",
+                style="yellow",
+            )
+        )
+        return
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+    table.add_column("queue table")
+    table.add_column("live predicate")
+    table.add_column("why", style="dim", overflow="fold")
+    for q in snap.queues:
+        table.add_row(q.qualified, predicate_sql(q.live) if q.live else "unknown", q.reason)
+    console.print(table)
+
+
+def _finding(f: Finding) -> Panel:
+    parts: list[Any] = [Text(f.message)]
+    if f.explanation:
+        parts.append(Text(f.explanation, style="dim italic"))
+    ev = Table(box=None, show_header=False, pad_edge=False)
+    ev.add_column(style="dim")
+    ev.add_column(overflow="fold")
+    for k, v in f.evidence.items():
+        ev.add_row(k, _value(v))
+    parts += [Text(""), ev]
+    if f.fix:
+        parts.append(Text(f"\nfix ({f.fix.safety}):", style="bold"))
+        parts.append(Syntax("\n".join(f.fix.statements), "sql", word_wrap=True,
+                            background_color="default"))  # fmt: skip
+        if f.fix.notes:
+            parts.append(Text(f.fix.notes, style="dim"))
+    parts.append(Text(f"docs: {f.docs}", style="dim"))
+    title = Text.assemble(
+        (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"
+    )
+    return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.4g}" if abs(v) < 1 else f"{v:,.1f}".removesuffix(".0")
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return "-" if v is None else str(v)

@@ -1,0 +1,71 @@
+"""SQL text for fixes: identifiers quoted only when PostgreSQL needs it, literals escaped."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from psycopg import sql
+
+from qadvisor.model import LivePredicate
+
+# Reserved and type/function-name keywords (PostgreSQL docs, appendix "SQL Key Words"):
+# an unquoted identifier spelled like one of these fails to parse or means something else.
+_KEYWORDS = frozenset(
+    """
+    all analyse analyze and any array as asc asymmetric authorization binary both case
+    cast check collate collation column concurrently constraint create cross
+    current_catalog current_date current_role current_schema current_time
+    current_timestamp current_user default deferrable desc distinct do else end except
+    false fetch for foreign freeze from full grant group having ilike in initially inner
+    intersect into is isnull join lateral leading left like limit localtime
+    localtimestamp natural not notnull null offset on only or order outer overlaps
+    placing primary references returning right select session_user similar some
+    symmetric system_user table tablesample then to trailing true union unique user
+    using variadic verbose when where window with
+    """.split()  # noqa: SIM905
+)
+_PLAIN = re.compile(r"^[a-z_][a-z0-9_$]*$")
+MAX_IDENTIFIER = 63  # NAMEDATALEN - 1
+
+
+def ident(name: str) -> str:
+    """Quote an identifier only when it would not survive unquoted."""
+    if _PLAIN.match(name) and name not in _KEYWORDS:
+        return name
+    return sql.Identifier(name).as_string(None)
+
+
+def qualified(schema: str | None, name: str) -> str:
+    return f"{ident(schema)}.{ident(name)}" if schema else ident(name)
+
+
+def literal(value: str) -> str:
+    return sql.Literal(value).as_string(None)
+
+
+def predicate_sql(live: LivePredicate) -> str:
+    """The live predicate as a WHERE clause body, e.g. ``status = 'pending'``."""
+    col = ident(live.column)
+    if live.op == "is null":
+        return f"{col} IS NULL"
+    if len(live.values) == 1:
+        return f"{col} = {literal(live.values[0])}"
+    return f"{col} IN ({', '.join(literal(v) for v in live.values)})"
+
+
+def index_name(table: str, parts: Iterable[str], suffix: str = "idx") -> str:
+    """A readable index name within PostgreSQL's 63-byte limit."""
+    words = [table, *parts, suffix]
+    cleaned = [re.sub(r"[^a-z0-9_]+", "_", w.lower()).strip("_") or "x" for w in words]
+    name = "_".join(cleaned)
+    while len(name.encode()) > MAX_IDENTIFIER and len(cleaned) > 2:
+        # Shorten the longest middle part first so the table name and suffix stay readable.
+        middle = range(1, len(cleaned) - 1)
+        longest = max(middle, key=lambda i: len(cleaned[i]))
+        if len(cleaned[longest]) <= 3:
+            cleaned.pop(longest)
+        else:
+            cleaned[longest] = cleaned[longest][: len(cleaned[longest]) // 2]
+        name = "_".join(cleaned)
+    return name[:MAX_IDENTIFIER]
