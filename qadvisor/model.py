@@ -14,6 +14,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from qadvisor.dequeue import DequeueStatement
+
 SNAPSHOT_FORMAT = 1
 
 
@@ -183,6 +185,90 @@ class Sample:
 
 
 @dataclass(frozen=True)
+class PlanNode:
+    """One node of an EXPLAIN (FORMAT JSON) plan, reduced to what checks read."""
+
+    node_type: str
+    relation: str | None = None
+    schema: str | None = None
+    alias: str | None = None
+    index: str | None = None
+    index_cond: str | None = None
+    filter: str | None = None
+    sort_key: tuple[str, ...] = ()
+    parent_relationship: str | None = None
+    subplan_name: str | None = None
+    startup_cost: float = 0.0
+    total_cost: float = 0.0
+    plan_rows: float = 0.0
+    # Filled only by --analyze (EXPLAIN ANALYZE in a rolled-back transaction).
+    actual_rows: float | None = None
+    actual_loops: float | None = None
+    actual_total_ms: float | None = None
+    rows_removed_by_filter: float | None = None
+    shared_blocks: int | None = None
+    children: tuple[PlanNode, ...] = ()
+
+    def walk(self) -> typing.Iterator[PlanNode]:
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+@dataclass(frozen=True)
+class Statement:
+    """A dequeue statement found in pg_stat_statements or given with --query / --query-file."""
+
+    source: str  # "pg_stat_statements", "--query", or "path/to/file.sql:12"
+    text: str  # as found
+    parsed: DequeueStatement | None = None
+    # pg_stat_statements turns literals into $n too, so its text cannot tell a literal status
+    # from a bound one: findings from such text alone are latent unless the server confirms.
+    from_normalised_text: bool = False
+    queryid: int | None = None
+    role: str | None = None  # the role that ran it (pg_stat_statements.userid)
+    calls: int | None = None
+    mean_exec_ms: float | None = None
+    shared_blks_per_call: float | None = None
+    plans_per_call: float | None = None  # with pg_stat_statements.track_planning on
+    # Literal values put in place of parameters for the custom plan: {"1": "'pending'"}.
+    custom_values: dict[str, str] = field(default_factory=dict)
+    custom_plan: PlanNode | None = None
+    generic_plan: PlanNode | None = None
+    analyzed_plan: PlanNode | None = None  # --analyze: custom plan with actual numbers
+    analyzed_ms: float | None = None
+    plan_error: str | None = None  # why a plan could not be made
+
+
+@dataclass(frozen=True)
+class TenantCount:
+    tenant: str
+    rows: int
+
+
+@dataclass(frozen=True)
+class TenantFacts:
+    """Per-tenant shape of a queue's live set, from bounded queries that use an index."""
+
+    schema: str
+    table: str
+    tenant_column: str
+    # Live rows per tenant, largest first, counted with a cap per tenant (see ``count_cap``).
+    live_by_tenant: tuple[TenantCount, ...] = ()
+    count_cap: int | None = None
+    tenants_counted: int = 0  # tenants with live rows seen (at most ``tenant_limit``)
+    n_distinct_estimate: float | None = None  # pg_stats n_distinct of the tenant column
+    # The rotation table of a round-robin dequeue (the outer side of the LATERAL).
+    rotation_schema: str | None = None
+    rotation_table: str | None = None
+    rotation_rows: int | None = None
+    idle_tenants: int | None = None  # rotation rows whose tenant has nothing live
+    # Mean seconds between start and finish of recent finished jobs, when the table has them.
+    mean_job_seconds: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Snapshot:
     server: ServerInfo
     settings: dict[str, str]
@@ -190,6 +276,8 @@ class Snapshot:
     queues: tuple[Queue, ...]
     tables: tuple[Table, ...]
     sample: Sample | None = None
+    statements: tuple[Statement, ...] = ()
+    tenants: tuple[TenantFacts, ...] = ()
     # Facts that could not be collected, by name, with the reason (reported as skips).
     unavailable: dict[str, str] = field(default_factory=dict)
     format: int = SNAPSHOT_FORMAT

@@ -77,8 +77,12 @@ class LocalServer:
 
     def dsn(self, dbname: str = "postgres", user: str = "postgres") -> str:
         """A libpq keyword/value connection string for this server."""
-        parts = {"host": str(self.socket_dir), "port": str(self.port), "user": user}
-        parts["dbname"] = dbname
+        parts = {
+            "host": str(self.socket_dir),
+            "port": str(self.port),
+            "user": user,
+            "dbname": dbname,
+        }
         return " ".join(f"{key}={_conninfo_quote(value)}" for key, value in parts.items())
 
     def stop(self) -> None:
