@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from qadvisor.connect import SessionLimits
     from qadvisor.model import Report, Snapshot
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -62,6 +63,7 @@ DsnArg = Annotated[
         "postgresql://monitor@db/app. Omitted: the PG* environment, .pgpass and "
         "pg_service.conf are used, as psql does.",
         show_default=False,
+        metavar="DSN",
     ),
 ]
 TableOpt = Annotated[
@@ -70,6 +72,7 @@ TableOpt = Annotated[
         "--table",
         "-t",
         help="Queue table to check (schema.name; repeatable). Skips discovery.",
+        metavar="SCHEMA.TABLE",
         show_default=False,
     ),
 ]
@@ -87,18 +90,53 @@ SampleOpt = Annotated[
 ]
 StatementTimeoutOpt = Annotated[
     int,
-    typer.Option("--statement-timeout", min=100, help="statement_timeout of the session, ms."),
+    typer.Option(
+        "--statement-timeout", min=100, metavar="MS", help="statement_timeout of the session, ms."
+    ),
 ]
 LockTimeoutOpt = Annotated[
     int,
     typer.Option(
         "--lock-timeout",
         min=1,
+        metavar="MS",
         help="lock_timeout of the session, ms: qadvisor never waits long on the application.",
     ),
 ]
+QueryOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--query",
+        "-q",
+        help="A dequeue statement to analyse against this database (repeatable). Planned "
+        "with EXPLAIN, never executed; must be one SELECT, UPDATE, DELETE or WITH statement.",
+        metavar="SQL",
+        show_default=False,
+    ),
+]
+QueryFileOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--query-file",
+        help="A SQL file of the application (repeatable); its row-locking statements are "
+        "analysed like --query, other statements are left alone.",
+        metavar="PATH",
+        show_default=False,
+    ),
+]
+AnalyzeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--analyze",
+        help="Also EXPLAIN ANALYZE the dequeue statements, each inside a transaction that is "
+        "rolled back (it runs the statement: use a staging or scratch database).",
+    ),
+]
 ConnectTimeoutOpt = Annotated[
-    int, typer.Option("--connect-timeout", min=1, help="Seconds to wait for a connection.")
+    int,
+    typer.Option(
+        "--connect-timeout", min=1, metavar="SECONDS", help="Seconds to wait for a connection."
+    ),
 ]
 
 
@@ -119,10 +157,14 @@ def check(
         ),
     ] = FailOn.warning,
     sample: SampleOpt = None,
+    query: QueryOpt = None,
+    query_file: QueryFileOpt = None,
+    analyze: AnalyzeOpt = False,
     snapshot: Annotated[
         Path | None,
         typer.Option(
             "--snapshot",
+            metavar="FILE",
             help="Check a snapshot saved by `qadvisor snapshot` instead of a server.",
             show_default=False,
         ),
@@ -132,6 +174,7 @@ def check(
         typer.Option(
             "--ignore",
             help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
+            metavar="CODE|KEY",
             show_default=False,
         ),
     ] = None,
@@ -144,14 +187,18 @@ def check(
     Read-only: the session runs with default_transaction_read_only, statement_timeout and
     lock_timeout, and only reads catalogs and statistics (never counts the archive).
     """
-    if snapshot is not None and (dsn or table or sample):
-        _fail("--snapshot checks a saved snapshot: it takes no DSN, --table or --sample")
+    if snapshot is not None and (dsn or table or sample or query or query_file or analyze):
+        _fail(
+            "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
+            "--query, --query-file or --analyze"
+        )
     try:
         if snapshot is not None:
             snap = _load_snapshot(snapshot)
         else:
-            snap = _collect(dsn, table or [], sample, statement_timeout, lock_timeout,
-                            connect_timeout)  # fmt: skip
+            queries = _read_queries(query or [], query_file or [])
+            limits = _limits(statement_timeout, lock_timeout, connect_timeout)
+            snap = _collect(dsn, table or [], sample, limits, queries, analyze)
         report = _run(snap, ignore or [])
     except UserError as exc:
         _fail(str(exc))
@@ -168,6 +215,9 @@ def snapshot_cmd(
     ] = Path("-"),
     table: TableOpt = None,
     sample: SampleOpt = None,
+    query: QueryOpt = None,
+    query_file: QueryFileOpt = None,
+    analyze: AnalyzeOpt = False,
     statement_timeout: StatementTimeoutOpt = 5000,
     lock_timeout: LockTimeoutOpt = 1000,
     connect_timeout: ConnectTimeoutOpt = 10,
@@ -177,8 +227,9 @@ def snapshot_cmd(
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
     try:
-        snap = _collect(dsn, table or [], sample, statement_timeout, lock_timeout,
-                        connect_timeout)  # fmt: skip
+        queries = _read_queries(query or [], query_file or [])
+        limits = _limits(statement_timeout, lock_timeout, connect_timeout)
+        snap = _collect(dsn, table or [], sample, limits, queries, analyze)
     except UserError as exc:
         _fail(str(exc))
     text = json.dumps(snap.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -270,20 +321,50 @@ def _load_snapshot(path: Path) -> Snapshot:
         raise UserError(f"{path} is not a qadvisor snapshot: {exc}") from None
 
 
+def _read_queries(queries: list[str], files: list[Path]) -> list[tuple[str, str]]:
+    """(source, text) pairs; a --query that is not one plannable statement is refused."""
+    from qadvisor import dequeue
+
+    out: list[tuple[str, str]] = []
+    for i, text in enumerate(queries, 1):
+        try:
+            dequeue.check_plannable(text)
+        except dequeue.StatementError as exc:
+            raise UserError(f"--query {i} refused: {exc}") from None
+        out.append((f"--query {i}", text))
+    for path in files:
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise UserError(f"cannot read --query-file {path}: {reason}") from None
+        try:
+            statements = dequeue.split_statements(text)
+        except dequeue.StatementError as exc:
+            raise UserError(f"--query-file {path}: {exc}") from None
+        out += [(f"{path}#{n}", stmt) for n, stmt in enumerate(statements, 1)]
+    return out
+
+
+def _limits(statement_timeout: int, lock_timeout: int, connect_timeout: int) -> SessionLimits:
+    from qadvisor.connect import SessionLimits
+
+    return SessionLimits(statement_timeout, lock_timeout, connect_timeout)
+
+
 def _collect(
     dsn: str | None,
     tables: list[str],
     sample: float | None,
-    statement_timeout: int,
-    lock_timeout: int,
-    connect_timeout: int,
+    limits: SessionLimits,
+    queries: list[tuple[str, str]],
+    analyze: bool,
 ) -> Snapshot:
     import psycopg
 
     from qadvisor.collect.snapshot import CollectError, collect
-    from qadvisor.connect import ConnectError, SessionLimits, connect, redact
+    from qadvisor.connect import ConnectError, connect, redact
 
-    limits = SessionLimits(statement_timeout, lock_timeout, connect_timeout)
     try:
         conn = connect(dsn, limits)
     except ConnectError as exc:
@@ -292,8 +373,8 @@ def _collect(
         with conn:
             if sample:
                 with _sample_progress() as progress:
-                    return collect(conn, tables, sample, progress)
-            return collect(conn, tables)
+                    return collect(conn, tables, sample, progress, queries, analyze)
+            return collect(conn, tables, None, None, queries, analyze)
     except CollectError as exc:
         raise UserError(str(exc)) from None
     except psycopg.Error as exc:

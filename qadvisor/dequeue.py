@@ -235,10 +235,10 @@ def _parse(sql: str) -> exp.Expr:
 def _check_tree(tree: exp.Expr, tokens: list[Token]) -> None:
     main = _main(tree)
     if not isinstance(main, exp.Select | exp.SetOperation | exp.Update | exp.Delete):
-        starts_with_with = tokens[0].token_type == TokenType.WITH
-        raise _refused(
-            f"WITH ... {main.key.upper()}" if starts_with_with else _leading_words(tokens)
-        )
+        if tokens[0].token_type == TokenType.WITH:
+            raise _refused(f"WITH ... {main.key.upper()}")
+        # "(values (1))" starts with a parenthesis: name what sqlglot found inside instead.
+        raise _refused(_leading_words(tokens) if tokens[0].text.isalpha() else main.key.upper())
     for node in tree.walk():
         if isinstance(node, exp.Command):
             raise StatementError(f"unparsable SQL: sqlglot cannot parse {node.name!r} here")
@@ -269,7 +269,8 @@ def check_plannable(sql: str) -> None:
 def analyse(sql: str) -> DequeueStatement | None:
     """The dequeue shape of ``sql``, or None when it takes no row lock.
 
-    When several query levels lock, the outermost is analysed (breadth-first order).
+    When several query levels lock, the outermost one that takes rows is analysed; ``lock``
+    is its first locking clause (``locked_tables`` counts them all).
     Raises StatementError as check_plannable does.
     """
     tree = _parse(sql)
@@ -280,7 +281,7 @@ def analyse(sql: str) -> DequeueStatement | None:
     queue_table, owner = _queue_table(select, ctes)
     queue_key = _source_key(queue_table)
     locks = select.args["locks"]
-    lateral_level = _lock_level(tree, select) == "lateral"
+    level = _lock_level(tree, select)
     return DequeueStatement(
         text=sql,
         kind=_kind(_main(tree)),
@@ -292,10 +293,10 @@ def analyse(sql: str) -> DequeueStatement | None:
         limit=_literal_limit(select),
         limit_is_parameter=_limit_is_parameter(select),
         lock=_lock_clause(locks[0], select, ctes),
-        lock_level=_lock_level(tree, select),
+        lock_level=level,
         locked_tables=_unique(_table_name(t) for t, _ in _covered(select, _of_names(locks), ctes)),
         has_window=_has_window(select, ctes),
-        lateral=_lateral(select, owner, queue_key) if lateral_level else None,
+        lateral=_lateral(select, owner, queue_key) if level == "lateral" else None,
         parameters=tuple(sorted({_parameter_index(p) for p in tree.find_all(exp.Parameter)})),
     )
 
@@ -454,9 +455,7 @@ def _queue_table(select: exp.Select, ctes: set[str]) -> tuple[exp.Table, exp.Sel
         table, level = item
         key = _source_key(table)
         orders = isinstance(first, exp.Column) and _qualifier(first) == key and level is select
-        simple = sum(
-            1 for p in _predicates(level, key, only_qualified=True) if p.op not in ("other",)
-        )
+        simple = sum(1 for p in _predicates(level, key, only_qualified=True) if p.op != "other")
         return orders, simple, id(table) in locked
 
     return max(candidates, key=score)  # max() keeps the first of equals: FROM order
@@ -579,10 +578,11 @@ def _predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> Predi
 
 def _any_operands(node: exp.Any) -> tuple[Param, ...]:
     """``= ANY($1)`` gives the parameter, ``= ANY(ARRAY['a', 'b'])`` the literals."""
-    inner = _unwrap(node.this)
-    if isinstance(inner, exp.Array):
-        return tuple(_param(e) for e in inner.expressions)
-    return (_param(node.this if not isinstance(node.this, exp.Paren) else node.this.this),)
+    operand = node.this.this if isinstance(node.this, exp.Paren) else node.this
+    array = _unwrap(operand)
+    if isinstance(array, exp.Array):
+        return tuple(_param(e) for e in array.expressions)
+    return (_param(operand),)
 
 
 def _param(node: exp.Expr) -> Param:

@@ -21,6 +21,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor import discover
+from qadvisor.collect.statements import collect_statements
+from qadvisor.collect.tenants import collect_tenants
 from qadvisor.model import (
     Column,
     ColumnStats,
@@ -69,8 +71,15 @@ def collect(
     tables: Sequence[str] = (),
     sample_seconds: float | None = None,
     progress: Callable[[float, float], None] | None = None,
+    queries: Sequence[tuple[str, str]] = (),
+    analyze: bool = False,
 ) -> Snapshot:
-    """Read one snapshot; with ``sample_seconds`` read the counters again after that long."""
+    """Read one snapshot; with ``sample_seconds`` read the counters again after that long.
+
+    ``queries`` are (source, SQL text) pairs given by the user: they are parsed and planned
+    (EXPLAIN only; with ``analyze`` EXPLAIN ANALYZE inside a rolled-back transaction), never
+    executed.
+    """
     unavailable: dict[str, str] = {}
     server_row = _rows(conn, "server")[0]
     server = ServerInfo(
@@ -89,6 +98,8 @@ def collect(
         Queue(d.schema, d.table, d.live, d.reason)
         for d in sorted(found.decisions, key=lambda d: (d.schema, d.table))
     )
+    statements = collect_statements(conn, queues, table_facts, queries, analyze, unavailable)
+    tenants = collect_tenants(conn, queues, table_facts, statements, unavailable)
     sample = None
     if sample_seconds and relids:
         sample = _sample(conn, relids, sample_seconds, progress)
@@ -99,6 +110,8 @@ def collect(
         queues=queues,
         tables=tuple(table_facts),
         sample=sample,
+        statements=statements,
+        tenants=tenants,
         unavailable=unavailable,
     )
 
