@@ -1,0 +1,85 @@
+"""QA101 archive-bloated-index: unit tests on snapshots, then the pathology on real servers."""
+
+from __future__ import annotations
+
+from qadvisor.model import Finding, Skip
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import apply_fix, build_archive_queue, check
+
+MB = 1024 * 1024
+
+
+def test_composite_index_over_the_archive_is_flagged_with_the_seed_numbers() -> None:
+    # The seed: 10 M rows, 5,000 pending, composite (status, created_at) at 310.4 MB.
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
+    out = S.run("QA101", S.snapshot(S.jobs_table(indexes=(idx,))))
+    assert len(out) == 1 and isinstance(out[0], Finding)
+    f = out[0]
+    assert f.key == "QA101:public.jobs_status_created_at_idx"
+    assert f.evidence["live_rows"] == 5_000
+    assert f.evidence["archive_fraction"] == 0.9995
+    # A fresh partial (created_at) index on 5,000 rows: a few pages, not megabytes.
+    assert 16_384 <= f.evidence["estimated_partial_bytes"] < 300_000
+    assert f.fix is not None
+    assert f.fix.statements == (
+        "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx ON public.jobs (created_at) "
+        "WHERE status = 'pending';",
+        "DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;",
+    )
+
+
+def test_constraint_index_is_never_dropped() -> None:
+    idx = S.index("jobs_status_id_key", ("status", "id"), 200 * MB, is_unique=True,
+                  is_constraint=True)  # fmt: skip
+    (f,) = S.run("QA101", S.snapshot(S.jobs_table(indexes=(idx,))))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert len(f.fix.statements) == 1 and f.fix.statements[0].startswith("CREATE INDEX")
+    assert "constraint" in f.fix.notes
+
+
+def test_quiet_for_partial_small_or_mostly_live_indexes() -> None:
+    partial = S.index("p", ("created_at",), 300 * MB, predicate="(status = 'pending'::text)")
+    small = S.index("small", ("status", "created_at"), 4 * MB)
+    assert S.run("QA101", S.snapshot(S.jobs_table(indexes=(partial, small)))) == []
+    # Rows deleted on completion: half the table is live.
+    busy = S.index("busy", ("status", "created_at"), 300 * MB)
+    assert S.run("QA101", S.snapshot(S.jobs_table(indexes=(busy,), pending_freq=0.5))) == []
+
+
+def test_unreadable_pg_stats_is_a_reported_skip_not_a_guess() -> None:
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * MB)
+    table = S.jobs_table(indexes=(idx,), pending_freq=None, stats_visible=False)
+    (skip,) = S.run("QA101", S.snapshot(table))
+    assert isinstance(skip, Skip) and "pg_read_all_stats" in skip.reason
+
+
+def test_archive_index_found_fixed_and_gone(db: TestDB) -> None:
+    build_archive_queue(db)
+    run = check(db)
+    assert run.rc == 1
+    (f,) = run.findings("QA101")
+    assert f["target"] == {"kind": "index", "schema": "public", "table": "jobs",
+                           "name": "jobs_status_created_at_idx"}  # fmt: skip
+    ev = f["evidence"]
+    assert ev["index_bytes"] > 8 * MB
+    assert 400_000 <= ev["table_rows"] <= 401_000
+    # 500 live rows, estimated from pg_stats: the sample may miss a little either way.
+    assert 300 <= ev["live_rows"] <= 800
+    assert ev["archive_fraction"] > 0.99
+    assert ev["size_ratio"] >= 10
+    apply_fix(db, f)
+    names = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes WHERE tablename='jobs'")}
+    assert names == {"jobs_pkey", "jobs_pending_created_at_idx"}
+    assert "QA101" not in check(db).codes()
+
+
+def test_quiet_on_a_healthy_queue(db: TestDB) -> None:
+    build_archive_queue(db, composite=False, partial=True)
+    assert "QA101" not in check(db).codes()
+
+
+def test_quiet_when_rows_are_deleted_on_completion(db: TestDB) -> None:
+    build_archive_queue(db, archive=0, live=300_000)
+    run = check(db, "--table", "public.jobs")
+    assert "QA101" not in run.codes()

@@ -1,0 +1,64 @@
+"""QA102 dead-entry-bloated-partial-index."""
+
+from __future__ import annotations
+
+from qadvisor.model import Finding
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import apply_fix, build_archive_queue, check
+
+MB = 1024 * 1024
+PENDING_PRED = "(status = 'pending'::text)"
+
+
+def test_seed_numbers_38_mb_for_5000_entries() -> None:
+    idx = S.index("jobs_pending_created_at", ("created_at",), int(38.2 * MB),
+                  predicate=PENDING_PRED, reltuples=5_000)  # fmt: skip
+    (f,) = S.run("QA102", S.snapshot(S.jobs_table(indexes=(idx,))))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.evidence["index_entries"] == 5_000
+    assert f.evidence["size_ratio"] > 100
+    assert f.fix.statements[0] == "REINDEX INDEX CONCURRENTLY public.jobs_pending_created_at;"
+    # The default vacuum trigger of a 10 M row table is the cause: its fix comes along.
+    assert "autovacuum_vacuum_scale_factor = 0" in f.fix.statements[1]
+
+
+def test_quiet_for_a_right_sized_partial_index() -> None:
+    idx = S.index("jobs_pending_created_at", ("created_at",), 2 * MB, predicate=PENDING_PRED,
+                  reltuples=50_000)  # fmt: skip
+    assert S.run("QA102", S.snapshot(S.jobs_table(indexes=(idx,)))) == []
+
+
+def _churn(db: TestDB, rounds: int, batch: int) -> None:
+    # Claims move rows out of the partial index's predicate; without vacuum their entries stay.
+    for _ in range(rounds):
+        db.execute(
+            f"""
+            INSERT INTO jobs (status, created_at)
+            SELECT 'pending', clock_timestamp() FROM generate_series(1, {batch});
+            UPDATE jobs SET status = 'done', finished_at = now()
+             WHERE id IN (SELECT id FROM jobs WHERE status = 'pending'
+                           ORDER BY created_at LIMIT {batch});
+            """
+        )
+
+
+def test_bloated_partial_index_found_reindexed_and_gone(db: TestDB) -> None:
+    build_archive_queue(db, archive=50_000, composite=False, partial=True,
+                        reloptions="autovacuum_enabled = false")  # fmt: skip
+    _churn(db, rounds=40, batch=5_000)
+    db.execute("ANALYZE jobs")
+    run = check(db)
+    (f,) = run.findings("QA102")
+    ev = f["evidence"]
+    assert f["target"]["name"] == "jobs_pending_created_at"
+    assert ev["index_bytes"] > 1 * MB
+    assert ev["size_ratio"] >= 10
+    assert ev["index_entries"] < 5_000
+    apply_fix(db, f)
+    assert "QA102" not in check(db).codes()
+
+
+def test_quiet_on_a_fresh_partial_index(db: TestDB) -> None:
+    build_archive_queue(db, composite=False, partial=True)
+    assert "QA102" not in check(db).codes()

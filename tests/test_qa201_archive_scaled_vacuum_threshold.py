@@ -1,0 +1,132 @@
+"""QA201 archive-scaled-vacuum-threshold."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+
+from qadvisor.collect.snapshot import collect
+from qadvisor.connect import SessionLimits, connect
+from qadvisor.engine import run_checks
+from qadvisor.model import Finding, Sample, Severity, TableStats
+from qadvisor.registry import load_checks
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import apply_fix, build_archive_queue, check
+
+
+def test_seed_numbers_default_trigger_is_two_million() -> None:
+    table = S.jobs_table(stats=TableStats(n_dead_tup=1_753_949, autovacuum_count=0))
+    (f,) = S.run("QA201", S.snapshot(table))
+    assert isinstance(f, Finding)
+    assert f.evidence["vacuum_trigger"] == 2_000_050  # 50 + 0.2 x 10 M
+    assert f.evidence["n_dead_tup"] == 1_753_949
+    assert f.evidence["live_rows"] == 5_000
+    assert f.fix is not None
+    # Without a sample: 10x the live set, rounded to a readable number.
+    assert f.fix.statements == (
+        "ALTER TABLE public.jobs SET (autovacuum_vacuum_scale_factor = 0, "
+        "autovacuum_vacuum_threshold = 50000);",
+    )
+
+
+def test_max_threshold_caps_the_trigger_on_18() -> None:
+    table = S.jobs_table(reltuples=1_000_000_000)
+    (f,) = S.run("QA201", S.snapshot(table))
+    assert isinstance(f, Finding)
+    assert f.evidence["vacuum_trigger"] == 100_000_000
+
+
+def test_reloptions_override_settings_and_quiet_it() -> None:
+    tuned = S.jobs_table(reloptions={"autovacuum_vacuum_scale_factor": "0",
+                                     "autovacuum_vacuum_threshold": "50000"})  # fmt: skip
+    assert S.run("QA201", S.snapshot(tuned)) == []
+
+
+def test_sample_sizes_the_fix_from_the_rate_and_predicts_the_wait() -> None:
+    first = TableStats(n_dead_tup=1_000_000, n_tup_upd=0, n_tup_ins=0)
+    # 2,000 claims/s: one update each (pending -> done), 2,000 inserts/s by the producer.
+    later = TableStats(n_dead_tup=1_020_000, n_tup_upd=20_000, n_tup_ins=20_000)
+    snap = S.snapshot(
+        S.jobs_table(stats=first),
+        sample=Sample(seconds=10.0, tables={"public.jobs": later}),
+    )
+    (f,) = S.run("QA201", snap)
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.evidence["dead_tuples_per_s"] == 2000.0
+    # (2,000,050 - 1,000,000) / (2,000 - 0.2 x 2,000) = 625 s
+    assert f.evidence["seconds_to_autovacuum"] == 625
+    assert "autovacuum_vacuum_threshold = 100000" in f.fix.statements[0]  # 60,000 -> 100,000
+    assert f.severity is Severity.WARNING
+
+
+def test_trigger_that_recedes_as_fast_as_dead_tuples_grow_is_critical() -> None:
+    first = TableStats(n_dead_tup=10, n_tup_upd=0, n_tup_ins=0)
+    later = TableStats(n_dead_tup=110, n_tup_upd=100, n_tup_ins=1000)
+    snap = S.snapshot(S.jobs_table(stats=first), sample=Sample(10.0, {"public.jobs": later}))
+    (f,) = S.run("QA201", snap)
+    assert isinstance(f, Finding)
+    assert f.severity is Severity.CRITICAL and f.evidence["seconds_to_autovacuum"] is None
+
+
+def test_found_fixed_and_gone(db: TestDB) -> None:
+    build_archive_queue(db)
+    db.execute("UPDATE jobs SET finished_at = now() WHERE id <= 30000")
+    db.wait_for_stats("jobs", lambda r: r["n_dead_tup"] >= 30_000)
+    run = check(db)
+    assert run.rc == 1
+    (f,) = run.findings("QA201")
+    ev = f["evidence"]
+    assert 80_000 <= ev["vacuum_trigger"] <= 80_300  # 50 + 0.2 x ~400,500
+    assert ev["n_dead_tup"] >= 30_000
+    assert ev["autovacuum_vacuum_scale_factor"] == 0.2
+    assert ev["settings_source"] == "server setting"
+    if db.version_num >= 180000:
+        assert ev["autovacuum_vacuum_max_threshold"] == 100_000_000
+    else:
+        assert ev["autovacuum_vacuum_max_threshold"] is None
+    apply_fix(db, f)
+    (opts,) = db.execute("SELECT reloptions FROM pg_class WHERE relname = 'jobs'")[0]
+    assert "autovacuum_vacuum_scale_factor=0" in opts
+    assert "QA201" not in check(db).codes()
+
+
+def test_sample_measures_the_dead_tuple_rate(db: TestDB) -> None:
+    build_archive_queue(db)
+    stop = threading.Event()
+
+    def churn() -> None:
+        # A steady stream of claims: each update leaves one dead tuple.
+        with psycopg.connect(db.dsn, autocommit=True) as conn:
+            n = 0
+            while not stop.is_set():
+                conn.execute("UPDATE jobs SET finished_at = now() WHERE id BETWEEN %s AND %s",
+                             (n * 200 + 1, n * 200 + 200))  # fmt: skip
+                conn.execute("SELECT pg_stat_force_next_flush()")
+                n += 1
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        with connect(db.dsn, SessionLimits()) as conn:
+            snap = collect(conn, sample_seconds=3)
+    finally:
+        stop.set()
+        worker.join()
+    report = run_checks(snap, [c for c in load_checks() if c.code == "QA201"])
+    (f,) = report.findings
+    assert f.evidence["dead_tuples_per_s"] > 0
+    assert f.evidence["sample_seconds"] >= 3
+    assert "30 s of dead tuples" in (f.fix.notes if f.fix else "")
+
+
+def test_quiet_when_tuned_or_deleted_on_completion(db: TestDB) -> None:
+    build_archive_queue(db, reloptions="autovacuum_vacuum_scale_factor = 0, "
+                        "autovacuum_vacuum_threshold = 50000")  # fmt: skip
+    assert "QA201" not in check(db).codes()
+
+
+def test_quiet_when_rows_are_deleted_on_completion(db: TestDB) -> None:
+    build_archive_queue(db, archive=0, live=300_000)
+    assert "QA201" not in check(db, "--table", "jobs").codes()
