@@ -75,7 +75,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     for queue, table in queue_tables(snapshot):
         live = queue.live
         if live is None:
-            yield Unmet(f"{table.qualified}: no live predicate is known")
+            yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}")
             continue
         candidates = [i for i in table.indexes if _on_dequeue_path(i, live)]
         if not candidates:

@@ -74,7 +74,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         est = live_rows(table, queue.live)
         if est.rows is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {est.source}")
+            why = est.source if queue.live is not None else queue.reason
+            yield Unmet(f"{table.qualified}: live set unknown: {why}")
             continue
         ratio = trigger.value / max(est.rows, 1.0)
         if ratio < options.min_ratio:

@@ -40,6 +40,8 @@ class CandidateColumn:
     enum_labels: tuple[str, ...] | None
     indexed: bool
     common_values: tuple[str, ...] | None
+    # pg_stats shows a column only to roles that may SELECT it.
+    readable: bool = True
 
     @property
     def is_status(self) -> bool:
@@ -200,6 +202,13 @@ def _live_predicate(
                 f"column {col.column} holds waiting ({', '.join(chosen)}) and finished "
                 f"({', '.join(sorted(values & ARCHIVE_WORDS))}) values",
             )
+    hidden = [c.column for c in ev.columns if c.is_status and not c.readable and not c.enum_labels]
+    if hidden:
+        return None, (
+            f"no live predicate: the values of {hidden[0]} are hidden from this role "
+            f"(pg_stats needs SELECT on the column: GRANT SELECT ({hidden[0]}) ON "
+            f"{ev.schema}.{ev.table} TO <role>)"
+        )
     return None, "no live predicate could be derived (no partial index, no known status values)"
 
 

@@ -119,8 +119,8 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
         if not table.stats_visible:
             return LiveEstimate(
                 None,
-                "pg_stats of the table is not visible to this role "
-                "(grant pg_read_all_stats, or run as the table owner)",
+                f"pg_stats of {live.column} is hidden from this role: it needs SELECT on the "
+                f"column (GRANT SELECT ({live.column}) ON {table.qualified} TO <role>)",
             )
         return LiveEstimate(None, f"pg_stats has no row for column {live.column}; run ANALYZE")
     if live.op == "is null":

@@ -143,6 +143,7 @@ def _discover(conn: Conn, names: Sequence[str], unavailable: dict[str, str]) -> 
             enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
             indexed=r["indexed"],
             common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
+            readable=r["readable"],
         )
         for r in candidates
     ]

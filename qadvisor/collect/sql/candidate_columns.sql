@@ -2,6 +2,7 @@
 -- One query for the whole database, however many tables it has.
 SELECT n.nspname AS schema, c.relname AS table, c.oid AS relid, a.attname AS column,
        format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
+       has_column_privilege(c.oid, a.attnum, 'SELECT') AS readable,
        CASE WHEN t.typtype = 'e' THEN
          ARRAY(SELECT e.enumlabel::text FROM pg_enum e
                 WHERE e.enumtypid = t.oid ORDER BY e.enumsortorder)

@@ -1,0 +1,154 @@
+"""The CLI as a user meets it: exit codes, bad input, the JSON contract, snapshots, safety."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TestDB
+from tests.helpers import build_archive_queue, check, qadvisor
+
+SECRET = "s3cr3t-Pa55"
+
+
+def test_help_teaches_exit_codes() -> None:
+    run = qadvisor("--help")
+    assert run.rc == 0 and "Exit codes" in run.stdout
+    run = qadvisor("check", "--help")
+    assert run.rc == 0 and "--fail-on" in run.stdout and "--sample" in run.stdout
+
+
+def test_explain_prints_the_docs_of_a_check() -> None:
+    run = qadvisor("explain", "QA201")
+    assert run.rc == 0 and "## How to fix" in run.stdout
+    assert qadvisor("explain", "QA999").rc == 2
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        (f"host=localhost password={SECRET} port=notaport", "port"),
+        (f"postgresql://app:{SECRET}@127.0.0.1:1/app?connect_timeout=3", "cannot connect"),
+        (f"dbname=app password='{SECRET}' user", "malformed DSN"),
+    ],
+)
+def test_bad_dsn_or_unreachable_server_is_one_line_without_the_password(
+    dsn: str, expected: str
+) -> None:
+    run = qadvisor("check", dsn)
+    assert run.rc == 2
+    assert SECRET not in run.stderr + run.stdout
+    assert expected in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in run.stderr
+
+
+def test_wrong_password_and_missing_database(db: TestDB) -> None:
+    server = db.server
+    hba = server.data_dir / "pg_hba.conf"
+    line = "local all qa_pw scram-sha-256\n"
+    text = hba.read_text()
+    if line not in text:
+        hba.write_text(line + text)
+    db.execute("SELECT pg_reload_conf()")
+    db.execute("DROP ROLE IF EXISTS qa_pw")
+    db.execute("CREATE ROLE qa_pw LOGIN PASSWORD 'right-one'")
+    wrong = (
+        f"host={server.socket_dir} port={server.port} dbname={db.name} user=qa_pw password={SECRET}"
+    )
+    run = qadvisor("check", wrong)
+    assert run.rc == 2 and SECRET not in run.stderr
+    assert "password authentication failed" in run.stderr
+    missing = server.dsn("no_such_db")
+    run = qadvisor("check", missing)
+    assert run.rc == 2 and 'database "no_such_db" does not exist' in run.stderr
+
+
+def test_missing_table_and_bad_snapshot_file(db: TestDB, tmp_path: Path) -> None:
+    run = qadvisor("check", db.dsn, "--table", "public.nope")
+    assert run.rc == 2 and "public.nope does not exist" in run.stderr
+    not_json = tmp_path / "x.json"
+    not_json.write_text("hello")
+    run = qadvisor("check", "--snapshot", str(not_json))
+    assert run.rc == 2 and "not a qadvisor snapshot" in run.stderr
+    other_json = tmp_path / "y.json"
+    other_json.write_text('{"format": 1, "server": 3}')
+    run = qadvisor("check", "--snapshot", str(other_json))
+    assert run.rc == 2 and "not a qadvisor snapshot" in run.stderr
+    assert qadvisor("check", "--snapshot", str(tmp_path / "missing.json")).rc == 2
+
+
+def test_json_contract_and_exit_codes(db: TestDB) -> None:
+    build_archive_queue(db)
+    run = check(db)
+    report = run.report
+    assert run.rc == 1
+    assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
+                           "queues", "findings", "skipped", "summary"}  # fmt: skip
+    assert report["schema_version"] == 1
+    assert report["server"]["version_num"] == db.version_num
+    assert report["database"] == db.name
+    (queue,) = report["queues"]
+    assert queue["table"] == "jobs" and queue["live_predicate"] == "status = 'pending'"
+    for f in report["findings"]:
+        assert set(f) == {"code", "name", "severity", "key", "target", "message", "evidence",
+                          "fix", "docs"}  # fmt: skip
+        assert f["key"].startswith(f["code"] + ":")
+        assert Path(f["docs"]).name == f"{f['code']}.md"
+    assert report["summary"]["warning"] == len(report["findings"])
+    # The gate: warnings do not fail a critical-only gate, nor a never gate.
+    assert check(db, "--fail-on", "critical").rc == 0
+    assert check(db, "--fail-on", "never").rc == 0
+    assert check(db, "--ignore", "QA101", "--ignore", "QA201:public.jobs").rc == 0
+
+
+def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
+    build_archive_queue(db)
+    out = tmp_path / "s.json"
+    run = qadvisor("snapshot", db.dsn, "-o", str(out))
+    assert run.rc == 0, run.stderr
+    online = check(db).report
+    offline = qadvisor("check", "--snapshot", str(out), "--format", "json")
+    assert offline.rc == 1
+    assert [f["key"] for f in offline.report["findings"]] == [f["key"] for f in online["findings"]]
+    assert json.loads(out.read_text())["server"]["database"] == db.name
+
+
+def test_session_is_read_only_and_named(db: TestDB) -> None:
+    from qadvisor.connect import SessionLimits, connect
+
+    with connect(db.dsn, SessionLimits(statement_timeout_ms=1234, lock_timeout_ms=56)) as conn:
+        row = conn.execute(
+            "SELECT current_setting('default_transaction_read_only'),"
+            " current_setting('statement_timeout'), current_setting('lock_timeout'),"
+            " current_setting('application_name')"
+        ).fetchone()
+        assert row == ("on", "1234ms", "56ms", "qadvisor")
+        with pytest.raises(Exception, match="read-only transaction"):
+            conn.execute("CREATE TABLE should_not_exist (x int)")
+
+
+def test_role_without_pg_stats_gets_a_skip_not_a_guess(db: TestDB) -> None:
+    build_archive_queue(db)
+    db.execute("DROP ROLE IF EXISTS qa_monitor")
+    db.execute("CREATE ROLE qa_monitor LOGIN IN ROLE pg_monitor")
+    dsn = db.server.dsn(db.name, user="qa_monitor")
+    run = qadvisor("check", dsn, "--table", "public.jobs", "--format", "json")
+    assert run.rc in (0, 1), run.stderr
+    codes = {f["code"] for f in run.report["findings"]}
+    assert "QA101" not in codes and "QA201" not in codes
+    reasons = {s["code"]: s["reason"] for s in run.report["skipped"]}
+    assert "GRANT SELECT (status) ON public.jobs" in reasons["QA101"]
+    db.execute("GRANT SELECT (status) ON jobs TO qa_monitor")
+    run = qadvisor("check", dsn, "--table", "public.jobs", "--format", "json")
+    assert {"QA101", "QA201"} <= {f["code"] for f in run.report["findings"]}
+    db.execute("DROP OWNED BY qa_monitor")
+
+
+def test_no_queue_found_says_so(db: TestDB) -> None:
+    db.execute("CREATE TABLE customers (id int primary key, name text)")
+    run = qadvisor("check", db.dsn)
+    assert run.rc == 0
+    assert "No queue tables found" in run.stdout
