@@ -29,8 +29,8 @@ from qadvisor.api import (
 class Options:
     # The trigger must exceed the live set this many times before the archive is what sets it.
     min_ratio: float = 10.0
-    # Below this many dead tuples the trigger is low enough whatever sets it (the fix the
-    # seed article recommends starts at 50,000).
+    # Below this many dead tuples the trigger is low enough whatever sets it (50,000 is also
+    # the usual starting point of a fixed queue-table threshold).
     min_trigger: float = 50_000
     # With --sample: autovacuum further away than this makes the finding critical.
     critical_wait_s: float = 3600.0

@@ -293,8 +293,9 @@ def explain(
     match = [c for c in checks if code.upper() in (c.code, c.name.upper())]
     if not match:
         _fail(f"no check {code!r}; `qadvisor explain` lists them")
-    c = match[0]
-    typer.echo(f"{c.code} {c.name} (default severity: {c.severity.label})\n\n{c.doc}")
+    from qadvisor.docs import check_page
+
+    typer.echo(check_page(match[0]))
 
 
 def _exit_code(report: Report, fail_on: FailOn) -> int:

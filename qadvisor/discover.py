@@ -195,13 +195,19 @@ def _live_predicate(
             continue
         values = set(col.values)
         live_values = tuple(w for w in LIVE_WORDS if w in values)
-        if live_values and values & ARCHIVE_WORDS:
-            chosen = live_values[:1]
-            return (
-                LivePredicate(col.column, "in", chosen, f"status values of {col.column}"),
+        if not live_values:
+            continue
+        chosen = live_values[:1]
+        live = LivePredicate(col.column, "in", chosen, f"status values of {col.column}")
+        finished = sorted(values & ARCHIVE_WORDS)
+        if finished:
+            return live, (
                 f"column {col.column} holds waiting ({', '.join(chosen)}) and finished "
-                f"({', '.join(sorted(values & ARCHIVE_WORDS))}) values",
+                f"({', '.join(finished)}) values"
             )
+        # No archive (rows deleted on completion): the locking statements say it is a queue.
+        if ev.statements:
+            return live, f"column {col.column} holds waiting ({', '.join(chosen)}) values"
     hidden = [c.column for c in ev.columns if c.is_status and not c.readable and not c.enum_labels]
     if hidden:
         return None, (

@@ -63,7 +63,7 @@ def build_archive_queue(
     partial: bool = False,
     reloptions: str = "",
 ) -> None:
-    """The seed article's state, scaled down: a large archive of done jobs, a small live set."""
+    """The measured archive case, scaled down: a large archive of done jobs, a small live set."""
     with_clause = f" WITH ({reloptions})" if reloptions else ""
     db.execute(
         f"""

@@ -10,8 +10,8 @@ from tests.helpers import apply_fix, build_archive_queue, check
 MB = 1024 * 1024
 
 
-def test_composite_index_over_the_archive_is_flagged_with_the_seed_numbers() -> None:
-    # The seed: 10 M rows, 5,000 pending, composite (status, created_at) at 310.4 MB.
+def test_composite_index_over_the_archive_is_flagged_with_the_measured_numbers() -> None:
+    # The measured case: 10 M rows, 5,000 pending, composite (status, created_at) at 310.4 MB.
     idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
     out = S.run("QA101", S.snapshot(S.jobs_table(indexes=(idx,))))
     assert len(out) == 1 and isinstance(out[0], Finding)

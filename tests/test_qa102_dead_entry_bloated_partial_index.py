@@ -11,7 +11,7 @@ MB = 1024 * 1024
 PENDING_PRED = "(status = 'pending'::text)"
 
 
-def test_seed_numbers_38_mb_for_5000_entries() -> None:
+def test_measured_case_38_mb_for_5000_entries() -> None:
     idx = S.index("jobs_pending_created_at", ("created_at",), int(38.2 * MB),
                   predicate=PENDING_PRED, reltuples=5_000)  # fmt: skip
     (f,) = S.run("QA102", S.snapshot(S.jobs_table(indexes=(idx,))))

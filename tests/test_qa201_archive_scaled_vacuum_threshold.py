@@ -16,7 +16,7 @@ from tests.conftest import TestDB
 from tests.helpers import apply_fix, build_archive_queue, check
 
 
-def test_seed_numbers_default_trigger_is_two_million() -> None:
+def test_measured_case_default_trigger_is_two_million() -> None:
     table = S.jobs_table(stats=TableStats(n_dead_tup=1_753_949, autovacuum_count=0))
     (f,) = S.run("QA201", S.snapshot(table))
     assert isinstance(f, Finding)
