@@ -133,9 +133,14 @@ AnalyzeOpt = Annotated[
     ),
 ]
 ConnectTimeoutOpt = Annotated[
-    int,
+    int | None,
     typer.Option(
-        "--connect-timeout", min=1, metavar="SECONDS", help="Seconds to wait for a connection."
+        "--connect-timeout",
+        min=1,
+        metavar="SECONDS",
+        help="Seconds to wait for a connection (default: the DSN's connect_timeout, "
+        "PGCONNECT_TIMEOUT, else 10).",
+        show_default=False,
     ),
 ]
 
@@ -180,7 +185,7 @@ def check(
     ] = None,
     statement_timeout: StatementTimeoutOpt = 5000,
     lock_timeout: LockTimeoutOpt = 1000,
-    connect_timeout: ConnectTimeoutOpt = 10,
+    connect_timeout: ConnectTimeoutOpt = None,
 ) -> None:
     """Check the queue tables of a database and print findings with the SQL that fixes them.
 
@@ -220,7 +225,7 @@ def snapshot_cmd(
     analyze: AnalyzeOpt = False,
     statement_timeout: StatementTimeoutOpt = 5000,
     lock_timeout: LockTimeoutOpt = 1000,
-    connect_timeout: ConnectTimeoutOpt = 10,
+    connect_timeout: ConnectTimeoutOpt = None,
 ) -> None:
     """Save the facts qadvisor reads (no table data) so they can be checked later offline.
 
@@ -347,7 +352,9 @@ def _read_queries(queries: list[str], files: list[Path]) -> list[tuple[str, str]
     return out
 
 
-def _limits(statement_timeout: int, lock_timeout: int, connect_timeout: int) -> SessionLimits:
+def _limits(
+    statement_timeout: int, lock_timeout: int, connect_timeout: int | None
+) -> SessionLimits:
     from qadvisor.connect import SessionLimits
 
     return SessionLimits(statement_timeout, lock_timeout, connect_timeout)

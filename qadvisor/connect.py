@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import conninfo
@@ -19,7 +21,11 @@ class ConnectError(Exception):
 class SessionLimits:
     statement_timeout_ms: int = 5_000
     lock_timeout_ms: int = 1_000
-    connect_timeout_s: int = 10
+    # None: the DSN's or PGCONNECT_TIMEOUT's value, else DEFAULT_CONNECT_TIMEOUT_S.
+    connect_timeout_s: int | None = None
+
+
+DEFAULT_CONNECT_TIMEOUT_S = 10
 
 
 _SECRET_KEYS = ("password", "sslpassword")
@@ -57,15 +63,20 @@ def describe(dsn: str | None) -> str:
 def connect(dsn: str | None, limits: SessionLimits) -> psycopg.Connection[tuple[object, ...]]:
     """Connect with the libpq environment as psql does, then pin the session read-only."""
     try:
-        conninfo.conninfo_to_dict(dsn or "")
+        params = conninfo.conninfo_to_dict(dsn or "")
     except psycopg.ProgrammingError as exc:
-        raise ConnectError(f"malformed DSN: {redact(_first_line(exc), dsn)}") from None
+        # libpq quotes the fragment it choked on, which may be a piece of a password.
+        if dsn and re.search(r"password|://[^/@]*:[^/@]*@", dsn, re.IGNORECASE):
+            raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
+        raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
+    extra: dict[str, Any] = {}
+    if limits.connect_timeout_s is not None:
+        extra["connect_timeout"] = limits.connect_timeout_s
+    elif "connect_timeout" not in params and not os.environ.get("PGCONNECT_TIMEOUT"):
+        extra["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
     try:
         conn = psycopg.connect(
-            dsn or "",
-            autocommit=True,
-            application_name=APPLICATION_NAME,
-            connect_timeout=limits.connect_timeout_s,
+            dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
         )
     except psycopg.Error as exc:
         raise ConnectError(

@@ -152,3 +152,19 @@ def test_no_queue_found_says_so(db: TestDB) -> None:
     run = qadvisor("check", db.dsn)
     assert run.rc == 0
     assert "No queue tables found" in run.stdout
+
+
+def test_measured_state_reports_both_then_nothing_after_the_printed_fixes(db: TestDB) -> None:
+    build_archive_queue(db)
+    db.execute("UPDATE jobs SET finished_at = now() WHERE id <= 20000")
+    db.wait_for_stats("jobs", lambda r: r["n_dead_tup"] >= 20_000)
+    run = check(db)
+    assert run.rc == 1
+    assert run.codes() == {"QA101", "QA201"}
+    for finding in run.report["findings"]:
+        assert finding["fix"]["statements"], finding["code"]
+        for statement in finding["fix"]["statements"]:
+            db.execute(statement)
+    db.execute("VACUUM (ANALYZE) jobs")
+    after = check(db)
+    assert after.rc == 0 and after.report["findings"] == []

@@ -94,6 +94,8 @@ def collect(
     found = _discover(conn, tables, unavailable)
     relids = [d.relid for d in found.decisions]
     table_facts = _tables(conn, relids, unavailable) if relids else []
+    # Rates are measured from the moment the first counters were read.
+    counters_read = time.monotonic()
     queues = tuple(
         Queue(d.schema, d.table, d.live, d.reason)
         for d in sorted(found.decisions, key=lambda d: (d.schema, d.table))
@@ -102,7 +104,7 @@ def collect(
     tenants = collect_tenants(conn, queues, table_facts, statements, unavailable)
     sample = None
     if sample_seconds and relids:
-        sample = _sample(conn, relids, sample_seconds, progress)
+        sample = _sample(conn, relids, counters_read, sample_seconds, progress)
     return Snapshot(
         server=server,
         settings=settings,
@@ -287,12 +289,12 @@ def _table_stats(row: dict[str, Any]) -> TableStats:
 def _sample(
     conn: Conn,
     relids: list[int],
+    start: float,
     seconds: float,
     progress: Callable[[float, float], None] | None,
 ) -> Sample:
     # Counters are read again from a new transaction; autocommit gives each query its own
     # snapshot of the statistics.
-    start = time.monotonic()
     while (elapsed := time.monotonic() - start) < seconds:
         if progress:
             progress(elapsed, seconds)
