@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn
 import typer
 
 if TYPE_CHECKING:
+    from qadvisor.config import Config
     from qadvisor.connect import SessionLimits
     from qadvisor.model import Report, Snapshot
 
@@ -132,6 +133,16 @@ AnalyzeOpt = Annotated[
         "rolled back (it runs the statement: use a staging or scratch database).",
     ),
 ]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        metavar="FILE",
+        help="Settings file (qadvisor.toml, or a pyproject.toml with [tool.qadvisor]). "
+        "Default: ./qadvisor.toml, else ./pyproject.toml. Flags override it.",
+        show_default=False,
+    ),
+]
 ConnectTimeoutOpt = Annotated[
     int | None,
     typer.Option(
@@ -153,14 +164,15 @@ def check(
         Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
     ] = Format.text,
     fail_on: Annotated[
-        FailOn,
+        FailOn | None,
         typer.Option(
             "--fail-on",
             help="Exit 1 when a finding is at or above this severity (never: always exit 0 "
-            "unless an error occurs).",
+            "unless an error occurs). Default: the config file's fail_on, else warning.",
             case_sensitive=False,
+            show_default=False,
         ),
-    ] = FailOn.warning,
+    ] = None,
     sample: SampleOpt = None,
     query: QueryOpt = None,
     query_file: QueryFileOpt = None,
@@ -183,6 +195,7 @@ def check(
             show_default=False,
         ),
     ] = None,
+    config: ConfigOpt = None,
     statement_timeout: StatementTimeoutOpt = 5000,
     lock_timeout: LockTimeoutOpt = 1000,
     connect_timeout: ConnectTimeoutOpt = None,
@@ -198,17 +211,20 @@ def check(
             "--query, --query-file or --analyze"
         )
     try:
+        cfg = _config(config)
         if snapshot is not None:
             snap = _load_snapshot(snapshot)
         else:
-            queries = _read_queries(query or [], query_file or [])
+            queries = _read_queries([*cfg.queries, *(query or [])],
+                                    [*cfg.query_files, *(query_file or [])])  # fmt: skip
             limits = _limits(statement_timeout, lock_timeout, connect_timeout)
-            snap = _collect(dsn, table or [], sample, limits, queries, analyze)
-        report = _run(snap, ignore or [])
+            snap = _collect(dsn, table or list(cfg.tables), sample, limits, queries, analyze)
+        report = _run(snap, [*cfg.ignore, *(ignore or [])], cfg)
+        gate = fail_on or FailOn(cfg.fail_on or "warning")
     except UserError as exc:
         _fail(str(exc))
     _print_report(report, fmt)
-    raise typer.Exit(_exit_code(report, fail_on))
+    raise typer.Exit(_exit_code(report, gate))
 
 
 @app.command("snapshot")
@@ -223,6 +239,7 @@ def snapshot_cmd(
     query: QueryOpt = None,
     query_file: QueryFileOpt = None,
     analyze: AnalyzeOpt = False,
+    config: ConfigOpt = None,
     statement_timeout: StatementTimeoutOpt = 5000,
     lock_timeout: LockTimeoutOpt = 1000,
     connect_timeout: ConnectTimeoutOpt = None,
@@ -232,9 +249,11 @@ def snapshot_cmd(
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
     try:
-        queries = _read_queries(query or [], query_file or [])
+        cfg = _config(config)
+        queries = _read_queries([*cfg.queries, *(query or [])],
+                                [*cfg.query_files, *(query_file or [])])  # fmt: skip
         limits = _limits(statement_timeout, lock_timeout, connect_timeout)
-        snap = _collect(dsn, table or [], sample, limits, queries, analyze)
+        snap = _collect(dsn, table or list(cfg.tables), sample, limits, queries, analyze)
     except UserError as exc:
         _fail(str(exc))
     text = json.dumps(snap.to_dict(), indent=2, sort_keys=True) + "\n"
@@ -419,11 +438,26 @@ def _stderr_status(message: str) -> None:
     typer.echo(f"demo: {message}", err=True)
 
 
-def _run(snapshot: Snapshot, ignore: list[str]) -> Report:
+def _config(path: Path | None) -> Config:
+    from qadvisor.config import ConfigError, find_config
+
+    try:
+        return find_config(path)
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _run(snapshot: Snapshot, ignore: list[str], cfg: Config) -> Report:
+    from qadvisor.config import ConfigError, check_options
     from qadvisor.engine import run_checks
     from qadvisor.registry import load_checks
 
-    return run_checks(snapshot, load_checks(), ignore=ignore)
+    checks = load_checks()
+    try:
+        options = check_options(checks, cfg)
+    except ConfigError as exc:
+        raise UserError(f"{cfg.source}: {exc}") from None
+    return run_checks(snapshot, checks, options, ignore=ignore)
 
 
 def _print_report(report: Report, fmt: Format) -> None:

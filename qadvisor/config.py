@@ -1,0 +1,126 @@
+"""Settings resolved once, at the edge: defaults < config file < command-line flags.
+
+The config file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
+``pyproject.toml``, found in the current directory, or the file given with ``--config``::
+
+    fail_on = "critical"
+    tables = ["public.jobs"]
+    ignore = ["QA201:public.audit_jobs"]
+    query_files = ["sql/dequeue.sql"]
+
+    [options.QA201]          # [tool.qadvisor.options.QA201] in pyproject.toml
+    min_ratio = 20
+
+Checks receive their options dataclass, never the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qadvisor.registry import Check
+
+_KEYS = {"fail_on", "tables", "ignore", "queries", "query_files", "options"}
+
+
+class ConfigError(ValueError):
+    """The config file is unreadable or says something qadvisor does not understand."""
+
+
+@dataclass(frozen=True)
+class Config:
+    source: Path | None = None
+    fail_on: str | None = None
+    tables: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    queries: tuple[str, ...] = ()
+    query_files: tuple[Path, ...] = ()
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def find_config(explicit: Path | None, cwd: Path | None = None) -> Config:
+    """The explicit file, else ./qadvisor.toml, else ./pyproject.toml's [tool.qadvisor]."""
+    if explicit is not None:
+        return _load(explicit, explicit.name == "pyproject.toml")
+    base = cwd or Path.cwd()
+    if (base / "qadvisor.toml").is_file():
+        return _load(base / "qadvisor.toml", False)
+    pyproject = base / "pyproject.toml"
+    if pyproject.is_file():
+        return _load(pyproject, True, missing_ok=True)
+    return Config()
+
+
+def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    if in_pyproject:
+        data = data.get("tool", {}).get("qadvisor")
+        if data is None:
+            if missing_ok:
+                return Config()
+            raise ConfigError(f"{path} has no [tool.qadvisor] table")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise ConfigError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}")
+    base = path.parent
+    options = data.get("options", {})
+    if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
+        raise ConfigError(f"{path}: options must be tables such as [options.QA201]")
+    fail_on = _str(data, "fail_on", path)
+    if fail_on not in (None, "critical", "warning", "info", "never"):
+        raise ConfigError(f"{path}: fail_on must be one of critical, warning, info, never")
+    return Config(
+        source=path,
+        fail_on=fail_on,
+        tables=_strs(data, "tables", path),
+        ignore=_strs(data, "ignore", path),
+        queries=_strs(data, "queries", path),
+        query_files=tuple(base / p for p in _strs(data, "query_files", path)),
+        options={code.upper(): dict(v) for code, v in options.items()},
+    )
+
+
+def _str(data: dict[str, Any], key: str, path: Path) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{path}: {key} must be a string")
+    return value
+
+
+def _strs(data: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: {key} must be a list of strings")
+    return tuple(value)
+
+
+def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
+    """Each check's options dataclass with the config's values applied, types checked."""
+    known = {c.code: c for c in checks}
+    out: dict[str, Any] = {}
+    for code, values in config.options.items():
+        chk = known.get(code)
+        if chk is None:
+            raise ConfigError(f"options for unknown check {code}")
+        fields = {f.name: f for f in dataclasses.fields(chk.options)}
+        defaults = chk.default_options()
+        for name, value in values.items():
+            if name not in fields:
+                allowed = ", ".join(fields) or "none"
+                raise ConfigError(f"{code} has no option {name!r} (options: {allowed})")
+            expected = type(getattr(defaults, name))
+            ok = isinstance(value, expected) or (expected is float and isinstance(value, int))
+            if not ok or isinstance(value, bool) is not (expected is bool):
+                raise ConfigError(f"{code}.{name} must be a {expected.__name__}")
+        out[code] = dataclasses.replace(defaults, **values)
+    return out
