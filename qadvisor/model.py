@@ -266,6 +266,26 @@ class TenantFacts:
     # Mean seconds between start and finish of recent finished jobs, when the table has them.
     mean_job_seconds: float | None = None
     error: str | None = None
+    # Added for the tenant checks (optional, so older snapshots still load):
+    # True when every live row was counted (no per-tenant cap, tenant limit or scan cap hit).
+    counts_complete: bool | None = None
+    rotation_probed: int | None = None  # rotation rows checked for idleness (capped)
+    duration_jobs: int | None = None  # finished jobs ``mean_job_seconds`` was taken over
+    # How the facts were collected and what was left out, for the findings' evidence.
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HorizonHolder:
+    """Something that keeps VACUUM from removing dead rows of this database's tables."""
+
+    kind: str  # "transaction" | "prepared transaction" | "replication slot" | "standby"
+    name: str  # pid, gid, slot name or standby application name
+    xmin_age: int | None  # transactions started since its snapshot (age of its xmin)
+    age_s: float | None = None  # seconds since the transaction started / was prepared
+    state: str | None = None  # "idle in transaction", "active", "inactive" (slot)...
+    application_name: str | None = None
+    user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -278,6 +298,7 @@ class Snapshot:
     sample: Sample | None = None
     statements: tuple[Statement, ...] = ()
     tenants: tuple[TenantFacts, ...] = ()
+    horizon: tuple[HorizonHolder, ...] = ()
     # Facts that could not be collected, by name, with the reason (reported as skips).
     unavailable: dict[str, str] = field(default_factory=dict)
     format: int = SNAPSHOT_FORMAT

@@ -26,6 +26,7 @@ from qadvisor.collect.tenants import collect_tenants
 from qadvisor.model import (
     Column,
     ColumnStats,
+    HorizonHolder,
     Index,
     Queue,
     RoleSetting,
@@ -100,6 +101,7 @@ def collect(
         Queue(d.schema, d.table, d.live, d.reason)
         for d in sorted(found.decisions, key=lambda d: (d.schema, d.table))
     )
+    horizon = _horizon(conn, unavailable)
     statements = collect_statements(conn, queues, table_facts, queries, analyze, unavailable)
     tenants = collect_tenants(conn, queues, table_facts, statements, unavailable)
     sample = None
@@ -114,6 +116,7 @@ def collect(
         sample=sample,
         statements=statements,
         tenants=tenants,
+        horizon=horizon,
         unavailable=unavailable,
     )
 
@@ -129,6 +132,20 @@ def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]
         name, _, value = str(r["cfg"]).partition("=")
         out.append(RoleSetting(r["database"], r["role"], name, value))
     return out
+
+
+def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
+    try:
+        rows = _rows(conn, "horizon")
+    except psycopg.Error as exc:
+        unavailable["horizon"] = f"the xmin horizon could not be read: {_first_line(exc)}"
+        return ()
+    return tuple(HorizonHolder(**r) for r in rows)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _discover(conn: Conn, names: Sequence[str], unavailable: dict[str, str]) -> Found:
@@ -180,7 +197,7 @@ def _locking_statements(conn: Conn, unavailable: dict[str, str]) -> list[discove
             rows = cur.fetchall()
     except psycopg.Error as exc:
         unavailable["pg_stat_statements"] = (
-            f"pg_stat_statements is not readable: {str(exc).strip().splitlines()[0]}"
+            f"pg_stat_statements is not readable: {_first_line(exc)}"
         )
         return []
     out = []
