@@ -130,7 +130,7 @@ def _judge(
         "CREATE/DROP INDEX CONCURRENTLY cannot run inside a transaction block: run each "
         "statement on its own. A failed concurrent build leaves an INVALID index: drop it "
         "and run the CREATE again.",
-        f"The dequeue query must say `{where}` with a literal, or the planner cannot use the "
+        f"The dequeue query must say {where} with a literal, or the planner cannot use the "
         "partial index (see QA301).",
     ]
     if existing is not None:
@@ -151,7 +151,7 @@ def _judge(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
             f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "
-            f"{archive:.1%} of the table's {human_count(table.reltuples)} rows are finished: "
+            f"{archive:.2%} of the table's {human_count(table.reltuples)} rows are finished: "
             f"a partial index on the {human_count(rows)} live rows would be about "
             f"{human_bytes(estimated)} ({ratio:,.0f}x smaller)."
         ),

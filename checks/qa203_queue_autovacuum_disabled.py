@@ -93,7 +93,7 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
             fix=Fix(
                 (f"ALTER TABLE {qualified(table.schema, table.name)} RESET (autovacuum_enabled);",),
                 "Takes a SHARE UPDATE EXCLUSIVE lock (does not block reads or writes). Run "
-                f"`VACUUM {table.qualified}` once afterwards to clear what has accumulated.",
+                f"VACUUM {table.qualified} once afterwards to clear what has accumulated.",
                 "safe",
             ),
         )

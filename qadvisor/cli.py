@@ -39,6 +39,9 @@ app = typer.Typer(
 class Format(enum.StrEnum):
     text = "text"
     json = "json"
+    markdown = "markdown"
+    sarif = "sarif"
+    junit = "junit"
 
 
 class FailOn(enum.StrEnum):
@@ -465,6 +468,23 @@ def _print_report(report: Report, fmt: Format) -> None:
         from qadvisor.render import json as json_render
 
         sys.stdout.write(json_render.render(report))
+        return
+    if fmt is Format.markdown:
+        from qadvisor.render import markdown
+
+        sys.stdout.write(markdown.render(report))
+        return
+    if fmt is Format.sarif:
+        from qadvisor.registry import load_checks
+        from qadvisor.render import sarif
+
+        ran = set(report.checks_run)
+        sys.stdout.write(sarif.render(report, [c for c in load_checks() if c.code in ran]))
+        return
+    if fmt is Format.junit:
+        from qadvisor.render import junit
+
+        sys.stdout.write(junit.render(report))
         return
     from rich.console import Console
 

@@ -299,7 +299,8 @@ class Snapshot:
     statements: tuple[Statement, ...] = ()
     tenants: tuple[TenantFacts, ...] = ()
     horizon: tuple[HorizonHolder, ...] = ()
-    # Facts that could not be collected, by name, with the reason (reported as skips).
+    # Facts that could not be collected, by name, with the reason: a check that needs one
+    # reports a skip with this reason.
     unavailable: dict[str, str] = field(default_factory=dict)
     format: int = SNAPSHOT_FORMAT
 

@@ -1,0 +1,102 @@
+"""The JUnit XML report, for CI systems that show test results (GitLab, Jenkins, Actions).
+
+One ``<testsuite name="qadvisor">``: a failing test case per finding (classname = check code,
+name = finding key, so a finding keeps its identity across runs), a passing one per check that
+ran cleanly, and a ``<skipped>`` one per skip reason. A check that ran but could not judge
+part of the database is reported as skipped, not as passing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+from qadvisor import __version__
+from qadvisor.model import Finding, Report
+
+# XML 1.0 allows no other control characters, not even as character references.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def render(report: Report) -> str:
+    snap = report.snapshot
+    suite = ET.Element("testsuite", name="qadvisor")
+    props = ET.SubElement(suite, "properties")
+    for name, value in (
+        ("qadvisor_version", __version__),
+        ("database", snap.server.database),
+        ("server_version", snap.server.version),
+    ):
+        ET.SubElement(props, "property", name=name, value=_clean(value))
+
+    for f in report.findings:
+        case = ET.SubElement(suite, "testcase", classname=_clean(f.code), name=_clean(f.key))
+        failure = ET.SubElement(case, "failure", message=_clean(f.message), type=f.severity.label)
+        failure.text = _clean(_details(f))
+
+    with_findings = {f.code for f in report.findings}
+    with_skips = {s.code for s in report.skipped}
+    passed = [c for c in report.checks_run if c not in with_findings | with_skips]
+    for code in passed:
+        ET.SubElement(suite, "testcase", classname=_clean(code), name=_clean(code))
+
+    per_code = Counter(s.code for s in report.skipped)
+    seen: Counter[str] = Counter()
+    for sk in report.skipped:
+        seen[sk.code] += 1
+        name = sk.code if per_code[sk.code] == 1 else f"{sk.code} #{seen[sk.code]}"
+        case = ET.SubElement(suite, "testcase", classname=_clean(sk.code), name=_clean(name))
+        ET.SubElement(case, "skipped", message=_clean(sk.reason))
+
+    tests = len(report.findings) + len(passed) + len(report.skipped)
+    suite.set("tests", str(tests))
+    suite.set("failures", str(len(report.findings)))
+    suite.set("errors", "0")
+    suite.set("skipped", str(len(report.skipped)))
+
+    root = ET.Element("testsuites", name="qadvisor")
+    for key in ("tests", "failures", "errors", "skipped"):
+        root.set(key, suite.attrib[key])
+    root.append(suite)
+    ET.indent(root)
+    body = ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + body + "\n"
+
+
+def _details(f: Finding) -> str:
+    lines = [f"{f.severity.label} {f.code} {f.name}: {f.target.key_part}", f.message]
+    if f.explanation:
+        lines.append(f.explanation)
+    if f.evidence:
+        lines += ["", "evidence:"]
+        lines += [f"  {k}: {_value(v)}" for k, v in f.evidence.items()]
+    if f.fix:
+        lines += ["", f"fix ({f.fix.safety}):", *f.fix.statements]
+        if f.fix.notes:
+            lines += ["", f.fix.notes]
+    if f.docs:
+        lines += ["", f"docs: {f.docs} (qadvisor explain {f.code})"]
+    return "\n".join(lines) + "\n"
+
+
+def _value(v: object) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isfinite(v) and v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:,}"
+    if isinstance(v, dict | list | tuple):
+        return json.dumps(v, sort_keys=True, default=str)
+    return str(v)
+
+
+def _clean(text: str) -> str:
+    return _NOT_XML.sub("\ufffd", text)

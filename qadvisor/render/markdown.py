@@ -1,0 +1,164 @@
+"""The Markdown report: for pasting into an incident review, a pull request or an issue.
+
+GitHub-flavoured Markdown. Everything that comes from the database or from a check (names,
+messages, reasons, evidence values) is escaped, so an identifier or a message cannot turn
+into markup; SQL goes into fenced ``sql`` blocks verbatim. Same report in, same bytes out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from qadvisor import __version__
+from qadvisor.model import Finding, Report, Severity
+from qadvisor.sqltext import predicate_sql
+
+_SAFETY = {
+    "safe": "safe: can run as printed on a live system",
+    "review": "review: read the notes before running it",
+}
+
+# Characters that start markup anywhere in a line. "_" only matters at a word boundary (GFM
+# never reads an intraword underscore as emphasis), so `jobs_status_idx` stays readable.
+# "&" only before something shaped like an entity (&amp; &#39;).
+_SPECIAL = re.compile(r"([\\`*\[\]<>|~]|(?<!\w)_|_(?!\w)|&(?=#?\w+;))")
+# ... and what starts a block only at the start of a line: a heading, a list item, a quote.
+_BLOCK_MARK = re.compile(r"^([#+=-])")
+_ORDERED = re.compile(r"^(\d+)([.)])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def render(report: Report) -> str:
+    snap = report.snapshot
+    s = report.summary()
+    out: list[str] = [
+        f"# qadvisor report: {_text(snap.server.database)} on PostgreSQL "
+        f"{_text(snap.server.version)}",
+        "",
+        f"**Summary:** {s['critical']} critical, {s['warning']} warning, {s['info']} info "
+        f"({_plural(len(report.checks_run), 'check')} run, "
+        f"{len(report.skipped)} skipped).",
+        "",
+        "## Queue tables",
+        "",
+    ]
+    if snap.queues:
+        out += ["| table | live predicate | reason |", "|---|---|---|"]
+        for q in snap.queues:
+            live = _code(predicate_sql(q.live)) if q.live else "unknown"
+            out.append(f"| {_code(q.qualified)} | {live} | {_cell(q.reason)} |")
+    else:
+        out.append(
+            "No queue tables found: no table has a status-like column together with a partial "
+            "index on it, row-locking statements in pg_stat_statements, or waiting and finished "
+            "status values. Name them with `--table schema.name`."
+        )
+    out.append("")
+
+    for sev in sorted(Severity, reverse=True):
+        group = [f for f in report.findings if f.severity == sev]
+        if group:
+            out += [f"## {sev.label.capitalize()} ({len(group)})", ""]
+            for f in group:
+                out += _finding(f)
+    if not report.findings:
+        out += ["## Findings", "", "No problems found on the queue tables.", ""]
+
+    if report.skipped:
+        out += ["## Skipped checks", ""]
+        out += [f"- **{_text(sk.code)}**: {_text(sk.reason)}" for sk in report.skipped]
+        out.append("")
+    out.append(f"*Report by qadvisor {__version__}.*")
+    return "\n".join(out) + "\n"
+
+
+def _finding(f: Finding) -> list[str]:
+    out = [
+        f"### {_text(f.code)} {_text(f.name)}: {_code(f.target.key_part, cell=False)}",
+        "",
+        _paragraph(f.message),
+        "",
+    ]
+    if f.explanation:
+        out += [f"*{_text(f.explanation)}*", ""]
+    if f.evidence:
+        out += ["| evidence | value |", "|---|---|"]
+        out += [f"| {_code(k)} | {_cell(_value(v))} |" for k, v in f.evidence.items()]
+        out.append("")
+    if f.fix:
+        safety = _SAFETY.get(f.fix.safety, f.fix.safety)
+        out += [f"**Fix** ({_text(safety)}):", ""]
+        out += _sql_block(f.fix.statements)
+        out.append("")
+        if f.fix.notes:
+            out += [_paragraph(f.fix.notes), ""]
+    if f.docs:
+        out += [f"Docs: [{_text(f.docs)}]({_url(f.docs)}) (`qadvisor explain {f.code}`)", ""]
+    return out
+
+
+def _value(v: Any) -> str:
+    """An evidence value as text: numbers with thousands separators, the rest as in JSON."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isfinite(v) and v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:,}"
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(_CONTROL.sub("\ufffd", text).split())
+
+
+def _text(text: str) -> str:
+    """Plain text as inline Markdown: markup characters escaped, whitespace kept to one line."""
+    return _SPECIAL.sub(r"\\\1", _one_line(text))
+
+
+def _paragraph(text: str) -> str:
+    """Plain text as a paragraph of its own: not read as a heading, list item or quote."""
+    text = _BLOCK_MARK.sub(r"\\\1", _text(text))
+    return _ORDERED.sub(r"\1\\\2", text)
+
+
+def _cell(text: str) -> str:
+    """A table cell (``_text`` already escapes ``|``)."""
+    return _text(text) or " "
+
+
+def _code(text: str, *, cell: bool = True) -> str:
+    """An inline code span that survives backticks in the text (and ``|`` in a table cell)."""
+    text = _one_line(text)
+    runs = [len(m) for m in re.findall(r"`+", text)]
+    fence = "`" * (max(runs, default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    if cell:
+        # GFM splits a table row on "|" before it sees code spans; "\|" there reads as "|".
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _sql_block(statements: tuple[str, ...]) -> list[str]:
+    body = "\n".join(s.rstrip() for s in statements)
+    runs = [len(m) for m in re.findall(r"`{3,}", body)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return [f"{fence}sql", body, fence]
+
+
+def _url(path: str) -> str:
+    return path.replace(" ", "%20").replace("(", "%28").replace(")", "%29")

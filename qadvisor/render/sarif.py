@@ -1,0 +1,148 @@
+"""The SARIF 2.1.0 report, for GitHub code scanning and other SARIF viewers.
+
+One run; ``tool.driver.rules`` holds every check that ran (its docstring is the rule help),
+``results`` one entry per finding. A finding is about a database object, not a file, so its
+location is a logical location (``public.jobs``, kind ``table``). GitHub code scanning rejects
+a result whose locations carry no artifact, so each location also names a stable pseudo
+artifact, ``postgresql/<schema>/<object>``, at line 1 (no such file is in the repository).
+Alerts are matched across runs by ``partialFingerprints["qadvisorKey/v1"]``, the finding key.
+
+Skipped checks are tool execution notifications of the one invocation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import quote
+
+from qadvisor import __version__
+from qadvisor.model import Finding, Report, Severity, Target
+from qadvisor.registry import Check
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = (
+    "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+)
+FINGERPRINT = "qadvisorKey/v1"
+ARTIFACT_ROOT = "postgresql"
+
+LEVEL = {Severity.CRITICAL: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def render(report: Report, checks: Sequence[Check], *, docs_base_url: str | None = None) -> str:
+    """SARIF for ``report``; ``checks`` supplies the rules (those not in checks_run are left out).
+
+    The schema wants ``helpUri`` to be an absolute URI (GitHub's upload checks URI formats), so it
+    is set only when ``docs_base_url`` is given; the docs path is in the rule help either way.
+    """
+    return (
+        json.dumps(
+            sarif_dict(report, checks, docs_base_url=docs_base_url),
+            indent=2,
+            sort_keys=True,
+            default=str,
+        )
+        + "\n"
+    )
+
+
+def sarif_dict(
+    report: Report, checks: Sequence[Check], *, docs_base_url: str | None = None
+) -> dict[str, Any]:
+    ran = set(report.checks_run)
+    rules = [_rule(c, docs_base_url) for c in sorted(checks, key=lambda c: c.code) if c.code in ran]
+    index = {r["id"]: i for i, r in enumerate(rules)}
+    for f in report.findings:  # a finding whose check was not passed in still gets a rule
+        if f.code not in index:
+            index[f.code] = len(rules)
+            rules.append(_bare_rule(f))
+    snap = report.snapshot
+    invocation: dict[str, Any] = {"executionSuccessful": True}
+    if report.skipped:
+        invocation["toolExecutionNotifications"] = [
+            {
+                "associatedRule": {"id": sk.code},
+                "level": "note",
+                "message": {"text": f"{sk.code} skipped: {sk.reason}"},
+            }
+            for sk in report.skipped
+        ]
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "qadvisor",
+                "version": __version__,
+                "semanticVersion": __version__,
+                "rules": rules,
+            }
+        },
+        "invocations": [invocation],
+        "results": [_result(f, index[f.code]) for f in report.findings],
+        "properties": {
+            "database": snap.server.database,
+            "server": {"version": snap.server.version, "version_num": snap.server.version_num},
+            "summary": report.summary(),
+        },
+    }
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+
+
+def _rule(c: Check, docs_base_url: str | None) -> dict[str, Any]:
+    body = c.doc.split("\n", 1)[1].strip() if "\n" in c.doc else ""
+    text = body or c.summary
+    rule: dict[str, Any] = {
+        "id": c.code,
+        "name": c.name,
+        "shortDescription": {"text": c.summary},
+        "fullDescription": {"text": text},
+        "help": {
+            "text": f"{text}\n\nDocs: {c.docs_path} (qadvisor explain {c.code})",
+            "markdown": f"{text}\n\nDocs: `{c.docs_path}` (`qadvisor explain {c.code}`)",
+        },
+        "defaultConfiguration": {"level": LEVEL[c.severity]},
+        "properties": {"category": c.category, "docs": c.docs_path, "tags": [c.category]},
+    }
+    if docs_base_url:
+        rule["helpUri"] = docs_base_url.rstrip("/") + "/" + c.docs_path
+    return rule
+
+
+def _bare_rule(f: Finding) -> dict[str, Any]:
+    return {"id": f.code, "name": f.name, "shortDescription": {"text": f.name}}
+
+
+def _result(f: Finding, rule_index: int) -> dict[str, Any]:
+    return {
+        "ruleId": f.code,
+        "ruleIndex": rule_index,
+        "level": LEVEL[f.severity],
+        "message": {"text": f.message},
+        "locations": [_location(f.target)],
+        "partialFingerprints": {FINGERPRINT: f.key},
+        "properties": {
+            "key": f.key,
+            "severity": f.severity.label,
+            "evidence": f.evidence,
+            "fix": (
+                {"statements": list(f.fix.statements), "notes": f.fix.notes, "safety": f.fix.safety}
+                if f.fix
+                else None
+            ),
+            "docs": f.docs,
+        },
+    }
+
+
+def _location(t: Target) -> dict[str, Any]:
+    logical: dict[str, Any] = {"fullyQualifiedName": t.key_part, "kind": t.kind}
+    name = t.name or t.table
+    if name:
+        logical["name"] = name
+    segments = [p for p in (t.schema, name) if p] or [t.kind]
+    uri = "/".join([ARTIFACT_ROOT, *(quote(p, safe="") for p in segments)])
+    return {
+        "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": 1}},
+        "logicalLocations": [logical],
+    }

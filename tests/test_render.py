@@ -1,0 +1,439 @@
+"""Renderers: golden files from hand-built reports, format validity, and the CLI's --format.
+
+The golden reports are built by hand (findings, skips and checks written out here), so a
+golden file changes only when a renderer does, not when a check rewords a message.
+Regenerate them after an intended change with ``QADVISOR_UPDATE_GOLDEN=1 pytest
+tests/test_render.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from qadvisor.engine import run_checks
+from qadvisor.model import (
+    Finding,
+    Fix,
+    LivePredicate,
+    Queue,
+    Report,
+    RoleSetting,
+    ServerInfo,
+    Severity,
+    Skip,
+    Snapshot,
+    Target,
+)
+from qadvisor.registry import Check, NoOptions, load_checks
+from qadvisor.render import json as json_render
+from qadvisor.render import junit, markdown, sarif
+from tests import snapshots as S
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("QADVISOR_UPDATE_GOLDEN") == "1"
+MB = 1024 * 1024
+SECRET = "s3cr3t-Pa55"
+DSN = f"postgresql://monitor:{SECRET}@db.internal:5432/app"
+
+
+# --- hand-built reports -------------------------------------------------------------------
+
+
+def _check(code: str, name: str, severity: Severity, doc: str) -> Check:
+    return Check(
+        code, name, severity, "test", doc.splitlines()[0], doc, NoOptions, lambda snap, opts: ()
+    )
+
+
+CHECKS = (
+    _check(
+        "QA101",
+        "archive-bloated-index",
+        Severity.WARNING,
+        "A non-partial index covers the archive.\n\n## What it finds\nAn index on the "
+        "dequeue path that also indexes finished rows.\n\n## How to fix\nA partial index.",
+    ),
+    _check(
+        "QA102",
+        "dead-entry-bloated-partial-index",
+        Severity.WARNING,
+        "A partial index far larger than its live set needs.",
+    ),
+    _check(
+        "QA201",
+        "archive-scaled-vacuum-threshold",
+        Severity.WARNING,
+        "Autovacuum's trigger is set by the archive.\n\n## Why it matters\n"
+        "`reltuples` counts finished rows | and <archived> ones & more.",
+    ),
+    _check(
+        "QA203",
+        "queue-autovacuum-disabled",
+        Severity.CRITICAL,
+        "Autovacuum is off for a queue table.",
+    ),
+    _check("QA999", "made-up-info-check", Severity.INFO, "An informational check."),
+)
+
+
+def _snapshot() -> Snapshot:
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    odd = Queue("Odd Schema", "we|rd`jobs", None, "named with --table")
+    return replace(
+        snap,
+        server=ServerInfo("18.6", 180006, "app", f"monitor {SECRET}"),
+        settings={**snap.settings, "primary_conninfo": DSN},
+        role_settings=(RoleSetting("app", "monitor", "search_path", SECRET),),
+        queues=(
+            *snap.queues,
+            replace(snap.queues[0], table="mail", live=LivePredicate("finished_at", "is null")),
+            odd,
+        ),
+    )
+
+
+def _findings() -> tuple[Finding, ...]:
+    jobs_idx = Target("index", "public", "jobs", "jobs_status_created_at_idx")
+    return (
+        Finding(
+            code="QA203",
+            name="queue-autovacuum-disabled",
+            severity=Severity.CRITICAL,
+            target=Target("table", "public", "jobs", "jobs"),
+            message="Autovacuum is off for public.jobs: 1,753,949 dead tuples & counting <fast>.",
+            evidence={
+                "autovacuum_enabled": False,
+                "n_dead_tup": 1_753_949,
+                "last_autovacuum": None,
+            },
+            explanation="Dead tuples are never removed, so every index keeps growing.",
+            fix=Fix(("ALTER TABLE public.jobs RESET (autovacuum_enabled);",), "", "safe"),
+            docs="docs/checks/QA203.md",
+        ),
+        Finding(
+            code="QA101",
+            name="archive-bloated-index",
+            severity=Severity.WARNING,
+            target=jobs_idx,
+            message="Index public.jobs_status_created_at_idx is 310.4 MB for 5,000 live rows "
+            "(*not* a typo | really).",
+            evidence={
+                "index_bytes": 325_477_785,
+                "live_rows": 5_000,
+                "archive_fraction": 0.9995,
+                "size_ratio": 1_234.5,
+                "min_ratio": 10.0,
+                "live_rows_source": "pg_stats most_common_freqs of status | sampled",
+                "columns": ["status", "created_at"],
+            },
+            fix=Fix(
+                (
+                    "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx\n"
+                    "    ON public.jobs (created_at) WHERE status = 'pending';",
+                    "DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;",
+                ),
+                "CREATE INDEX CONCURRENTLY cannot run inside a transaction block: run each "
+                "statement on its own.",
+                "review",
+            ),
+            docs="docs/checks/QA101.md",
+        ),
+        Finding(
+            code="QA201",
+            name="archive-scaled-vacuum-threshold",
+            severity=Severity.WARNING,
+            target=Target("table", "Odd Schema", "we|rd`jobs", "we|rd`jobs"),
+            message='- Autovacuum of "Odd Schema"."we|rd`jobs" waits for ~2 M dead tuples.',
+            evidence={"vacuum_trigger": 2_000_050, "settings_source": "server défaut"},
+            fix=Fix(
+                (
+                    'ALTER TABLE "Odd Schema"."we|rd`jobs" SET '
+                    "(autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 50000);",
+                ),
+                "Takes a SHARE UPDATE EXCLUSIVE lock.",
+                "safe",
+            ),
+            docs="docs/checks/QA201.md",
+        ),
+        Finding(
+            code="QA999",
+            name="made-up-info-check",
+            severity=Severity.INFO,
+            target=Target("database", None, None, None),
+            message="Just so you know.\x01",
+            evidence={},
+            docs="docs/checks/QA999.md",
+        ),
+    )
+
+
+def full_report() -> Report:
+    return Report(
+        snapshot=_snapshot(),
+        findings=_findings(),
+        skipped=(
+            Skip("QA201", "public.mail: live set unknown: no pg_stats for finished_at"),
+            Skip("QA201", "public.jobs: [stats] are *stale*"),
+            Skip("QA301", "pg_stat_statements is not installed"),
+        ),
+        checks_run=("QA101", "QA102", "QA201", "QA203", "QA999"),
+    )
+
+
+def empty_report() -> Report:
+    snap = replace(_snapshot(), queues=(), tables=())
+    return Report(snapshot=snap, findings=(), skipped=(), checks_run=("QA101", "QA102"))
+
+
+REPORTS: dict[str, Callable[[], Report]] = {"full": full_report, "empty": empty_report}
+FORMATS: dict[str, tuple[str, Callable[[Report], str]]] = {
+    "json": ("json", json_render.render),
+    "markdown": ("md", markdown.render),
+    "sarif": ("sarif", lambda r: sarif.render(r, CHECKS)),
+    "junit": ("junit.xml", junit.render),
+}
+
+
+@pytest.fixture(autouse=True)
+def _fixed_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Golden files do not change with each release."""
+    for module in (json_render, markdown, sarif, junit):
+        monkeypatch.setattr(module, "__version__", "0.0.0-test")
+    yield
+
+
+# --- golden files -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("report_name", sorted(REPORTS))
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_golden(fmt: str, report_name: str) -> None:
+    ext, render = FORMATS[fmt]
+    path = GOLDEN / f"{report_name}.{ext}"
+    out = render(REPORTS[report_name]()).encode()
+    if UPDATE:
+        GOLDEN.mkdir(exist_ok=True)
+        path.write_bytes(out)
+    assert path.exists(), f"{path} is missing: run with QADVISOR_UPDATE_GOLDEN=1"
+    assert out == path.read_bytes(), (
+        f"{fmt} output differs from {path}; if intended, regenerate with "
+        "QADVISOR_UPDATE_GOLDEN=1 and review the diff"
+    )
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_same_input_same_bytes(fmt: str) -> None:
+    render = FORMATS[fmt][1]
+    assert render(full_report()) == render(full_report())
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_no_secret_in_any_output(fmt: str) -> None:
+    # The snapshot carries a password in the role name, a setting and a role setting: none
+    # of it belongs in a report.
+    out = FORMATS[fmt][1](full_report())
+    assert SECRET not in out and "primary_conninfo" not in out and "db.internal" not in out
+
+
+# --- markdown ------------------------------------------------------------------------------
+
+
+def test_markdown_escapes_table_cells_and_formats_numbers() -> None:
+    md = markdown.render(full_report())
+    assert "| `index_bytes` | 325,477,785 |" in md
+    assert "| `size_ratio` | 1,234.5 |" in md
+    assert "| `min_ratio` | 10 |" in md
+    assert "| `live_rows_source` | pg_stats most_common_freqs of status \\| sampled |" in md
+    # Escaped pipes do not split cells: every row has the columns of its table.
+    rows = [ln for ln in md.splitlines() if ln.startswith("|") and not ln.startswith("|---")]
+    widths = {ln.replace("\\|", "").count("|") for ln in rows}
+    assert widths <= {3, 4}
+    # The SQL is verbatim in a fenced block, multi-line statements included.
+    assert "```sql\nCREATE INDEX CONCURRENTLY jobs_pending_created_at_idx\n    ON" in md
+    # A message that starts like a list item stays a paragraph.
+    assert '\n\\- Autovacuum of "Odd Schema"' in md
+
+
+# --- SARIF ---------------------------------------------------------------------------------
+
+
+def _assert_valid_sarif(doc: dict[str, Any], report: Report) -> None:
+    """The structure SARIF 2.1.0 requires, plus what GitHub code scanning insists on."""
+    assert doc["version"] == "2.1.0"
+    assert doc["$schema"].startswith("https://") and "sarif-schema-2.1.0" in doc["$schema"]
+    (run,) = doc["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "qadvisor" and isinstance(driver["version"], str)
+    rules = driver["rules"]
+    assert [r["id"] for r in rules] == sorted(report.checks_run)
+    for r in rules:
+        assert r["name"] and r["shortDescription"]["text"] and r["fullDescription"]["text"]
+        assert r["help"]["text"] and r["help"]["markdown"]
+        assert r["defaultConfiguration"]["level"] in {"error", "warning", "note"}
+        assert "helpUri" not in r or r["helpUri"].startswith("https://")
+    assert len(run["results"]) == len(report.findings)
+    for res, f in zip(run["results"], report.findings, strict=True):
+        assert res["ruleId"] == f.code and rules[res["ruleIndex"]]["id"] == f.code
+        assert (
+            res["level"]
+            == {"critical": "error", "warning": "warning", "info": "note"}[f.severity.label]
+        )
+        assert res["message"]["text"] == f.message
+        assert res["partialFingerprints"] == {"qadvisorKey/v1": f.key}
+        assert res["properties"]["evidence"] == json.loads(json.dumps(f.evidence, default=str))
+        (loc,) = res["locations"]
+        (logical,) = loc["logicalLocations"]
+        assert logical["fullyQualifiedName"] == f.target.key_part
+        assert logical["kind"] == f.target.kind
+        # GitHub rejects results without an artifact, and URIs that are not URI references.
+        uri = loc["physicalLocation"]["artifactLocation"]["uri"]
+        assert uri.startswith("postgresql/") and all(c not in uri for c in ' "`|:')
+        assert loc["physicalLocation"]["region"]["startLine"] >= 1
+
+
+def test_sarif_structure_levels_and_fingerprints() -> None:
+    report = full_report()
+    doc = json.loads(sarif.render(report, CHECKS))
+    _assert_valid_sarif(doc, report)
+    (run,) = doc["runs"]
+    idx = next(r for r in run["results"] if r["ruleId"] == "QA101")
+    assert idx["locations"][0]["logicalLocations"] == [
+        {
+            "fullyQualifiedName": "public.jobs_status_created_at_idx",
+            "kind": "index",
+            "name": "jobs_status_created_at_idx",
+        }
+    ]
+    odd = next(r for r in run["results"] if r["ruleId"] == "QA201")
+    assert odd["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == (
+        "postgresql/Odd%20Schema/we%7Crd%60jobs"
+    )
+    notes = run["invocations"][0]["toolExecutionNotifications"]
+    assert [n["associatedRule"]["id"] for n in notes] == ["QA201", "QA201", "QA301"]
+    qa101 = next(r for r in run["tool"]["driver"]["rules"] if r["id"] == "QA101")
+    assert qa101["fullDescription"]["text"].startswith("## What it finds")
+
+
+def test_sarif_help_uri_only_when_absolute() -> None:
+    doc = sarif.sarif_dict(full_report(), CHECKS, docs_base_url="https://example.org/qa/")
+    rules = doc["runs"][0]["tool"]["driver"]["rules"]
+    assert rules[0]["helpUri"] == "https://example.org/qa/docs/checks/QA101.md"
+
+
+def test_sarif_rule_for_a_finding_of_a_check_not_passed_in() -> None:
+    report = full_report()
+    doc = sarif.sarif_dict(report, [c for c in CHECKS if c.code != "QA999"])
+    rules = doc["runs"][0]["tool"]["driver"]["rules"]
+    res = doc["runs"][0]["results"][-1]
+    assert res["ruleId"] == "QA999" and rules[res["ruleIndex"]]["id"] == "QA999"
+
+
+# --- JUnit ---------------------------------------------------------------------------------
+
+
+def _junit_counts(xml: str, report: Report) -> ET.Element:
+    root = ET.fromstring(xml)
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    assert suite.get("name") == "qadvisor"
+    cases = suite.findall("testcase")
+    failures = [c for c in cases if c.find("failure") is not None]
+    skipped = [c for c in cases if c.find("skipped") is not None]
+    assert suite.get("tests") == root.get("tests") == str(len(cases))
+    assert suite.get("failures") == str(len(failures)) == str(len(report.findings))
+    assert suite.get("skipped") == str(len(skipped)) == str(len(report.skipped))
+    assert suite.get("errors") == "0"
+    assert [c.get("name") for c in failures] == [f.key for f in report.findings]
+    assert [c.get("classname") for c in failures] == [f.code for f in report.findings]
+    names = [(c.get("classname"), c.get("name")) for c in cases]
+    assert len(set(names)) == len(names), "test case identities must be unique"
+    return suite
+
+
+def test_junit_parses_and_counts_match() -> None:
+    report = full_report()
+    suite = _junit_counts(junit.render(report), report)
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    # QA102 ran and found nothing: the only passing case. QA201 has a finding and two skips.
+    passing = [n for n, c in cases.items() if len(c) == 0]
+    assert passing == ["QA102"]
+    assert cases["QA201 #1"].find("skipped") is not None
+    skip = cases["QA301"].find("skipped")
+    assert skip is not None and skip.get("message") == "pg_stat_statements is not installed"
+    failure = cases["QA101:public.jobs_status_created_at_idx"].find("failure")
+    assert failure is not None and failure.get("type") == "warning"
+    assert failure.text is not None
+    assert "index_bytes: 325,477,785" in failure.text
+    assert "DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;" in failure.text
+    # A control character (not allowed in XML 1.0) did not make the document unparseable.
+    info = cases["QA999:database"].find("failure")
+    assert info is not None and info.get("message") == "Just so you know.\ufffd"
+
+
+def test_junit_empty_report_is_all_passing() -> None:
+    report = empty_report()
+    suite = _junit_counts(junit.render(report), report)
+    assert [c.get("name") for c in suite.findall("testcase")] == ["QA101", "QA102"]
+
+
+# --- real checks on a snapshot, every format -----------------------------------------------
+
+
+def _checked_report() -> Report:
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    return run_checks(snap, load_checks())
+
+
+def test_every_format_renders_a_report_of_the_real_checks() -> None:
+    report = _checked_report()
+    assert report.findings, "the snapshot is meant to trip at least one check"
+    ran = [c for c in load_checks() if c.code in report.checks_run]
+    _assert_valid_sarif(json.loads(sarif.render(report, ran)), report)
+    _junit_counts(junit.render(report), report)
+    md = markdown.render(report)
+    for f in report.findings:
+        assert f"### {f.code} {f.name}: `{f.target.key_part}`" in md
+
+
+# --- the CLI -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "sarif", "junit"])
+def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(snap.to_dict()))
+    proc = subprocess.run(
+        [sys.executable, "-m", "qadvisor", "check", "--snapshot", str(path), "--format", fmt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1, proc.stderr  # a warning finding, --fail-on warning
+    assert proc.stderr == ""
+    if fmt == "sarif":
+        doc = json.loads(proc.stdout)
+        results = doc["runs"][0]["results"]
+        assert "QA101" in {r["ruleId"] for r in results}
+        assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} >= {"QA101"}
+    elif fmt == "junit":
+        root = ET.fromstring(proc.stdout)
+        assert int(root.get("failures", "0")) >= 1
+    else:
+        assert proc.stdout.startswith("# qadvisor report: app on PostgreSQL 18.x")
+        assert "### QA101 archive-bloated-index: `public.jobs_status_created_at_idx`" in (
+            proc.stdout
+        )
