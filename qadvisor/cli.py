@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -491,6 +492,10 @@ def _print_report(report: Report, fmt: Format) -> None:
     from qadvisor.render import terminal
 
     terminal.render(report, Console())
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        from qadvisor.render import github
+
+        sys.stdout.write(github.render(report))
 
 
 def main() -> None:

@@ -437,3 +437,23 @@ def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
         assert "### QA101 archive-bloated-index: `public.jobs_status_created_at_idx`" in (
             proc.stdout
         )
+
+
+def test_github_annotations_escape_messages_and_titles() -> None:
+    from qadvisor.model import Finding, Report, Severity, Target
+    from qadvisor.render import github
+    from tests import snapshots as S
+
+    target = Target("table", "public", "jobs", "jobs")
+    finding = Finding(
+        "QA201",
+        "archive-scaled-vacuum-threshold",
+        Severity.CRITICAL,
+        target,
+        "50% done,\nnext: x",
+        {},
+    )
+    report = Report(S.snapshot(S.jobs_table()), (finding,), (), ("QA201",))
+    assert github.render(report) == (
+        "::error title=QA201 archive-scaled-vacuum-threshold public.jobs::50%25 done,%0Anext: x\n"
+    )

@@ -1,0 +1,27 @@
+"""GitHub Actions workflow commands: one annotation per finding on the run's summary page.
+
+Printed after the terminal report when ``GITHUB_ACTIONS=true``; other formats stay untouched
+so their output remains parseable.
+"""
+
+from __future__ import annotations
+
+from qadvisor.model import Report, Severity
+
+_LEVEL = {Severity.CRITICAL: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _escape(text: str, *, prop: bool = False) -> str:
+    # The workflow-command escapes: data escapes %, CR, LF; properties also ':' and ','.
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        text = text.replace(":", "%3A").replace(",", "%2C")
+    return text
+
+
+def render(report: Report) -> str:
+    lines = []
+    for f in report.findings:
+        title = _escape(f"{f.code} {f.name} {f.target.key_part}", prop=True)
+        lines.append(f"::{_LEVEL[f.severity]} title={title}::{_escape(f.message)}")
+    return "".join(line + "\n" for line in lines)
