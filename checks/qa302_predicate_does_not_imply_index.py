@@ -1,0 +1,177 @@
+"""QA302 predicate-does-not-imply-index."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from qadvisor.api import (
+    Fix,
+    Index,
+    Issue,
+    LivePredicate,
+    NoOptions,
+    Predicate,
+    Severity,
+    Snapshot,
+    Statement,
+    Table,
+    Target,
+    Unmet,
+    check,
+    dequeue_statements,
+    describe_node,
+    ident,
+    index_name,
+    indexes_used,
+    order_keys_sql,
+    parse_index_predicate,
+    plan_outline,
+    predicate_implies,
+    predicate_text,
+    predicate_words,
+    qualified,
+    scans,
+    statement_id,
+)
+
+
+# No options: the custom plan itself says whether a partial index is used.
+@check("QA302", "predicate-does-not-imply-index", severity=Severity.WARNING,
+       category="statements", options=NoOptions)  # fmt: skip
+def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
+    """The dequeue predicate cannot use the partial index even with a custom plan.
+
+    ## What it finds
+    A dequeue statement whose condition on the column of a partial index's predicate cannot
+    prove that predicate whatever the values: `status IN ('queued', 'retry')` or
+    `status <> 'done'` against an index `WHERE status = 'queued'`. Its custom plan (made with
+    literal values) uses no partial index of the queue table.
+
+    ## Why it matters
+    PostgreSQL uses a partial index only when it proves, at planning time, that the query's
+    WHERE implies the index predicate; it proves simple forms only (the same comparison, an
+    IN list inside the index's list). Otherwise the dequeue reads the table or a full index,
+    which grows with the archive, and the small partial index built for the live set sits
+    unused.
+
+    ## How to fix
+    Build a partial index whose predicate is the query's own (`CREATE INDEX CONCURRENTLY ...
+    (<ORDER BY columns>) WHERE status IN ('queued', 'retry')`), or rewrite the query so its
+    predicate is the index's (when the other values need no dequeue). The index predicate
+    must be spelled as the query spells it.
+
+    ## When it stays quiet
+    The custom plan uses a partial index of the queue table; the statement's predicate
+    implies a partial index's predicate (equality to one of its values, an IN list inside its
+    list, `IS NULL` for `IS NULL`); the statement has no condition on the predicate's column;
+    or its values are unknown (`status IN ($1, $2)` in pg_stat_statements text).
+    """
+    for item in dequeue_statements(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        stmt, queue, table = item
+        if stmt.custom_plan is None or stmt.parsed is None:
+            continue
+        used = set(indexes_used(stmt.custom_plan, table.schema, table.name))
+        if any(i.is_partial and i.name in used for i in table.indexes):
+            continue
+        candidates = []
+        usable = False  # some partial index is provably usable: not using it is a cost choice
+        for idx in table.indexes:
+            target = parse_index_predicate(idx.predicate) if idx.predicate else None
+            if not idx.is_valid or target is None:
+                continue
+            judged = predicate_implies(stmt.parsed.predicates, target, stmt.custom_values)
+            usable = usable or judged.implies is True
+            if judged.implies is False and judged.predicates:
+                candidates.append((idx, target, judged.predicates))
+        if usable or not candidates:
+            continue
+        # The live set's own index first: that is the one the dequeue was meant to use.
+        candidates.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
+        idx, target, preds = candidates[0]
+        yield _issue(stmt, table, idx, target, preds)
+
+
+def _issue(
+    stmt: Statement,
+    table: Table,
+    idx: Index,
+    target: LivePredicate,
+    preds: tuple[Predicate, ...],
+) -> Issue:
+    assert stmt.parsed is not None and stmt.custom_plan is not None
+    name = statement_id(stmt)
+    found = scans(stmt.custom_plan, table.schema, table.name)
+    scan = describe_node(found[0]) if found else describe_node(stmt.custom_plan)
+    conditions = [predicate_text(p, stmt.custom_values) or p.text for p in preds]
+    message = (
+        f"{name} filters {target.column} with {' AND '.join(conditions)}, which cannot prove "
+        f"the predicate of partial index {idx.name} ({idx.predicate}): even its custom plan "
+        f"reads {scan}."
+    )
+    return Issue(
+        target=Target("statement", table.schema, table.name, name),
+        message=message,
+        evidence={
+            "statement": name,
+            "source": stmt.source,
+            "statement_text": stmt.text,
+            "statement_predicates": [p.text for p in preds],
+            "partial_index": idx.name,
+            "index_predicate": idx.predicate,
+            "index_definition": idx.definition,
+            "custom_values": dict(stmt.custom_values),
+            "custom_plan": "\n".join(plan_outline(stmt.custom_plan)),
+            "custom_plan_cost": stmt.custom_plan.total_cost,
+            "custom_plan_scan": scan,
+            "indexes_used": list(indexes_used(stmt.custom_plan, table.schema, table.name)),
+            "table_rows": round(table.reltuples),
+            "partial_index_rows": round(idx.reltuples),
+            "partial_index_scans": idx.idx_scan,
+        },
+        explanation=(
+            "PostgreSQL proves that a WHERE implies a partial index's predicate only for "
+            "simple forms: the same comparison, or an IN list inside the index's list. "
+            "Anything wider (more values, a negation, a range) reads past the index."
+        ),
+        fix=_fix(stmt, table, idx, preds),
+    )
+
+
+def _fix(stmt: Statement, table: Table, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
+    assert stmt.parsed is not None
+    conditions = [predicate_text(p, stmt.custom_values) for p in preds]
+    keys = order_keys_sql(stmt.parsed.order_by, table) if stmt.parsed.order_by else None
+    if keys is None:
+        keys = [ident(c) for c in idx.columns if c is not None] or None
+    notes = [
+        "The new index's WHERE is the query's predicate, spelled as the query spells it, so "
+        "the planner can prove it; its key is the dequeue's ORDER BY (else the old index's), "
+        "so it supplies the order.",
+        "CREATE INDEX CONCURRENTLY cannot run inside a transaction block; a failed build "
+        "leaves an INVALID index to drop before trying again.",
+        f"If the extra values need no dequeue, rewrite the query's condition to the index's "
+        f"own predicate ({idx.predicate}) instead, and keep {idx.name}.",
+    ]
+    if any(p.operands and p.operands[0].kind == "parameter" for p in preds):
+        notes.append(
+            "pg_stat_statements shows constants as $n: the values here are the ones qadvisor "
+            f"planned with ({dict(stmt.custom_values)}); use the ones your code sends."
+        )
+    if idx.idx_scan == 0:
+        notes.append(
+            f"{idx.name} has never been scanned: once nothing needs it, "
+            f"DROP INDEX CONCURRENTLY {qualified(table.schema, idx.name)}."
+        )
+    if any(c is None for c in conditions) or not keys:
+        return Fix((), " ".join(notes[2:]), "review")
+    where = " AND ".join(c for c in conditions if c)
+    words = predicate_words(preds, stmt.custom_values)
+    new_name = index_name(table.name, [*words, *(k.split()[0].strip('"') for k in keys)])
+    create = (
+        f"CREATE INDEX CONCURRENTLY {ident(new_name)} ON {qualified(table.schema, table.name)} "
+        f"({', '.join(keys)}) WHERE {where};"
+    )
+    return Fix((create,), " ".join(notes), "review")

@@ -1,0 +1,256 @@
+"""QA303 dequeue-sorts-backlog."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from qadvisor.api import (
+    Fix,
+    Index,
+    Issue,
+    PlanNode,
+    Queue,
+    Severity,
+    Snapshot,
+    Statement,
+    Table,
+    Target,
+    Unmet,
+    check,
+    dequeue_statements,
+    describe_node,
+    human_count,
+    ident,
+    index_name,
+    order_keys_sql,
+    parse_index_predicate,
+    plan_outline,
+    predicate_implies,
+    predicate_sql,
+    predicate_text,
+    predicate_words,
+    qualified,
+    sorts_over,
+    statement_id,
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    # Rows a claim must read (the sort's input, or the whole table for a Seq Scan) before
+    # sorting them is worth an index: below this a top-N sort is a fraction of a millisecond.
+    min_rows_read: float = 1_000
+
+
+@check("QA303", "dequeue-sorts-backlog", severity=Severity.WARNING, category="statements",
+       options=Options)  # fmt: skip
+def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+    """No index supplies the dequeue's ORDER BY, so every claim reads and sorts the backlog.
+
+    ## What it finds
+    A dequeue statement with ORDER BY and LIMIT whose custom plan (made with the live value)
+    has a Sort above a scan of the queue table: a top-N heapsort over every queued row the
+    scan returns, or over a sequential scan of the whole table, archive included.
+
+    ## Why it matters
+    A claim wants one row (or a few). Without an index that returns rows in the ORDER BY's
+    order under the dequeue's predicate, each claim reads every candidate row, sorts them and
+    throws all but LIMIT away, while holding its row locks. The cost grows with the backlog:
+    exactly when the queue falls behind, every claim gets slower.
+
+    ## How to fix
+    `CREATE INDEX CONCURRENTLY ... (<ORDER BY columns>) WHERE <live predicate>`: a partial
+    index whose key is the ORDER BY, so the claim reads the first rows of the index and stops
+    after LIMIT. For a round-robin sub-select the key starts with the tenant column. The
+    statement's predicate must imply the index's (see QA301 / QA302).
+
+    ## When it stays quiet
+    An index (or an Incremental Sort on an index prefix) supplies the order; the statement
+    has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows.
+    """
+    for item in dequeue_statements(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        stmt, queue, table = item
+        parsed = stmt.parsed
+        if stmt.custom_plan is None or parsed is None or not parsed.order_by:
+            continue
+        if parsed.limit is None and not parsed.limit_is_parameter:
+            continue
+        sorts = sorts_over(stmt.custom_plan, table.schema, table.name)
+        if not sorts:
+            continue
+        sort, scan = sorts[0]
+        read = _rows_read(scan, table)
+        if max(read, sort.plan_rows) < options.min_rows_read:
+            continue
+        yield _issue(stmt, queue, table, sort, scan, read, options)
+
+
+def _rows_read(scan: PlanNode, table: Table) -> float:
+    """Rows the scan visits per execution: the whole table for a Seq Scan."""
+    if scan.node_type == "Seq Scan":
+        return max(table.reltuples, scan.plan_rows)
+    return scan.plan_rows
+
+
+def _issue(
+    stmt: Statement,
+    queue: Queue,
+    table: Table,
+    sort: PlanNode,
+    scan: PlanNode,
+    read: float,
+    options: Options,
+) -> Issue:
+    assert stmt.parsed is not None and stmt.custom_plan is not None
+    name = statement_id(stmt)
+    limit = stmt.parsed.limit or 1
+    archive = scan.node_type == "Seq Scan" or (
+        scan.index is not None and not _is_partial(table, scan.index)
+    )
+    message = (
+        f"{name} sorts {human_count(sort.plan_rows)} rows (Sort Key: "
+        f"{', '.join(sort.sort_key)}) from {describe_node(scan)} to return {limit}: no index "
+        f"supplies its ORDER BY under its predicate, so each claim reads "
+        f"{human_count(read)} rows" + (", archive included." if archive else ".")
+    )
+    evidence: dict[str, object] = {
+        "statement": name,
+        "source": stmt.source,
+        "statement_text": stmt.text,
+        "order_by": _order_text(stmt),
+        "limit": limit,
+        "sort_node": describe_node(sort),
+        "sort_key": list(sort.sort_key),
+        "scan_node": describe_node(scan),
+        "scan_filter": scan.filter,
+        "rows_sorted": round(sort.plan_rows),
+        "rows_read": round(read),
+        "rows_read_per_row_returned": round(read / limit, 1),
+        "custom_values": dict(stmt.custom_values),
+        "custom_plan": "\n".join(plan_outline(stmt.custom_plan)),
+        "custom_plan_cost": stmt.custom_plan.total_cost,
+        "table_rows": round(table.reltuples),
+        "min_rows_read": options.min_rows_read,
+    }
+    if stmt.analyzed_plan is not None:
+        analysed = sorts_over(stmt.analyzed_plan, table.schema, table.name)
+        if analysed:
+            a_sort, a_scan = analysed[0]
+            evidence |= {
+                "analyzed_rows_read": a_scan.actual_rows,
+                "analyzed_rows_removed_by_filter": a_scan.rows_removed_by_filter,
+                "analyzed_ms": stmt.analyzed_ms,
+                "analyzed_sort_node": describe_node(a_sort),
+            }
+    return Issue(
+        target=Target("statement", table.schema, table.name, name),
+        message=message,
+        evidence=evidence,
+        explanation=(
+            "A claim wants the first rows in ORDER BY order; without an index in that order "
+            "under the predicate, the planner reads every candidate, sorts them and keeps "
+            "LIMIT. The cost grows with the backlog, just when the queue falls behind."
+        ),
+        fix=_fix(stmt, queue, table),
+    )
+
+
+def _order_text(stmt: Statement) -> str:
+    assert stmt.parsed is not None
+    parts = []
+    for item in stmt.parsed.order_by:
+        text = item.column + (" DESC" if item.descending else "")
+        if item.nulls_first is not None:
+            text += " NULLS FIRST" if item.nulls_first else " NULLS LAST"
+        parts.append(text)
+    return ", ".join(parts)
+
+
+def _is_partial(table: Table, index: str) -> bool:
+    return any(i.name == index and i.is_partial for i in table.indexes)
+
+
+def _fix(stmt: Statement, queue: Queue, table: Table) -> Fix:
+    assert stmt.parsed is not None
+    parsed = stmt.parsed
+    keys = order_keys_sql(parsed.order_by, table)
+    notes = [
+        "CREATE INDEX CONCURRENTLY cannot run inside a transaction block; a failed build "
+        "leaves an INVALID index to drop before trying again."
+    ]
+    if keys is None:
+        return Fix(
+            (),
+            "The ORDER BY is an expression: build a partial index on that expression under the "
+            "live predicate, or order by plain columns. " + notes[0],
+            "review",
+        )
+    if parsed.lateral is not None and table.column(parsed.lateral.inner_column) is not None:
+        lead = ident(parsed.lateral.inner_column)
+        if lead not in keys:
+            keys = [lead, *keys]
+            notes.append(
+                f"The key starts with {parsed.lateral.inner_column}: the round-robin sub-select "
+                "descends the index once per tenant."
+            )
+    where, source, words = _where(stmt, queue)
+    if where is not None:
+        notes.append(f"The WHERE is {source}, so the dequeue's predicate implies it.")
+    else:
+        notes.append(
+            "No partial predicate fits the statement's condition: the index covers the whole "
+            "table and grows with the archive (see QA101)."
+        )
+    existing = _existing(table, keys, where)
+    if existing is not None:
+        return Fix(
+            (f"ANALYZE {qualified(table.schema, table.name)};",),
+            f"Index {existing.name} already has this key and predicate but the planner still "
+            "sorts: its statistics are stale or estimate the live set as large. Refresh them, "
+            "and check the statement's predicate implies the index's (QA302).",
+            "safe",
+        )
+    new_name = index_name(table.name, [*words, *(k.split()[0].strip('"') for k in keys)])
+    create = (
+        f"CREATE INDEX CONCURRENTLY {ident(new_name)} ON {qualified(table.schema, table.name)} "
+        f"({', '.join(keys)})" + (f" WHERE {where}" if where else "") + ";"
+    )
+    return Fix((create,), " ".join(notes), "review")
+
+
+def _where(stmt: Statement, queue: Queue) -> tuple[str | None, str, list[str]]:
+    """The new index's predicate, where it comes from, and words for its name (named as
+    QA101 and QA302 name the same index, so that their fixes do not build it twice)."""
+    assert stmt.parsed is not None
+    live = queue.live
+    if live is not None:
+        judged = predicate_implies(stmt.parsed.predicates, live, stmt.custom_values)
+        if judged.implies:
+            words = [f"{live.column}_null"] if live.op == "is null" else list(live.values[:2])
+            return predicate_sql(live), "the queue's live predicate", words
+        conditions = [predicate_text(p, stmt.custom_values) for p in judged.predicates]
+        if judged.predicates and all(conditions):
+            where = " AND ".join(c for c in conditions if c)
+            words = predicate_words(judged.predicates, stmt.custom_values)
+            return where, "the statement's own condition", words
+    return None, "", []
+
+
+def _existing(table: Table, keys: list[str], where: str | None) -> Index | None:
+    plain = [k.split()[0].strip('"') for k in keys]
+    for idx in table.indexes:
+        if not idx.is_valid or list(idx.columns[: len(plain)]) != plain:
+            continue
+        if any(" DESC" in k or " NULLS" in k for k in keys):
+            continue  # directions: not told apart here; a new index is proposed
+        if where is None and idx.predicate is None:
+            return idx
+        if where is not None and idx.predicate is not None:
+            parsed = parse_index_predicate(idx.predicate)
+            if parsed is not None and predicate_sql(parsed) == where:
+                return idx
+    return None

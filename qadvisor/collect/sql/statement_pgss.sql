@@ -1,0 +1,23 @@
+-- Row-locking statements of this database from pg_stat_statements ({pgss} is the view,
+-- schema-qualified by the caller), one row per queryid: the same statement run by several
+-- roles, or at top level and nested, is one statement here. Bounded: the 200 most called.
+-- qadvisor's own EXPLAIN / PREPARE statements are left out.
+SELECT queryid,
+       (array_agg(query ORDER BY calls DESC))[1] AS query,
+       array_agg(DISTINCT pg_get_userbyid(userid) ORDER BY pg_get_userbyid(userid)) AS roles,
+       sum(calls)::bigint AS calls,
+       sum(total_exec_time) / sum(calls) AS mean_exec_ms,
+       sum(shared_blks_hit + shared_blks_read)::float8 / sum(calls) AS shared_blks_per_call,
+       sum(plans)::bigint AS plans,
+       coalesce(current_setting('pg_stat_statements.track_planning', true), 'off') = 'on'
+         AS track_planning
+  FROM {pgss}
+ WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+   AND calls > 0
+   AND queryid IS NOT NULL
+   AND query ~* 'for\s+(no\s+key\s+)?update|for\s+(key\s+)?share'
+   AND query !~* '^\s*explain'
+   AND query !~* '^\s*prepare\s+"?qadvisor_stmt'
+ GROUP BY queryid
+ ORDER BY sum(calls) DESC, queryid
+ LIMIT 200
