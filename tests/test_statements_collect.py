@@ -17,7 +17,7 @@ import pytest
 
 from qadvisor import plans
 from qadvisor.collect.snapshot import collect
-from qadvisor.collect.statements import _strip_prepare
+from qadvisor.collect.statements import strip_prepare
 from qadvisor.connect import SessionLimits, connect
 from qadvisor.dequeue import analyse
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
@@ -231,8 +231,8 @@ def test_plan_cache_mode_is_resolved_as_a_session_of_the_role_would_see_it() -> 
 def test_statement_ids_are_stable_and_prepare_wrappers_are_stripped() -> None:
     assert plans.statement_id(Statement("pg_stat_statements", "x", queryid=-42)) == "pgss:-42"
     assert plans.statement_id(Statement("jobs.sql#2", "x")) == "jobs.sql#2"
-    assert _strip_prepare('PREPARE "s"(text, numeric(10,2)) AS SELECT 1') == "SELECT 1"
-    assert _strip_prepare("SELECT 1 -- PREPARE x AS") == "SELECT 1 -- PREPARE x AS"
+    assert strip_prepare('PREPARE "s"(text, numeric(10,2)) AS SELECT 1') == "SELECT 1"
+    assert strip_prepare("SELECT 1 -- PREPARE x AS") == "SELECT 1 -- PREPARE x AS"
 
 
 def test_dequeue_statements_report_what_cannot_be_judged() -> None:

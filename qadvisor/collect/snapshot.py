@@ -12,16 +12,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import psycopg
-from psycopg import sql
-from psycopg.rows import dict_row
 
 from qadvisor import discover
-from qadvisor.collect.statements import collect_statements
+from qadvisor.collect import queries as q
+from qadvisor.collect.queries import first_line, pg_stat_statements
+from qadvisor.collect.statements import collect_statements, strip_prepare
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.model import (
     Column,
@@ -48,17 +46,6 @@ class TableNotFound(CollectError):
     pass
 
 
-@cache
-def query_text(name: str) -> str:
-    return resources.files("qadvisor.collect").joinpath(f"sql/{name}.sql").read_text()
-
-
-def _rows(conn: Conn, name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    with conn.cursor(row_factory=dict_row) as cur:
-        cur.execute(query_text(name).encode(), params)
-        return cur.fetchall()
-
-
 @dataclass
 class Found:
     """What discovery produced, kept for the report and for the fact queries."""
@@ -82,7 +69,7 @@ def collect(
     executed.
     """
     unavailable: dict[str, str] = {}
-    server_row = _rows(conn, "server")[0]
+    server_row = q.rows(conn, "server")[0]
     server = ServerInfo(
         version=server_row["version"],
         version_num=server_row["version_num"],
@@ -90,9 +77,10 @@ def collect(
         user=server_row["user"],
         is_superuser=bool(server_row["is_superuser"]),
     )
-    settings = {r["name"]: r["setting"] for r in _rows(conn, "settings")}
+    settings = {r["name"]: r["setting"] for r in q.rows(conn, "settings")}
     role_settings = tuple(_role_settings(conn, unavailable))
-    found = _discover(conn, tables, unavailable)
+    pgss = pg_stat_statements(conn, unavailable)
+    found = _discover(conn, tables, pgss)
     relids = [d.relid for d in found.decisions]
     table_facts = _tables(conn, relids, unavailable) if relids else []
     # Rates are measured from the moment the first counters were read.
@@ -102,7 +90,7 @@ def collect(
         for d in sorted(found.decisions, key=lambda d: (d.schema, d.table))
     )
     horizon = _horizon(conn, unavailable)
-    statements = collect_statements(conn, queues, table_facts, queries, analyze, unavailable)
+    statements = collect_statements(conn, queues, table_facts, pgss, queries, analyze)
     tenants = collect_tenants(conn, queues, table_facts, statements, unavailable)
     sample = None
     if sample_seconds and relids:
@@ -123,7 +111,7 @@ def collect(
 
 def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]:
     try:
-        rows = _rows(conn, "role_settings")
+        rows = q.rows(conn, "role_settings")
     except psycopg.errors.InsufficientPrivilege:
         unavailable["role_settings"] = "pg_db_role_setting is not readable by this role"
         return []
@@ -136,21 +124,16 @@ def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]
 
 def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
     try:
-        rows = _rows(conn, "horizon")
+        rows = q.rows(conn, "horizon")
     except psycopg.Error as exc:
-        unavailable["horizon"] = f"the xmin horizon could not be read: {_first_line(exc)}"
+        unavailable["horizon"] = f"the xmin horizon could not be read: {first_line(exc)}"
         return ()
     return tuple(HorizonHolder(**r) for r in rows)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _discover(conn: Conn, names: Sequence[str], unavailable: dict[str, str]) -> Found:
-    statements = _locking_statements(conn, unavailable)
-    candidates = _rows(conn, "candidate_columns")
+def _discover(conn: Conn, names: Sequence[str], pgss: list[dict[str, Any]]) -> Found:
+    statements = _locking_statements(pgss)
+    candidates = q.rows(conn, "candidate_columns")
     columns = [
         discover.CandidateColumn(
             schema=r["schema"],
@@ -169,11 +152,11 @@ def _discover(conn: Conn, names: Sequence[str], unavailable: dict[str, str]) -> 
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
     partials = [
         discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
-        for r in _rows(conn, "partial_indexes")
+        for r in q.rows(conn, "partial_indexes")
     ]
     explicit: list[tuple[str, str, int]] = []
     if names:
-        for r in _rows(conn, "resolve_tables", {"names": list(names)}):
+        for r in q.rows(conn, "resolve_tables", {"names": list(names)}):
             if r["relid"] is None:
                 raise TableNotFound(f"table {r['arg']} does not exist (or is not visible)")
             if r["relkind"] not in ("r", "p"):
@@ -183,26 +166,10 @@ def _discover(conn: Conn, names: Sequence[str], unavailable: dict[str, str]) -> 
     return Found(decisions, statements)
 
 
-def _locking_statements(conn: Conn, unavailable: dict[str, str]) -> list[discover.LockingStatement]:
-    ext = {r["name"]: r for r in _rows(conn, "extensions")}
-    if "pg_stat_statements" not in ext:
-        unavailable["pg_stat_statements"] = "pg_stat_statements is not installed in this database"
-        return []
-    query = sql.SQL(query_text("locking_statements")).format(
-        pgss=sql.Identifier(ext["pg_stat_statements"]["schema"], "pg_stat_statements")
-    )
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query)
-            rows = cur.fetchall()
-    except psycopg.Error as exc:
-        unavailable["pg_stat_statements"] = (
-            f"pg_stat_statements is not readable: {_first_line(exc)}"
-        )
-        return []
+def _locking_statements(pgss: list[dict[str, Any]]) -> list[discover.LockingStatement]:
     out = []
-    for r in rows:
-        parsed = _statement_table(r["query"])
+    for r in pgss:
+        parsed = _statement_table(strip_prepare(str(r["query"])))
         if parsed is not None:
             schema, table, skip = parsed
             out.append(discover.LockingStatement(schema, table, skip, int(r["calls"])))
@@ -224,12 +191,12 @@ def _statement_table(text: str) -> tuple[str | None, str, bool] | None:
 def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[Table]:
     params = {"relids": relids}
     columns: dict[int, list[Column]] = {}
-    for r in _rows(conn, "columns", params):
+    for r in q.rows(conn, "columns", params):
         columns.setdefault(r["relid"], []).append(
             Column(r["column"], r["type"], r["not_null"], tuple(r["enum_labels"] or ()))
         )
     indexes: dict[int, list[Index]] = {}
-    for r in _rows(conn, "indexes", params):
+    for r in q.rows(conn, "indexes", params):
         indexes.setdefault(r["relid"], []).append(
             Index(
                 name=r["name"],
@@ -249,7 +216,7 @@ def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[
             )
         )
     stats: dict[int, list[ColumnStats]] = {}
-    for r in _rows(conn, "column_stats", params):
+    for r in q.rows(conn, "column_stats", params):
         stats.setdefault(r["relid"], []).append(
             ColumnStats(
                 column=r["column"],
@@ -261,7 +228,7 @@ def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[
             )
         )
     out = []
-    for r in _rows(conn, "tables", params):
+    for r in q.rows(conn, "tables", params):
         relid = r["relid"]
         if r["n_live_tup"] is None:
             unavailable.setdefault(
@@ -321,6 +288,6 @@ def _sample(
     measured = time.monotonic() - start
     tables = {
         f"{r['schema']}.{r['table']}": _table_stats(r)
-        for r in _rows(conn, "table_stats", {"relids": relids})
+        for r in q.rows(conn, "table_stats", {"relids": relids})
     }
     return Sample(seconds=round(measured, 3), tables=tables)

@@ -41,15 +41,13 @@ import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from qadvisor import dequeue
+from qadvisor.collect.queries import first_line
 from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
 from qadvisor.plans import parse_explain
 from qadvisor.sqltext import literal
@@ -69,22 +67,18 @@ _PREPARE_PREFIX = re.compile(
 _LOCKING_WORDS = re.compile(r"\bfor\s+(no\s+key\s+)?update\b|\bfor\s+(key\s+)?share\b", re.I)
 
 
-@cache
-def _query_text(name: str) -> str:
-    return resources.files("qadvisor.collect").joinpath(f"sql/{name}.sql").read_text()
-
-
 def collect_statements(
     conn: Conn,
     queues: Sequence[Queue],
     tables: Sequence[Table],
+    pgss: Sequence[dict[str, Any]],
     queries: Sequence[tuple[str, str]],
     analyze: bool,
-    unavailable: dict[str, str],
 ) -> tuple[Statement, ...]:
-    """Statements from pg_stat_statements and from ``queries`` ((source, text) pairs), each
-    with its custom and generic plan (and, with ``analyze``, the analyzed custom plan)."""
-    found = [*_from_pg_stat_statements(conn, queues, unavailable), *_from_queries(queries)]
+    """Statements from pg_stat_statements rows (``queries.pg_stat_statements``) and from
+    ``queries`` ((source, text) pairs), each with its custom and generic plan (and, with
+    ``analyze``, the analyzed custom plan)."""
+    found = [*_from_pg_stat_statements(pgss, queues), *_from_queries(queries)]
     planner = _Planner(conn, queues, tables, analyze)
     return tuple(planner.plan(s) for s in found)
 
@@ -93,34 +87,11 @@ def collect_statements(
 
 
 def _from_pg_stat_statements(
-    conn: Conn, queues: Sequence[Queue], unavailable: dict[str, str]
+    rows: Sequence[dict[str, Any]], queues: Sequence[Queue]
 ) -> list[Statement]:
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(
-                "SELECT n.nspname AS schema FROM pg_extension e"
-                " JOIN pg_namespace n ON n.oid = e.extnamespace"
-                " WHERE e.extname = 'pg_stat_statements'"
-            )
-            ext = cur.fetchone()
-            if ext is None:
-                unavailable.setdefault(
-                    "pg_stat_statements", "pg_stat_statements is not installed in this database"
-                )
-                return []
-            query = sql.SQL(_query_text("statement_pgss")).format(
-                pgss=sql.Identifier(ext["schema"], "pg_stat_statements")
-            )
-            cur.execute(query)
-            rows = cur.fetchall()
-    except psycopg.Error as exc:
-        unavailable.setdefault(
-            "pg_stat_statements", f"pg_stat_statements is not readable: {_first_line(exc)}"
-        )
-        return []
     out = []
     for r in rows:
-        text = _strip_prepare(str(r["query"]))
+        text = strip_prepare(str(r["query"]))
         try:
             parsed = dequeue.analyse(text)
         except dequeue.StatementError:
@@ -149,7 +120,7 @@ def _from_pg_stat_statements(
     return out
 
 
-def _strip_prepare(text: str) -> str:
+def strip_prepare(text: str) -> str:
     m = _PREPARE_PREFIX.match(text)
     return text[m.end() :] if m else text
 
@@ -299,7 +270,7 @@ class _Planner:
         except PlanError as exc:
             result.errors.append(str(exc))
         except psycopg.Error as exc:  # the transaction itself (BEGIN/ROLLBACK) failed
-            result.errors.append(f"planning failed: {_first_line(exc)}")
+            result.errors.append(f"planning failed: {first_line(exc)}")
         finally:
             if prepared:
                 self._deallocate()
@@ -328,7 +299,7 @@ class _Planner:
         except PlanError as exc:
             result.errors.append(str(exc))
         except psycopg.Error as exc:
-            result.errors.append(f"EXPLAIN ANALYZE failed: {_first_line(exc)}")
+            result.errors.append(f"EXPLAIN ANALYZE failed: {first_line(exc)}")
         finally:
             if prepared:
                 self._deallocate()
@@ -404,7 +375,7 @@ class _Planner:
         except psycopg.Error as exc:
             if self.conn.closed:
                 raise
-            raise PlanError(f"{what} failed: {_first_line(exc)}") from None
+            raise PlanError(f"{what} failed: {first_line(exc)}") from None
 
 
 def _raw(text: str) -> sql.Composable:
@@ -534,11 +505,6 @@ def _array_literal(values: Sequence[str]) -> str:
 
 
 # --- small helpers ----------------------------------------------------------------------------
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
 def _round(value: Any) -> float | None:
