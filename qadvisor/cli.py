@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from qadvisor.config import Config
     from qadvisor.connect import SessionLimits
     from qadvisor.model import Report, Snapshot
+    from qadvisor.registry import Check
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -311,12 +312,14 @@ def explain(
     ] = None,
 ) -> None:
     """Show what a check finds, why it matters, how to fix it and when it stays quiet."""
-    from qadvisor.registry import load_checks
-
-    checks = load_checks()
+    try:
+        checks = _load_checks()
+    except UserError as exc:
+        _fail(str(exc))
     if code is None:
+        width = max((len(c.code) for c in checks), default=5)
         for c in checks:
-            typer.echo(f"{c.code}  {c.name:<36} {c.severity.label:<8} {c.summary}")
+            typer.echo(f"{c.code:<{width}}  {c.name:<36} {c.severity.label:<8} {c.summary}")
         return
     match = [c for c in checks if code.upper() in (c.code, c.name.upper())]
     if not match:
@@ -451,12 +454,20 @@ def _config(path: Path | None) -> Config:
         raise UserError(str(exc)) from None
 
 
+def _load_checks() -> tuple[Check, ...]:
+    from qadvisor.registry import PackError, load_checks
+
+    try:
+        return load_checks()
+    except PackError as exc:
+        raise UserError(str(exc)) from None
+
+
 def _run(snapshot: Snapshot, ignore: list[str], cfg: Config) -> Report:
     from qadvisor.config import ConfigError, check_options
     from qadvisor.engine import run_checks
-    from qadvisor.registry import load_checks
 
-    checks = load_checks()
+    checks = _load_checks()
     try:
         options = check_options(checks, cfg)
     except ConfigError as exc:
@@ -476,11 +487,10 @@ def _print_report(report: Report, fmt: Format) -> None:
         sys.stdout.write(markdown.render(report))
         return
     if fmt is Format.sarif:
-        from qadvisor.registry import load_checks
         from qadvisor.render import sarif
 
         ran = set(report.checks_run)
-        sys.stdout.write(sarif.render(report, [c for c in load_checks() if c.code in ran]))
+        sys.stdout.write(sarif.render(report, [c for c in _load_checks() if c.code in ran]))
         return
     if fmt is Format.junit:
         from qadvisor.render import junit

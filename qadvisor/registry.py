@@ -60,10 +60,11 @@ class Check:
     options: type[Any]
     run: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]
     min_server_version: int | None = None
+    docs: str | None = None  # where its page lives; built-in pages by default
 
     @property
     def docs_path(self) -> str:
-        return f"docs/checks/{self.code}.md"
+        return self.docs or f"docs/checks/{self.code}.md"
 
     def default_options(self) -> Any:
         return self.options()
@@ -77,6 +78,7 @@ def check(
     category: str,
     options: type[Any] = NoOptions,
     min_server_version: int | None = None,
+    docs: str | None = None,
 ) -> Callable[[Callable[[Snapshot, Any], Iterable[Issue | Unmet]]], Check]:
     """Make a check out of a pure function; its docstring is its user documentation.
 
@@ -103,6 +105,7 @@ def check(
             options=options,
             run=fn,
             min_server_version=min_server_version,
+            docs=docs,
         )
 
     return wrap
@@ -129,15 +132,25 @@ def checks_in(module: types.ModuleType) -> Iterator[Check]:
                     yield c
 
 
+class PackError(Exception):
+    """A check pack could not be loaded; the message names the pack."""
+
+
 def load_checks() -> tuple[Check, ...]:
     """All checks of every installed pack, sorted by code; a code registered twice is an error."""
-    found: dict[str, Check] = {}
+    found: dict[str, tuple[Check, str]] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        module = ep.load()
+        try:
+            module = ep.load()
+        except Exception as exc:  # a broken third-party pack must not look like a finding
+            raise PackError(f"check pack {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
         if not isinstance(module, types.ModuleType):
-            raise TypeError(f"entry point {ep.name!r} must name a module")
+            raise PackError(f"check pack {ep.name!r} must name a module, not {ep.value}")
         for c in checks_in(module):
-            if c.code in found and found[c.code] is not c:
-                raise ValueError(f"check code {c.code} is registered twice ({ep.name})")
-            found[c.code] = c
-    return tuple(found[k] for k in sorted(found))
+            if c.code in found and found[c.code][0] is not c:
+                raise PackError(
+                    f"check code {c.code} is registered twice: by pack "
+                    f"{found[c.code][1]!r} and by pack {ep.name!r}"
+                )
+            found[c.code] = (c, ep.name)
+    return tuple(found[k][0] for k in sorted(found))
