@@ -404,3 +404,27 @@ def test_pg_stat_statements_installed_but_not_preloaded_is_recorded(
     assert "shared_preload_libraries" in snap.unavailable["pg_stat_statements"]
     (stmt,) = snap.statements
     assert stmt.custom_plan is not None and stmt.generic_plan is not None
+
+
+def test_a_monitoring_role_is_told_which_grant_planning_needs(db: TestDB) -> None:
+    db.execute(
+        """
+        CREATE TABLE jobs (id bigserial PRIMARY KEY, status text NOT NULL);
+        INSERT INTO jobs (status) SELECT 'queued' FROM generate_series(1, 100);
+        CREATE INDEX jobs_queued ON jobs (id) WHERE status = 'queued';
+        ANALYZE jobs;
+        DROP ROLE IF EXISTS qa_plan_monitor;
+        CREATE ROLE qa_plan_monitor LOGIN IN ROLE pg_monitor;
+        GRANT SELECT ON jobs TO qa_plan_monitor;
+        """
+    )
+    dsn = db.server.dsn(db.name, user="qa_plan_monitor")
+    query = "SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    try:
+        with connect(dsn, SessionLimits()) as conn:
+            snap = collect(conn, queries=[("--query 1", query)])
+        (stmt,) = snap.statements
+        assert stmt.plan_error is not None
+        assert "GRANT UPDATE ON" in stmt.plan_error and "permission denied" in stmt.plan_error
+    finally:
+        db.execute("DROP OWNED BY qa_plan_monitor")

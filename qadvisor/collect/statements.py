@@ -368,6 +368,12 @@ class _Planner:
                 return cur.fetchall() if fetch else []
         except psycopg.errors.QueryCanceled:
             raise PlanError(f"{what}: statement_timeout expired") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PlanError(
+                f"{what}: {first_line(exc)}; EXPLAIN of a row-locking statement needs the "
+                "privilege the statement would use (UPDATE on the queue table, e.g. "
+                "GRANT UPDATE ON <table> TO <role>); qadvisor's session stays read-only"
+            ) from None
         except psycopg.errors.LockNotAvailable:
             raise PlanError(
                 f"{what}: lock_timeout expired (another session holds a lock on the table)"
