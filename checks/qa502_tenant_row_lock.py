@@ -1,0 +1,91 @@
+"""QA502 tenant-row-lock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from checks.qa501_lock_without_skip_locked import healthy_lock_sql, job_table, statement_target
+from qadvisor.api import Fix, Issue, Severity, Snapshot, Unmet, check, statement_id
+
+
+@check("QA502", "tenant-row-lock", severity=Severity.WARNING, category="locking")
+def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
+    """The claim locks the tenant's (or rotation) row instead of, or as well as, the job.
+
+    ## What it finds
+    A dequeue statement whose locking clause takes rows of a table other than the queue
+    table: `FOR UPDATE` without `OF` in a join with the tenants table, `FOR UPDATE OF t` naming
+    the tenant, or a round-robin query with the lock at the outer level, where it locks the
+    rotation row as well as the job.
+
+    ## Why it matters
+    A lock on the tenant row is held until the claim commits, so each tenant gets one
+    worker at a time: with SKIP LOCKED the other workers skip the whole tenant, without it
+    they queue up behind it. A large tenant's backlog then drains at one job at a time
+    however many workers run. Measured with round-robin and the lock on the job: the large
+    tenant alone took 5.70 s for 1,000 jobs on four workers against 5.42 s with FIFO; locking
+    the tenant row would have limited it to one job at a time. When the job itself is not
+    locked, two workers can also claim the same job.
+
+    ## How to fix
+    Lock only the job: name the queue table (or the sub-select that reads it) with `FOR
+    UPDATE OF <queue alias> SKIP LOCKED`. In the round-robin shape, the lock belongs in the
+    LATERAL sub-select; PostgreSQL locks "the rows returned to the outer query by the
+    sub-query", so a locked job skips only that job, not the tenant.
+
+    ## When it stays quiet
+    The locking clause takes rows of the queue table only (`OF` the queue, or a statement
+    that reads no other table at the locking level).
+    """
+    for stmt in snapshot.statements:
+        parsed = stmt.parsed
+        if parsed is None:
+            continue
+        job = job_table(snapshot, stmt)
+        if job is None:
+            continue
+        others = [t for t in parsed.locked_tables if t != job[1]]
+        if not others:
+            continue
+        target = statement_target(snapshot, stmt)
+        name = statement_id(stmt)
+        locks_job = job[1] in parsed.locked_tables
+        what = ", ".join(others)
+        message = (
+            f"{name} locks rows of {what} "
+            + ("as well as the job" if locks_job else f"and not the {job[1]} row it claims")
+            + ": each of those rows is held until the claim commits, so workers are "
+            f"serialized per {what} row"
+            + ("" if locks_job else ", and two workers can claim the same job")
+            + "."
+        )
+        rewritten = healthy_lock_sql(stmt, job)
+        fix = None
+        if rewritten is not None:
+            fix = Fix(
+                (rewritten + ";",),
+                f"Ship this statement in place of the current one (it is not a migration): the "
+                f"lock names only the queue table {job[1]}, with SKIP LOCKED. In a round-robin "
+                "query the lock may also move into the LATERAL sub-select (`... LIMIT 1 FOR "
+                "UPDATE SKIP LOCKED) j`), as the seed article writes it.",
+                "review",
+            )
+        yield Issue(
+            target=target,
+            message=message,
+            evidence={
+                "statement": name,
+                "source": stmt.source,
+                "queue_table": job[1],
+                "locked_tables": list(parsed.locked_tables),
+                "lock_of": list(parsed.lock.of),
+                "lock_level": parsed.lock_level,
+                "wait_policy": parsed.lock.wait_policy or "wait",
+                "job_locked": locks_job,
+            },
+            explanation=(
+                "A row lock lasts until commit: locking the tenant's row makes every claim of "
+                "that tenant wait for (or skip) the one before it."
+            ),
+            fix=fix,
+        )

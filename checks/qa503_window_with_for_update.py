@@ -1,0 +1,189 @@
+"""QA503 window-with-for-update."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from checks.qa401_round_robin_walks_backlog import primary_key
+from checks.qa403_fifo_noisy_neighbour import round_robin_fix
+from checks.qa501_lock_without_skip_locked import job_table, statement_target
+from qadvisor.api import (
+    Fix,
+    Issue,
+    Severity,
+    Snapshot,
+    Statement,
+    StatementError,
+    Table,
+    Unmet,
+    check,
+    ident,
+    qualified,
+    statement_id,
+    tenant_facts,
+    with_literals,
+)
+
+DIALECT = "postgres"
+# A PARTITION BY column that names a tenant: the window picks one job per tenant.
+_TENANT = re.compile(
+    r"(^|_)(tenant|account|customer|org|organi[sz]ation|workspace|team|project|company|client|"
+    r"merchant|shop|store)(_id)?$"
+)
+
+
+@check("QA503", "window-with-for-update", severity=Severity.CRITICAL, category="locking")
+def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
+    """FOR UPDATE at the same query level as a window function: PostgreSQL refuses it.
+
+    ## What it finds
+    A dequeue statement whose locking clause applies to a query level with a window function,
+    directly (`SELECT ..., row_number() OVER (...) ... FOR UPDATE`) or through a derived table
+    the lock is pushed into (`SELECT ... FROM (SELECT ..., row_number() OVER (...) rn ...) x
+    WHERE rn = 1 FOR UPDATE`).
+
+    ## Why it matters
+    PostgreSQL raises "FOR UPDATE is not allowed with window functions": the statement fails
+    every time it runs. It is the obvious way to write "each tenant's first job"
+    (`row_number() OVER (PARTITION BY tenant_id ...)`), and the documentation says FOR UPDATE
+    "cannot be specified with WINDOW".
+
+    ## How to fix
+    For one job per tenant, use the round-robin LATERAL: a rotation table and a per-tenant
+    sub-select that carries the lock (the fix prints the DDL and the statement). Otherwise
+    compute the window in a sub-select of WHERE and lock at the outer level, which PostgreSQL
+    accepts: `SELECT * FROM jobs WHERE id IN (SELECT id FROM (<the windowed query>) w) FOR
+    UPDATE SKIP LOCKED` (a locked row is then skipped, not replaced by the next one).
+
+    ## When it stays quiet
+    No window function sits at a level the lock applies to: windows in a WHERE or select-list
+    sub-select, or in a derived table that `FOR UPDATE OF` leaves out, are accepted.
+    """
+    for stmt in snapshot.statements:
+        parsed = stmt.parsed
+        if parsed is None or not parsed.has_window:
+            continue
+        job = job_table(snapshot, stmt)
+        if job is None:
+            continue
+        table = next(
+            (t for t in snapshot.tables if t.name == job[1] and job[0] in (None, t.schema)), None
+        )
+        queue = None
+        if table is not None:
+            queue = next(
+                (q for q in snapshot.queues if (q.schema, q.table) == (table.schema, table.name)),
+                None,
+            )
+        partition = _partition_columns(stmt.text)
+        facts = tenant_facts(snapshot, table.schema, table.name) if table else None
+        tenant = next(
+            (
+                c
+                for c in partition
+                if (facts is not None and c == facts.tenant_column) or _TENANT.search(c)
+            ),
+            None,
+        )
+        fix: Fix | None = None
+        evidence: dict[str, Any] = {
+            "statement": statement_id(stmt),
+            "source": stmt.source,
+            "lock_level": parsed.lock_level,
+            "locked_tables": list(parsed.locked_tables),
+            "partition_by": partition,
+            "plan_error": stmt.plan_error,
+        }
+        if tenant is not None and table is not None and queue is not None:
+            fix = round_robin_fix(table, queue.live, tenant, parsed.order_by)
+            if fix is not None:
+                fix = Fix(
+                    fix.statements,
+                    f"The window picks one job per {tenant}: the round-robin LATERAL does that "
+                    "with the lock on the job. " + fix.notes,
+                    fix.safety,
+                )
+        if fix is None:
+            fix = _wrapped_fix(stmt, table, job)
+        yield Issue(
+            target=statement_target(snapshot, stmt),
+            message=(
+                f"{statement_id(stmt)} takes a row lock at a query level with a window function: "
+                'PostgreSQL refuses it ("FOR UPDATE is not allowed with window functions"), so '
+                "the statement fails every time it runs."
+            ),
+            evidence=evidence,
+            explanation=(
+                "Row locks and window functions cannot share a query level: the lock must sit "
+                "where single rows of the queue table are read."
+            ),
+            fix=fix,
+        )
+
+
+def _partition_columns(text: str) -> list[str]:
+    try:
+        tree = sqlglot.parse_one(text, dialect=DIALECT)
+    except (ParseError, TokenError):
+        return []
+    out: list[str] = []
+    for window in tree.find_all(exp.Window):
+        for col in window.args.get("partition_by") or []:
+            if isinstance(col, exp.Column) and col.name and col.name not in out:
+                out.append(col.name if col.this.quoted else col.name.lower())
+    return out
+
+
+def _wrapped_fix(stmt: Statement, table: Table | None, job: tuple[str | None, str]) -> Fix:
+    """``SELECT * FROM queue WHERE pk IN (SELECT pk FROM (<windowed query, unlocked>) w) FOR
+    UPDATE SKIP LOCKED`` for a top-level SELECT that returns the key; else a template."""
+    parsed = stmt.parsed
+    assert parsed is not None
+    queue = qualified(job[0], job[1])
+    pk = primary_key(table) if table is not None else ()
+    template = (
+        "Compute the window in a sub-select of WHERE and lock at the outer level: "
+        f"`SELECT * FROM {queue} WHERE <key> IN (SELECT <key> FROM (<the windowed query "
+        "without FOR UPDATE>) w) FOR UPDATE SKIP LOCKED`."
+    )
+    try:
+        tree = sqlglot.parse_one(stmt.text, dialect=DIALECT)
+    except (ParseError, TokenError):
+        return Fix((), template, "review")
+    if not (isinstance(tree, exp.Select) and tree.args.get("locks") and pk):
+        return Fix((), template, "review")
+    if not all(c in tree.named_selects for c in pk):
+        return Fix((), template + f" The statement must return the key ({', '.join(pk)}).",
+                   "review")  # fmt: skip
+    lock = tree.args["locks"][0]
+    strength = "NO KEY UPDATE" if lock.args.get("key") and lock.args.get("update") else "UPDATE"
+    if not lock.args.get("update"):
+        strength = "KEY SHARE" if lock.args.get("key") else "SHARE"
+    tree.set("locks", None)
+    inner = tree.sql(dialect=DIALECT)
+    keys = ", ".join(ident(c) for c in pk)
+    outer_keys = keys if len(pk) == 1 else f"({keys})"
+    chosen = ", ".join(f"w.{ident(c)}" for c in pk)
+    wrapped = (
+        f"SELECT * FROM {queue} WHERE {outer_keys} IN (SELECT {chosen} FROM ({inner}) AS w) "
+        f"FOR {strength} SKIP LOCKED"
+    )
+    try:
+        text = with_literals(wrapped, {})
+    except StatementError:
+        return Fix((), template, "review")
+    return Fix(
+        (text + ";",),
+        "Ship this statement in place of the current one (it is not a migration): the window "
+        "runs in a sub-select of WHERE, a query level the lock does not reach, and the lock "
+        "takes the chosen rows at the outer level. A row another worker holds is skipped, not "
+        "replaced by the next candidate; if one job per tenant is the aim, the round-robin "
+        "LATERAL of QA403 is the better shape.",
+        "review",
+    )

@@ -1,0 +1,14 @@
+-- Live rows per tenant from the first %(scan)s live rows, read through an index that reaches
+-- the live set without the archive (a partial index on the live predicate, or one led by the
+-- live column). Formatted with psycopg.sql: {queue}, {tenant}, {live}. Returns the largest
+-- %(tenants)s tenants with the number of tenants and rows seen.
+SELECT g.tenant, g.n,
+       count(*) OVER () AS tenants_seen,
+       sum(g.n) OVER ()::bigint AS rows_seen
+  FROM (SELECT s.tenant, count(*) AS n
+          FROM (SELECT {tenant}::text AS tenant FROM {queue}
+                 WHERE {live} AND {tenant} IS NOT NULL
+                 LIMIT %(scan)s) s
+         GROUP BY s.tenant) g
+ ORDER BY g.n DESC, g.tenant
+ LIMIT %(tenants)s

@@ -1,0 +1,9 @@
+-- The rotation table of a round-robin dequeue: its size and its first %(limit)s tenants, to
+-- be compared with the live tenants already counted (when no per-tenant index would make a
+-- probe per row cheap). Formatted with psycopg.sql: {rotation}, {rotation_tenant}.
+SELECT n.nspname AS schema, c.relname AS table, c.reltuples::float8 AS reltuples,
+       NULL::bigint AS probed, NULL::bigint AS idle,
+       ARRAY(SELECT {rotation_tenant}::text FROM {rotation} LIMIT %(limit)s) AS tenants
+  FROM pg_class c
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.oid = %(rotation_name)s::regclass

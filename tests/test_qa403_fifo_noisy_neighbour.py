@@ -1,0 +1,169 @@
+"""QA403 fifo-noisy-neighbour: unit tests on hand-built snapshots, then the seed's FIFO queue
+on real servers (one tenant with 1,000 queued jobs, ten with five), fixed with the printed
+round-robin pattern, and healthy controls."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from qadvisor.dequeue import analyse
+from qadvisor.model import Finding, Severity, Skip, Snapshot, Statement, TenantCount
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import check
+from tests.test_qa401_round_robin_walks_backlog import (
+    FIFO,
+    FIFO_IDX,
+    PKEY,
+    RR_FIXED,
+    build_tenant_queue,
+    jobs,
+    rr_snapshot,
+    split_fix,
+    trap_facts,
+)
+
+SEED_JOBS = {1: 1000, **dict.fromkeys(range(2, 12), 5)}
+SEED_COUNTS = (TenantCount("1", 1000), *(TenantCount(str(t), 5) for t in range(2, 12)))
+
+
+def fifo_snapshot(sql: str | None = FIFO, **facts: Any) -> Snapshot:
+    snap = rr_snapshot(jobs(PKEY, FIFO_IDX), None, sql=sql or FIFO)
+    counts: dict[str, Any] = {
+        "live_by_tenant": SEED_COUNTS,
+        "tenants_counted": 11,
+        "rotation_table": None,
+        "rotation_rows": None,
+        "idle_tenants": None,
+        "rotation_probed": None,
+    }
+    return dataclasses.replace(
+        snap,
+        statements=snap.statements if sql else (),
+        tenants=(trap_facts(**(counts | facts)),),
+    )
+
+
+def run(snap: Snapshot) -> list[Any]:
+    return S.run("QA403", snap)
+
+
+def test_seed_fifo_backlog_is_flagged_with_a_per_worker_wait_estimate() -> None:
+    (f,) = run(fifo_snapshot())
+    assert isinstance(f, Finding)
+    assert f.key == "QA403:public.jobs" and f.severity is Severity.WARNING
+    ev = f.evidence
+    assert (ev["live_rows"], ev["tenants_with_work"], ev["top_tenant"]) == (1050, 11, "1")
+    assert ev["top_tenant_share"] == round(1000 / 1050, 4)
+    assert ev["top_to_median_ratio"] == 200.0
+    assert ev["backlog_ahead_of_new_job"] == 1050
+    assert ev["fifo_statements"] == ["--query 1"]
+    # Mean duration unknown: the estimate is the formula, made concrete with the seed's setup.
+    assert ev["mean_job_seconds"] is None
+    assert "backlog x mean job duration / workers" in f.message
+    assert "at 20 ms per job and 4 workers that is 5.2 s" in f.message
+    assert f.fix is not None
+    statements = f.fix.statements
+    assert statements[0].startswith("CREATE TABLE public.jobs_tenants (\n  tenant_id integer ")
+    assert statements[1] == (
+        "CREATE INDEX jobs_tenants_last_served_idx ON public.jobs_tenants (last_served);"
+    )
+    assert statements[3] == (
+        "CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_enqueued_at_id_idx ON public.jobs "
+        "(tenant_id, enqueued_at, id) WHERE status = 'queued';"
+    )
+    dequeue = analyse(statements[4].rstrip(";"))
+    assert dequeue is not None and dequeue.lateral is not None
+    assert dequeue.lock_level == "lateral" and dequeue.locked_tables == ("jobs",)
+    assert dequeue.lateral.outer_table == "jobs_tenants"
+
+
+def test_measured_mean_duration_gives_the_wait() -> None:
+    (f,) = run(fifo_snapshot(mean_job_seconds=0.020, duration_jobs=1000))
+    assert isinstance(f, Finding)
+    assert f.evidence["estimated_wait_s_per_worker"] == 21.0
+    assert f.evidence["round_robin_wait_s_per_worker"] == 0.22
+    assert "about 21 s per worker at the measured mean of 20 ms" in f.message
+
+
+def test_no_known_dequeue_is_info() -> None:
+    (f,) = run(fifo_snapshot(sql=None))
+    assert isinstance(f, Finding) and f.severity is Severity.INFO
+    assert "no known per-tenant dequeue" in f.message
+
+
+def test_quiet_when_not_skewed_or_dequeued_per_tenant() -> None:
+    even = (TenantCount("1", 500), TenantCount("2", 500))
+    assert run(fifo_snapshot(live_by_tenant=even, tenants_counted=2)) == []
+    one = (TenantCount("1", 1000),)
+    assert run(fifo_snapshot(live_by_tenant=one, tenants_counted=1)) == []
+    small = (TenantCount("1", 60), TenantCount("2", 1))
+    assert run(fifo_snapshot(live_by_tenant=small, tenants_counted=2)) == []  # min_backlog
+    assert run(fifo_snapshot(sql=RR_FIXED)) == []
+    per_tenant = FIFO.replace("where status", "where tenant_id = $1 and status")
+    assert run(fifo_snapshot(sql=per_tenant)) == []
+
+
+def test_uncounted_live_set_is_a_skip() -> None:
+    note = "live rows per tenant not counted: no index of public.jobs reaches the live set"
+    (skip,) = run(fifo_snapshot(live_by_tenant=(), tenants_counted=0, notes=(note,)))
+    assert isinstance(skip, Skip) and note in skip.reason
+
+
+def test_statement_on_another_table_does_not_count() -> None:
+    other = "select id from other_jobs where status = 'queued' limit 1 for update skip locked"
+    snap = fifo_snapshot()
+    stmt = Statement(source="--query 2", text=other, parsed=analyse(other))
+    snap = dataclasses.replace(snap, statements=(*snap.statements, stmt))
+    (f,) = run(snap)
+    assert isinstance(f, Finding) and f.evidence["fifo_statements"] == ["--query 1"]
+
+
+# --- on real servers --------------------------------------------------------------------------
+
+
+def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) -> None:
+    build_tenant_queue(db, SEED_JOBS, tenant_index=None)
+    run = check(db, "--query", FIFO)
+    (f,) = run.findings("QA403")
+    ev = f["evidence"]
+    assert (ev["live_rows"], ev["tenants_with_work"], ev["top_tenant_rows"]) == (1050, 11, 1000)
+    assert ev["counts_complete"] is True
+    assert ev["tenants"][0] == {"tenant": "1", "rows": 1000, "share": 0.9524}
+    assert "waits behind all 1,050" in f["message"]
+    ddl, (dequeue,) = split_fix(f)
+    for statement in ddl:
+        db.execute(statement)
+    assert db.execute("SELECT count(*) FROM jobs_tenants") == [(11,)]
+    db.execute("ANALYZE jobs")
+    fixed = check(db, "--query", dequeue)
+    assert not {"QA401", "QA402", "QA403"} & fixed.codes(), fixed.report["findings"]
+    # The printed dequeue claims a job of the tenant that waited longest, with the lock on it.
+    with db.connect() as conn, conn.transaction(force_rollback=True):
+        row = conn.execute(dequeue).fetchone()
+        assert row is not None
+
+
+def test_measured_job_durations_make_the_estimate(db: TestDB) -> None:
+    build_tenant_queue(db, SEED_JOBS, tenant_index=None, done=5000)
+    (f,) = check(db, "--query", FIFO).findings("QA403")
+    ev = f["evidence"]
+    assert abs(ev["mean_job_seconds"] - 0.020) < 1e-6
+    assert ev["estimated_wait_s_per_worker"] == 21.0  # 1,050 jobs x 20 ms
+    assert any("1,000 most recently finished jobs" in n for n in ev["tenant_facts"])
+
+
+def test_quiet_on_a_healthy_round_robin(db: TestDB) -> None:
+    # Round-robin with the tenant-led index and only active tenants in the rotation.
+    build_tenant_queue(db, {1: 100_000, **dict.fromkeys(range(2, 12), 1)}, rotation=11,
+                       tenant_index="(tenant_id, enqueued_at, id)")  # fmt: skip
+    run = check(db, "--query", RR_FIXED)
+    assert not {"QA401", "QA402", "QA403", "QA501", "QA502", "QA503"} & run.codes(), run.report[
+        "findings"
+    ]
+
+
+def test_quiet_on_an_evenly_shared_fifo_queue(db: TestDB) -> None:
+    build_tenant_queue(db, {1: 500, 2: 500, 3: 480}, tenant_index=None)
+    assert "QA403" not in check(db, "--query", FIFO).codes()

@@ -1,0 +1,114 @@
+"""QA501 lock-without-skip-locked: unit tests on parsed statements, then --query statements on
+real servers, fixed with the printed rewrite."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from qadvisor.dequeue import LockClause, analyse
+from qadvisor.model import Finding, Snapshot, Statement
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import check
+from tests.test_qa401_round_robin_walks_backlog import (
+    FIFO,
+    FIFO_IDX,
+    PKEY,
+    QUEUED,
+    build_tenant_queue,
+    jobs,
+)
+
+CLAIM = (
+    "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs WHERE status = $1 "
+    "ORDER BY id LIMIT $2 FOR UPDATE) RETURNING id"
+)
+
+
+def with_statements(*sqls: str, queryid: int | None = None) -> Snapshot:
+    statements = tuple(
+        Statement(source=f"--query {i}", text=sql, parsed=analyse(sql), queryid=queryid)
+        for i, sql in enumerate(sqls, 1)
+    )
+    return dataclasses.replace(S.snapshot(jobs(PKEY, FIFO_IDX), live=QUEUED), statements=statements)
+
+
+def findings(code: str, snap: Snapshot) -> list[Finding]:
+    out = S.run(code, snap)
+    assert all(isinstance(f, Finding) for f in out), out
+    return out
+
+
+def lock_of(statement: str) -> LockClause:
+    parsed = analyse(statement.rstrip(";"))
+    assert parsed is not None
+    return parsed.lock
+
+
+@pytest.mark.parametrize(
+    ("clause", "policy"),
+    [("for update", "wait"), ("for update nowait", "nowait"), ("for no key update", "wait")],
+)
+def test_lock_without_skip_locked_is_flagged_and_rewritten(clause: str, policy: str) -> None:
+    sql = FIFO.replace("for update skip locked", clause)
+    (f,) = findings("QA501", with_statements(sql))
+    assert f.key == "QA501:public.--query 1"
+    assert (f.target.kind, f.target.schema, f.target.table) == ("statement", "public", "jobs")
+    assert f.evidence["wait_policy"] == policy
+    assert ("gets an error" in f.message) == (policy == "nowait")
+    assert f.fix is not None
+    (rewritten,) = f.fix.statements
+    lock = lock_of(rewritten)
+    assert lock.wait_policy == "skip locked" and lock.of == ()
+    assert lock.strength == ("no key update" if "no key" in clause else "update")
+
+
+def test_nested_claim_from_pg_stat_statements_keeps_its_parameters() -> None:
+    (f,) = findings("QA501", with_statements(CLAIM, queryid=-42))
+    assert f.target.name == "pgss:-42"
+    assert f.fix is not None
+    (rewritten,) = f.fix.statements
+    assert "FOR UPDATE SKIP LOCKED" in rewritten
+    assert "status = $1" in rewritten and "LIMIT $2" in rewritten
+    assert rewritten.startswith("UPDATE jobs SET status = 'running'")
+
+
+def test_join_without_of_is_rewritten_to_lock_only_the_job() -> None:
+    sql = ("select j.id from tenants t join jobs j on j.tenant_id = t.id "
+           "where j.status = 'queued' order by j.id limit 1 for update")  # fmt: skip
+    (f,) = findings("QA501", with_statements(sql))
+    assert f.fix is not None
+    lock = lock_of(f.fix.statements[0])
+    assert lock == LockClause("update", "skip locked", ("jobs",))
+
+
+def test_quiet_with_skip_locked_everywhere_or_no_lock() -> None:
+    rr = "select 1"  # takes no row lock: parsed is None
+    snap = with_statements(FIFO)
+    snap = dataclasses.replace(
+        snap, statements=(*snap.statements, Statement(source="--query 2", text=rr, parsed=None))
+    )
+    assert findings("QA501", snap) == []
+
+
+# --- on real servers --------------------------------------------------------------------------
+
+
+def _plan_errors(run: Any) -> list[str]:
+    return [s["reason"] for s in run.report["skipped"] if "--query" in s["reason"]]
+
+
+def test_plain_for_update_found_rewritten_and_gone(db: TestDB) -> None:
+    build_tenant_queue(db, {1: 50, 2: 50})
+    for clause in ("for update", "for update nowait"):
+        run = check(db, "--query", FIFO.replace("for update skip locked", clause))
+        (f,) = run.findings("QA501")
+        (rewritten,) = f["fix"]["statements"]
+        fixed = check(db, "--query", rewritten)
+        assert "QA501" not in fixed.codes()
+        assert _plan_errors(fixed) == []  # PostgreSQL plans the rewrite as printed
+        with db.connect() as conn, conn.transaction(force_rollback=True):
+            assert conn.execute(rewritten).fetchone() is not None
