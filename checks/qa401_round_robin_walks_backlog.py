@@ -48,7 +48,7 @@ TIME_COLUMNS = (
 
 @dataclass(frozen=True)
 class Options:
-    # Below this many live rows the walk costs little yet (the seed: with 1,000 queued jobs
+    # Below this many live rows the walk costs little yet (measured: with 1,000 queued jobs
     # both plans took 1.1 ms); the finding is then "info", a plan that breaks as the backlog grows.
     min_backlog_rows: int = 1_000
 
@@ -141,7 +141,7 @@ def tenant_order(table: Table, tenant: str, current: Sequence[OrderItem]) -> tup
     """An ORDER BY for the per-tenant sub-select that only a tenant-led index supplies.
 
     The current order when no other index supplies it; ordered by the key alone (``id``)
-    or by another index's leading columns, the queue-time column goes first (the seed:
+    or by another index's leading columns, the queue-time column goes first (measured:
     ``ORDER BY enqueued_at, id``). No current order: queue time, then the key.
     """
     items = [o for o in current if o.column != tenant]

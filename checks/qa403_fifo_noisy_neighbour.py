@@ -37,10 +37,10 @@ from qadvisor.api import (
     tenant_facts,
 )
 
-# The seed's setup, used to make a per-worker estimate concrete when the mean job duration is
+# The measured setup, used to make a per-worker estimate concrete when the mean job duration is
 # unknown: 4 workers, jobs of 20 ms.
-SEED_WORKERS = 4
-SEED_JOB_SECONDS = 0.020
+EXAMPLE_WORKERS = 4
+EXAMPLE_JOB_SECONDS = 0.020
 # Operators of a predicate that restricts a dequeue to one tenant (or a few).
 _PER_TENANT_OPS = ("=", "in", "any")
 
@@ -52,9 +52,9 @@ class Options:
     # Tenants with live rows (the largest one included) before there is a neighbour to hurt.
     min_tenants: int = 2
     # The largest tenant's live rows against the median of the other tenants': an even
-    # split (two tenants at 50 %) is not a noisy neighbour; the seed's 1,000 vs 5 is 200x.
+    # split (two tenants at 50 %) is not a noisy neighbour; the measured 1,000 vs 5 is 200x.
     min_skew: float = 5.0
-    # Live rows ahead of a new job before the wait is worth reporting (the seed: 1,000 jobs).
+    # Live rows ahead of a new job before the wait is worth reporting (measured: 1,000 jobs).
     min_backlog: int = 100
 
 
@@ -162,10 +162,10 @@ def _issue(
             "workers)"
         )
     else:
-        example = total * SEED_JOB_SECONDS / SEED_WORKERS
+        example = total * EXAMPLE_JOB_SECONDS / EXAMPLE_WORKERS
         estimate = (
             f"backlog x mean job duration / workers (the mean job duration is unknown: at "
-            f"{SEED_JOB_SECONDS * 1000:.0f} ms per job and {SEED_WORKERS} workers that is "
+            f"{EXAMPLE_JOB_SECONDS * 1000:.0f} ms per job and {EXAMPLE_WORKERS} workers that is "
             f"{example:,.1f} s)"
         )
     message = (

@@ -67,7 +67,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
                 f"Ship this statement in place of the current one (it is not a migration): the "
                 f"lock names only the queue table {job[1]}, with SKIP LOCKED. In a round-robin "
                 "query the lock may also move into the LATERAL sub-select (`... LIMIT 1 FOR "
-                "UPDATE SKIP LOCKED) j`), as the seed article writes it.",
+                "UPDATE SKIP LOCKED) j`), as the round-robin pattern is usually written.",
                 "review",
             )
         yield Issue(

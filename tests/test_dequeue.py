@@ -37,7 +37,7 @@ CTE = (
     "LIMIT 10 FOR UPDATE SKIP LOCKED) UPDATE public.jobs j SET status = 'running' FROM next "
     "WHERE j.id = next.id RETURNING j.*"
 )
-# Verbatim from the seed article (noisy-neighbour-round-robin).
+# The round-robin dequeue as it is usually written.
 ROUND_ROBIN = """\
 select j.id, qt.tenant_id
 from queue_tenants qt

@@ -1,4 +1,4 @@
-"""QA401 round-robin-walks-backlog: unit tests on hand-built snapshots, then the seed's
+"""QA401 round-robin-walks-backlog: unit tests on hand-built snapshots, then the measured
 round-robin trap on real servers (PostgreSQL 18 and 15), fixed with the printed SQL.
 
 ``build_tenant_queue`` builds the multi-tenant queues the QA402 and QA403 tests share.
@@ -33,7 +33,7 @@ from tests.helpers import check, qadvisor
 
 QUEUED = LivePredicate("status", "in", ("queued",), "partial index jobs_queued_fifo")
 
-# The seed's round-robin dequeue, with the sub-select ordered by id ("the natural choice").
+# The measured round-robin dequeue, with the sub-select ordered by id ("the natural choice").
 RR_BY_ID = """\
 select j.id, qt.tenant_id
 from queue_tenants qt
@@ -46,7 +46,7 @@ cross join lateral (
 ) j
 order by qt.last_served
 limit 1"""
-# ...and as the seed fixed it.
+# ...and as it is fixed: ordered by what only the per-tenant index delivers.
 RR_FIXED = RR_BY_ID.replace("order by id", "order by enqueued_at, id")
 FIFO = (
     "select id, tenant_id from jobs where status = 'queued' order by id limit 1 "
@@ -65,7 +65,7 @@ def build_tenant_queue(
     tenant_index: str | None = "(tenant_id, id)",
     done: int = 0,
 ) -> None:
-    """The seed's jobs table: ``jobs`` maps tenant -> queued jobs (the large tenant first, so
+    """The measured jobs table: ``jobs`` maps tenant -> queued jobs (the large tenant first, so
     its jobs are the oldest); ``rotation`` tenants 1..N in queue_tenants (tenants without
     queued jobs never served, so first in rotation order); the FIFO index, and the
     per-tenant partial index ``tenant_index`` (None: none). ``done`` finished jobs of 20 ms
@@ -123,7 +123,7 @@ def build_tenant_queue(
 
 
 def build_trap(db: TestDB) -> None:
-    """The seed: 100,000 queued jobs of tenant 1, one each for tenants 2-11, 1,000 tenants
+    """The measured case: 100,000 queued jobs of tenant 1, one each for tenants 2-11, 1,000 tenants
     in the rotation (989 idle), the FIFO index and a partial (tenant_id, id) index."""
     build_tenant_queue(db, {1: 100_000, **dict.fromkeys(range(2, 12), 1)}, rotation=1000)
 
@@ -191,7 +191,7 @@ def jobs(*indexes: Index) -> Table:
 
 
 def walk_plan(index: str = "jobs_queued_fifo", cond: str | None = None) -> PlanNode:
-    """The seed's bad plan: Limit / Nested Loop / (rotation index scan, LockRows / walk)."""
+    """The measured bad plan: Limit / Nested Loop / (rotation index scan, LockRows / walk)."""
     inner = PlanNode(
         "Index Scan",
         relation="jobs",
@@ -254,7 +254,7 @@ def findings(snap: Snapshot) -> list[Finding]:
     return [f for f in S.run("QA401", snap) if isinstance(f, Finding)]
 
 
-def test_the_seed_walk_is_flagged_with_the_index_and_the_rewritten_order() -> None:
+def test_the_measured_walk_is_flagged_with_the_index_and_the_rewritten_order() -> None:
     (f,) = findings(rr_snapshot(jobs(PKEY, FIFO_IDX, TENANT_ID_IDX), walk_plan()))
     assert f.key == "QA401:public.--query 1"
     assert (f.target.kind, f.target.table, f.target.name) == ("statement", "jobs", "--query 1")

@@ -1,7 +1,7 @@
 """QA402 idle-tenants-in-rotation: unit tests on hand-built snapshots, then idle tenants on
 real servers pruned with the printed fix, and the enqueue race the fix guards against.
 
-The seed's trap (989 idle tenants next to a backlog walk) is in test_qa401.
+The measured trap (989 idle tenants next to a backlog walk) is in test_qa401.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def run(snap: Snapshot) -> list[Any]:
     return S.run("QA402", snap)
 
 
-def test_idle_tenants_flagged_with_the_seed_estimate_and_a_race_safe_prune() -> None:
+def test_idle_tenants_flagged_with_the_measured_estimate_and_a_race_safe_prune() -> None:
     (f,) = run(rr_snapshot(jobs(FIFO_IDX, TENANT_ID_IDX), None, sql=RR_FIXED))
     assert isinstance(f, Finding)
     assert f.key == "QA402:public.queue_tenants"
@@ -39,7 +39,7 @@ def test_idle_tenants_flagged_with_the_seed_estimate_and_a_race_safe_prune() -> 
     assert f.severity is Severity.WARNING
     ev = f.evidence
     assert (ev["idle_tenants"], ev["active_tenants"], ev["rotation_rows"]) == (989, 11, 1000)
-    # About 1 us per idle tenant: the seed's 989 idle tenants cost 1.17 - 0.15 ms.
+    # About 1 us per idle tenant: the measured 989 idle tenants cost 1.17 - 0.15 ms.
     assert 0.9 < ev["estimated_ms_per_dequeue"] < 1.2
     assert f.fix is not None
     (prune,) = f.fix.statements
@@ -90,7 +90,7 @@ PER_TENANT_INDEX = "(tenant_id, enqueued_at, id)"
 
 def build_idle_rotation(db: TestDB) -> None:
     """1,000 jobs of tenant 1, one each for tenants 2-11, 300 tenants in the rotation (289
-    idle), with the per-tenant index the seed recommends (so no backlog walk)."""
+    idle), with the per-tenant index the fix uses (so no backlog walk)."""
     build_tenant_queue(db, {1: 1000, **dict.fromkeys(range(2, 12), 1)}, rotation=300,
                        tenant_index=PER_TENANT_INDEX)  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""QA403 fifo-noisy-neighbour: unit tests on hand-built snapshots, then the seed's FIFO queue
+"""QA403 fifo-noisy-neighbour: unit tests on hand-built snapshots, then the measured FIFO queue
 on real servers (one tenant with 1,000 queued jobs, ten with five), fixed with the printed
 round-robin pattern, and healthy controls."""
 
@@ -24,14 +24,14 @@ from tests.test_qa401_round_robin_walks_backlog import (
     trap_facts,
 )
 
-SEED_JOBS = {1: 1000, **dict.fromkeys(range(2, 12), 5)}
-SEED_COUNTS = (TenantCount("1", 1000), *(TenantCount(str(t), 5) for t in range(2, 12)))
+EXAMPLE_JOBS = {1: 1000, **dict.fromkeys(range(2, 12), 5)}
+EXAMPLE_COUNTS = (TenantCount("1", 1000), *(TenantCount(str(t), 5) for t in range(2, 12)))
 
 
 def fifo_snapshot(sql: str | None = FIFO, **facts: Any) -> Snapshot:
     snap = rr_snapshot(jobs(PKEY, FIFO_IDX), None, sql=sql or FIFO)
     counts: dict[str, Any] = {
-        "live_by_tenant": SEED_COUNTS,
+        "live_by_tenant": EXAMPLE_COUNTS,
         "tenants_counted": 11,
         "rotation_table": None,
         "rotation_rows": None,
@@ -49,7 +49,7 @@ def run(snap: Snapshot) -> list[Any]:
     return S.run("QA403", snap)
 
 
-def test_seed_fifo_backlog_is_flagged_with_a_per_worker_wait_estimate() -> None:
+def test_measured_fifo_backlog_is_flagged_with_a_per_worker_wait_estimate() -> None:
     (f,) = run(fifo_snapshot())
     assert isinstance(f, Finding)
     assert f.key == "QA403:public.jobs" and f.severity is Severity.WARNING
@@ -59,7 +59,7 @@ def test_seed_fifo_backlog_is_flagged_with_a_per_worker_wait_estimate() -> None:
     assert ev["top_to_median_ratio"] == 200.0
     assert ev["backlog_ahead_of_new_job"] == 1050
     assert ev["fifo_statements"] == ["--query 1"]
-    # Mean duration unknown: the estimate is the formula, made concrete with the seed's setup.
+    # Mean duration unknown: the estimate is the formula, made concrete with the measured setup.
     assert ev["mean_job_seconds"] is None
     assert "backlog x mean job duration / workers" in f.message
     assert "at 20 ms per job and 4 workers that is 5.2 s" in f.message
@@ -124,7 +124,7 @@ def test_statement_on_another_table_does_not_count() -> None:
 
 
 def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) -> None:
-    build_tenant_queue(db, SEED_JOBS, tenant_index=None)
+    build_tenant_queue(db, EXAMPLE_JOBS, tenant_index=None)
     run = check(db, "--query", FIFO)
     (f,) = run.findings("QA403")
     ev = f["evidence"]
@@ -146,7 +146,7 @@ def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) 
 
 
 def test_measured_job_durations_make_the_estimate(db: TestDB) -> None:
-    build_tenant_queue(db, SEED_JOBS, tenant_index=None, done=5000)
+    build_tenant_queue(db, EXAMPLE_JOBS, tenant_index=None, done=5000)
     (f,) = check(db, "--query", FIFO).findings("QA403")
     ev = f["evidence"]
     assert abs(ev["mean_job_seconds"] - 0.020) < 1e-6
