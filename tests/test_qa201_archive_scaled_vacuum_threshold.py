@@ -101,8 +101,12 @@ def test_sample_measures_the_dead_tuple_rate(db: TestDB) -> None:
         with psycopg.connect(db.dsn, autocommit=True) as conn:
             n = 0
             while not stop.is_set():
-                conn.execute("UPDATE jobs SET finished_at = now() WHERE id BETWEEN %s AND %s",
-                             (n * 200 + 1, n * 200 + 200))  # fmt: skip
+                # Cycle through the table: every batch must hit rows, however long it runs.
+                first = (n % 2000) * 200 + 1
+                conn.execute(
+                    "UPDATE jobs SET finished_at = now() WHERE id BETWEEN %s AND %s",
+                    (first, first + 199),
+                )
                 conn.execute("SELECT pg_stat_force_next_flush()")
                 n += 1
 

@@ -82,7 +82,7 @@ def collect(
     pgss = pg_stat_statements(conn, unavailable)
     found = _discover(conn, tables, pgss)
     relids = [d.relid for d in found.decisions]
-    table_facts = _tables(conn, relids, unavailable) if relids else []
+    table_facts = _tables(conn, relids) if relids else []
     # Rates are measured from the moment the first counters were read.
     counters_read = time.monotonic()
     queues = tuple(
@@ -188,7 +188,7 @@ def _statement_table(text: str) -> tuple[str | None, str, bool] | None:
     return stmt.schema, stmt.table, stmt.lock.wait_policy == "skip locked"
 
 
-def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[Table]:
+def _tables(conn: Conn, relids: list[int]) -> list[Table]:
     params = {"relids": relids}
     columns: dict[int, list[Column]] = {}
     for r in q.rows(conn, "columns", params):
@@ -215,9 +215,14 @@ def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[
                 include_columns=tuple(r["include_columns"]),
             )
         )
-    stats: dict[int, list[ColumnStats]] = {}
-    for r in q.rows(conn, "column_stats", params):
-        stats.setdefault(r["relid"], []).append(
+    table_rows = q.rows(conn, "tables", params)
+    names = {
+        "schemas": [r["schema"] for r in table_rows],
+        "tables": [r["table"] for r in table_rows],
+    }
+    stats: dict[tuple[str, str], list[ColumnStats]] = {}
+    for r in q.rows(conn, "column_stats", names):
+        stats.setdefault((r["schema"], r["table"]), []).append(
             ColumnStats(
                 column=r["column"],
                 null_frac=r["null_frac"],
@@ -228,12 +233,8 @@ def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[
             )
         )
     out = []
-    for r in q.rows(conn, "tables", params):
+    for r in table_rows:
         relid = r["relid"]
-        if r["n_live_tup"] is None:
-            unavailable.setdefault(
-                "table_statistics", "pg_stat_all_tables has no row for some queue tables"
-            )
         out.append(
             Table(
                 schema=r["schema"],
@@ -245,7 +246,7 @@ def _tables(conn: Conn, relids: list[int], unavailable: dict[str, str]) -> list[
                 stats=_table_stats(r),
                 columns=tuple(columns.get(relid, ())),
                 indexes=tuple(indexes.get(relid, ())),
-                column_stats=tuple(stats.get(relid, ())),
+                column_stats=tuple(stats.get((r["schema"], r["table"]), ())),
                 stats_visible=r["stats_visible"],
             )
         )

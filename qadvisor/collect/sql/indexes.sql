@@ -1,4 +1,5 @@
--- Every index of the queue tables, with size and usage.
+-- Every index of the queue tables, with size and usage (per-index pg_stat_get_* functions,
+-- not the pg_stat_all_indexes view, which computes every index of the database).
 SELECT x.indrelid AS relid, i.relname AS name, pg_get_indexdef(x.indexrelid) AS definition,
        ARRAY(SELECT a.attname::text
                FROM generate_subscripts(x.indkey::int2[], 1) AS k(pos)
@@ -17,9 +18,10 @@ SELECT x.indrelid AS relid, i.relname AS name, pg_get_indexdef(x.indexrelid) AS 
        EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid) AS is_constraint,
        x.indisvalid AS is_valid,
        pg_relation_size(x.indexrelid) AS bytes, i.reltuples::float8 AS reltuples,
-       s.idx_scan, s.idx_tup_read, s.idx_tup_fetch
+       pg_stat_get_numscans(x.indexrelid) AS idx_scan,
+       pg_stat_get_tuples_returned(x.indexrelid) AS idx_tup_read,
+       pg_stat_get_tuples_fetched(x.indexrelid) AS idx_tup_fetch
   FROM pg_index x
   JOIN pg_class i ON i.oid = x.indexrelid
-  LEFT JOIN pg_stat_all_indexes s ON s.indexrelid = x.indexrelid
  WHERE x.indrelid = ANY(%(relids)s::oid[])
  ORDER BY x.indrelid, i.relname
