@@ -58,6 +58,8 @@ from psycopg import sql
 import qadvisor
 from qadvisor.collect.snapshot import collect
 from qadvisor.connect import SessionLimits, connect
+from qadvisor.demo import CLAIM
+from qadvisor.demo import SCHEMA as QUEUE_SCHEMA
 from qadvisor.engine import run_checks
 from qadvisor.model import Report, Snapshot
 from qadvisor.pgserver import LocalServer, embedded_bin_dir, start_server
@@ -68,28 +70,6 @@ T = TypeVar("T")
 DATABASE = "bench"
 ROLE = "qadvisor_bench"
 CLAIMS = 50
-
-QUEUE_SCHEMA = """
-CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
-CREATE TABLE jobs (
-    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    queue       text        NOT NULL DEFAULT 'default',
-    status      text        NOT NULL DEFAULT 'pending',
-    payload     jsonb       NOT NULL DEFAULT '{}',
-    created_at  timestamptz NOT NULL DEFAULT now(),
-    finished_at timestamptz
-);
-"""
-
-CLAIM = """
-UPDATE jobs SET status = 'running'
- WHERE id = (SELECT id FROM jobs
-              WHERE status = 'pending'
-              ORDER BY created_at
-              LIMIT 1
-              FOR UPDATE SKIP LOCKED)
-RETURNING id
-"""
 
 # An ordinary table; every third one has a status column that is not a queue's.
 PLAIN_TABLE = """
