@@ -26,6 +26,7 @@ from qadvisor.api import (
     predicate_sql,
     qualified,
     queue_tables,
+    statement_queue,
 )
 
 # Columns a dequeue usually orders by, used when the old index has no key besides the status.
@@ -49,9 +50,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
 
     ## What it finds
     An index on a queue table whose key includes the live-set column (the status column, or
-    the column of a `finished_at IS NULL` style predicate) but that has no WHERE clause, on a
-    table whose rows are mostly finished. The index serves the dequeue, yet it holds an entry
-    for every finished job too.
+    the column of a `finished_at IS NULL` style predicate), or that is led by the column a
+    known dequeue statement orders by, but that has no WHERE clause, on a table whose rows are
+    mostly finished. The index serves the dequeue, yet it holds an entry for every finished
+    job too.
 
     ## Why it matters
     A queue table is two tables: a small live set and an archive that grows forever. An index
@@ -77,7 +79,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         if live is None:
             yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}")
             continue
-        candidates = [i for i in table.indexes if _on_dequeue_path(i, live)]
+        order_columns = _dequeue_order_columns(snapshot, table)
+        candidates = [i for i in table.indexes if _on_dequeue_path(i, live, order_columns)]
         if not candidates:
             continue
         est = live_rows(table, live)
@@ -95,8 +98,23 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 yield issue
 
 
-def _on_dequeue_path(idx: Index, live: LivePredicate) -> bool:
-    return idx.is_valid and not idx.is_partial and live.column in idx.columns
+def _on_dequeue_path(idx: Index, live: LivePredicate, order_columns: set[str]) -> bool:
+    """Non-partial and either keyed on the live column, or led by a column a dequeue
+    statement orders by (the claim walks it from the oldest entry, finished rows first)."""
+    if not idx.is_valid or idx.is_partial:
+        return False
+    return live.column in idx.columns or (bool(idx.columns) and idx.columns[0] in order_columns)
+
+
+def _dequeue_order_columns(snapshot: Snapshot, table: Table) -> set[str]:
+    columns: set[str] = set()
+    for stmt in snapshot.statements:
+        found = statement_queue(snapshot, stmt)
+        if stmt.parsed is None or found is None or found[1].qualified != table.qualified:
+            continue
+        if stmt.parsed.lateral is None:  # a round-robin's inner order is QA401's
+            columns |= {o.column for o in stmt.parsed.order_by[:1]}
+    return columns
 
 
 def _judge(

@@ -83,3 +83,38 @@ def test_quiet_when_rows_are_deleted_on_completion(db: TestDB) -> None:
     build_archive_queue(db, archive=0, live=300_000)
     run = check(db, "--table", "public.jobs")
     assert "QA101" not in run.codes()
+
+
+def test_index_led_by_the_dequeue_order_column_is_on_the_dequeue_path() -> None:
+    import dataclasses
+
+    from qadvisor.dequeue import analyse
+    from qadvisor.model import Statement
+
+    idx = S.index("jobs_created_at_idx", ("created_at",), 200 * MB)
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    # Without a known dequeue the index is just an index on created_at.
+    assert S.run("QA101", snap) == []
+    claim = ("SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
+             "FOR UPDATE SKIP LOCKED")  # fmt: skip
+    snap = dataclasses.replace(snap, statements=(Statement("--query 1", claim, analyse(claim)),))
+    (f,) = S.run("QA101", snap)
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.fix.statements[0] == (
+        "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx ON public.jobs (created_at) "
+        "WHERE status = 'pending';"
+    )
+
+
+def test_order_column_index_found_through_the_query_and_fixed(db: TestDB) -> None:
+    build_archive_queue(db, composite=False)
+    db.execute("CREATE INDEX jobs_created_at_idx ON jobs (created_at)")
+    claim = (
+        "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs "
+        "WHERE status = 'pending' ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
+    )
+    run = check(db, "--table", "public.jobs", "--query", claim)
+    (f,) = run.findings("QA101")
+    assert f["target"]["name"] == "jobs_created_at_idx"
+    apply_fix(db, f)
+    assert "QA101" not in check(db, "--table", "public.jobs", "--query", claim).codes()
