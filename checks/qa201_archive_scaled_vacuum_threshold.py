@@ -143,8 +143,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 f"Threshold {n:,}: {basis}. ALTER TABLE ... SET takes a SHARE UPDATE "
                 "EXCLUSIVE lock: it does not block reads or writes but waits for a running "
                 "VACUUM/ANALYZE of the table; set a lock_timeout. Autovacuum picks the new "
-                f"trigger up on its next round; run VACUUM {table.qualified} once to clear "
-                f"the {human_count(stats.n_dead_tup)} dead tuples already there.",
+                "trigger up on its next round"
+                + (
+                    f"; run VACUUM {table.qualified} once to clear the "
+                    f"{human_count(stats.n_dead_tup)} dead tuples already there."
+                    if stats.n_dead_tup
+                    else "."
+                ),
                 "safe",
             ),
         )

@@ -268,7 +268,9 @@ def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, T
     yielded after its Unmet: checks look at the plans they need.
     """
     reason = snapshot.unavailable.get("pg_stat_statements")
-    if reason:
+    # Without pg_stat_statements the user's --query statements are still judged: the missing
+    # extension is worth a skip only when nothing else was given.
+    if reason and not snapshot.statements:
         yield Unmet(reason)
     if snapshot.queues and not snapshot.statements and not reason:
         yield Unmet(

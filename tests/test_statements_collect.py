@@ -251,10 +251,14 @@ def test_dequeue_statements_report_what_cannot_be_judged() -> None:
         ),
     )
     reasons = [getattr(u, "reason", u) for u in plans.dequeue_statements(snap)]
+    # Statements were given, so the missing extension alone is no reason to skip.
     assert reasons == [
-        "pg_stat_statements is not installed",
         "--query 1: takes no row lock",
         "--query 2: other is not a discovered queue table (name it with --table)",
+    ]
+    bare = dataclasses.replace(snap, statements=())
+    assert [getattr(u, "reason", u) for u in plans.dequeue_statements(bare)] == [
+        "pg_stat_statements is not installed"
     ]
 
 
@@ -385,9 +389,14 @@ def test_missing_pg_stat_statements_is_recorded_and_reported_as_a_skip(db: TestD
     snap = take_snapshot(db, [("--query 1", CLAIM)])
     assert "not installed" in snap.unavailable["pg_stat_statements"]
     assert [s.source for s in snap.statements] == ["--query 1"]
-    run = qadvisor("check", db.dsn, "--format", "json", "--query", CLAIM)
+    # Nothing to judge without the extension: reported as a skip...
+    run = qadvisor("check", db.dsn, "--format", "json")
     skips = {(s["code"], s["reason"]) for s in run.report["skipped"]}
     assert ("QA301", snap.unavailable["pg_stat_statements"]) in skips
+    # ...but a --query is judged all the same, and then the extension is not missed.
+    run = qadvisor("check", db.dsn, "--format", "json", "--query", CLAIM)
+    skips = {(s["code"], s["reason"]) for s in run.report["skipped"]}
+    assert ("QA301", snap.unavailable["pg_stat_statements"]) not in skips
 
 
 def test_pg_stat_statements_installed_but_not_preloaded_is_recorded(
