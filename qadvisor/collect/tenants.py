@@ -26,13 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import cache
-from importlib import resources
 from typing import Any
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from qadvisor.collect.queries import query_text
 from qadvisor.estimates import parse_index_predicate, same_predicate
 from qadvisor.model import Index, LivePredicate, Queue, Statement, Table, TenantCount, TenantFacts
 from qadvisor.sqltext import predicate_sql
@@ -69,7 +69,7 @@ DURATION_COLUMNS = (
 
 @cache
 def _query(name: str) -> str:
-    text = resources.files("qadvisor.collect").joinpath(f"sql/{name}.sql").read_text()
+    text = query_text(name)
     # Leading comments document the placeholders; psycopg would read them as placeholders.
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
 
