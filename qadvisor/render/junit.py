@@ -8,14 +8,13 @@ part of the database is reported as skipped, not as passing.
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report
+from qadvisor.render.values import evidence_text
 
 # XML 1.0 allows no other control characters, not even as character references.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -72,7 +71,7 @@ def _details(f: Finding) -> str:
         lines.append(f.explanation)
     if f.evidence:
         lines += ["", "evidence:"]
-        lines += [f"  {k}: {_value(v)}" for k, v in f.evidence.items()]
+        lines += [f"  {k}: {evidence_text(v, none='null')}" for k, v in f.evidence.items()]
     if f.fix:
         lines += ["", f"fix ({f.fix.safety}):", *f.fix.statements]
         if f.fix.notes:
@@ -80,22 +79,6 @@ def _details(f: Finding) -> str:
     if f.docs:
         lines += ["", f"docs: {f.docs} (qadvisor explain {f.code})"]
     return "\n".join(lines) + "\n"
-
-
-def _value(v: object) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if math.isfinite(v) and v.is_integer() and abs(v) < 1e15:
-            return f"{int(v):,}"
-        return f"{v:,}"
-    if isinstance(v, dict | list | tuple):
-        return json.dumps(v, sort_keys=True, default=str)
-    return str(v)
 
 
 def _clean(text: str) -> str:

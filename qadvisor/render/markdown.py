@@ -7,13 +7,11 @@ into markup; SQL goes into fenced ``sql`` blocks verbatim. Same report in, same 
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from typing import Any
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Severity
+from qadvisor.render.values import evidence_text
 from qadvisor.sqltext import predicate_sql
 
 _SAFETY = {
@@ -86,7 +84,7 @@ def _finding(f: Finding) -> list[str]:
         out += [f"*{_text(f.explanation)}*", ""]
     if f.evidence:
         out += ["| evidence | value |", "|---|---|"]
-        out += [f"| {_code(k)} | {_cell(_value(v))} |" for k, v in f.evidence.items()]
+        out += [f"| {_code(k)} | {_cell(evidence_text(v))} |" for k, v in f.evidence.items()]
         out.append("")
     if f.fix:
         safety = _SAFETY.get(f.fix.safety, f.fix.safety)
@@ -98,23 +96,6 @@ def _finding(f: Finding) -> list[str]:
     if f.docs:
         out += [f"Docs: [{_text(f.docs)}]({_url(f.docs)}) (`qadvisor explain {f.code}`)", ""]
     return out
-
-
-def _value(v: Any) -> str:
-    """An evidence value as text: numbers with thousands separators, the rest as in JSON."""
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if math.isfinite(v) and v.is_integer() and abs(v) < 1e15:
-            return f"{int(v):,}"
-        return f"{v:,}"
-    if isinstance(v, str):
-        return v
-    return json.dumps(v, sort_keys=True, default=str)
 
 
 def _plural(n: int, word: str) -> str:

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qadvisor.model import Finding, Report, Severity
+from qadvisor.render.values import evidence_text
 from qadvisor.sqltext import predicate_sql
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -75,7 +76,7 @@ def _finding(f: Finding) -> Panel:
     ev.add_column(style="dim")
     ev.add_column(overflow="fold")
     for k, v in f.evidence.items():
-        ev.add_row(k, _value(v))
+        ev.add_row(k, evidence_text(v))
     parts += [Text(""), ev]
     if f.fix:
         parts.append(Text(f"\nfix ({f.fix.safety}):", style="bold"))
@@ -88,11 +89,3 @@ def _finding(f: Finding) -> Panel:
         (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"
     )
     return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
-
-
-def _value(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:,.4g}" if abs(v) < 1 else f"{v:,.1f}".removesuffix(".0")
-    if isinstance(v, int) and not isinstance(v, bool):
-        return f"{v:,}"
-    return "-" if v is None else str(v)

@@ -1,0 +1,23 @@
+"""Evidence values as text, shared by the human-readable renderers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+
+def evidence_text(v: object, none: str = "-") -> str:
+    """Numbers with thousands separators (whole floats without ".0"), containers as JSON."""
+    if v is None:
+        return none
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isfinite(v) and v.is_integer() and abs(v) < 1e15:
+            return f"{int(v):,}"
+        return f"{v:,}"
+    if isinstance(v, str):
+        return v
+    return json.dumps(v, sort_keys=True, default=str)
