@@ -289,6 +289,6 @@ def _sample(
     measured = time.monotonic() - start
     tables = {
         f"{r['schema']}.{r['table']}": _table_stats(r)
-        for r in q.rows(conn, "table_stats", {"relids": relids})
+        for r in q.rows(conn, "tables", {"relids": relids})
     }
     return Sample(seconds=round(measured, 3), tables=tables)

@@ -1,5 +1,6 @@
--- Catalog facts and cumulative statistics of the queue tables. The pg_stat_get_* functions
--- read one table's counters each; the pg_stat_all_tables view would compute every table's.
+-- Catalog facts and cumulative statistics of the queue tables (read again after --sample
+-- for rates). The pg_stat_get_* functions read one table's counters each; the
+-- pg_stat_all_tables view would compute every table's.
 SELECT n.nspname AS schema, c.relname AS table, c.oid AS relid,
        c.reltuples::float8 AS reltuples, c.relpages::bigint AS relpages,
        pg_table_size(c.oid) AS bytes,
