@@ -64,8 +64,9 @@ def test_archive_index_found_fixed_and_gone(db: TestDB) -> None:
     ev = f["evidence"]
     assert ev["index_bytes"] > 8 * MB
     assert 400_000 <= ev["table_rows"] <= 401_000
-    # 500 live rows, estimated from pg_stats: the sample may miss a little either way.
-    assert 300 <= ev["live_rows"] <= 800
+    # 500 live rows, estimated from pg_stats: ANALYZE samples 30,000 of 400,500 rows, so it
+    # sees about 37 pending ones (standard deviation about 6); these bounds are 3.7 deviations.
+    assert 200 <= ev["live_rows"] <= 800
     assert ev["archive_fraction"] > 0.99
     assert ev["size_ratio"] >= 10
     apply_fix(db, f)
