@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qadvisor.dequeue import OrderItem, Predicate
+from qadvisor.dequeue import DequeueStatement, OrderItem, Predicate
 from qadvisor.model import Index, LivePredicate, PlanNode, Queue, Snapshot, Statement, Table
 from qadvisor.registry import Unmet
 from qadvisor.sqltext import ident
@@ -237,22 +237,22 @@ def statement_id(statement: Statement) -> str:
     return statement.source
 
 
-def statement_queue(snapshot: Snapshot, statement: Statement) -> tuple[Queue, Table] | None:
-    """The discovered queue (and its table facts) that the statement dequeues from.
-
-    An unqualified table name matches a queue of that name in any schema (public first when
-    several match).
-    """
-    parsed = statement.parsed
-    if parsed is None:
-        return None
+def queues_named(parsed: DequeueStatement, queues: Sequence[Queue]) -> list[Queue]:
+    """The queues a parsed statement's table name can mean: an unqualified name matches a
+    queue of that name in any schema, public first."""
     matches = [
         q
-        for q in snapshot.queues
+        for q in queues
         if q.table == parsed.table and (parsed.schema is None or parsed.schema == q.schema)
     ]
-    matches.sort(key=lambda q: q.schema != "public")
-    for queue in matches:
+    return sorted(matches, key=lambda q: q.schema != "public")
+
+
+def statement_queue(snapshot: Snapshot, statement: Statement) -> tuple[Queue, Table] | None:
+    """The discovered queue (and its table facts) that the statement dequeues from."""
+    if statement.parsed is None:
+        return None
+    for queue in queues_named(statement.parsed, snapshot.queues):
         table = snapshot.table(queue.schema, queue.table)
         if table is not None:
             return queue, table

@@ -49,7 +49,7 @@ from psycopg import sql
 from qadvisor import dequeue
 from qadvisor.collect.queries import first_line
 from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
-from qadvisor.plans import parse_explain
+from qadvisor.plans import parse_explain, queues_named
 from qadvisor.sqltext import literal
 
 Conn = psycopg.Connection[Any]
@@ -153,23 +153,13 @@ def _from_queries(queries: Sequence[tuple[str, str]]) -> list[Statement]:
 
 
 def _queue_of(parsed: dequeue.DequeueStatement, queues: Sequence[Queue]) -> Queue | None:
-    matches = [
-        q
-        for q in queues
-        if q.table == parsed.table and (parsed.schema is None or parsed.schema == q.schema)
-    ]
-    matches.sort(key=lambda q: q.schema != "public")
-    return matches[0] if matches else None
+    return next(iter(queues_named(parsed, queues)), None)
 
 
-def _table_of(parsed: dequeue.DequeueStatement, tables: Sequence[Table]) -> Table | None:
-    matches = [
-        t
-        for t in tables
-        if t.name == parsed.table and (parsed.schema is None or parsed.schema == t.schema)
-    ]
-    matches.sort(key=lambda t: t.schema != "public")
-    return matches[0] if matches else None
+def _table_of(queue: Queue | None, tables: Sequence[Table]) -> Table | None:
+    if queue is None:
+        return None
+    return next((t for t in tables if (t.schema, t.name) == (queue.schema, queue.table)), None)
 
 
 # --- planning -------------------------------------------------------------------------------
@@ -240,7 +230,7 @@ class _Planner:
     def _plan_text(self, text: str, count: int, planned: dequeue.DequeueStatement) -> _Result:
         result = _Result()
         queue = _queue_of(planned, self.queues)
-        table = _table_of(planned, self.tables)
+        table = _table_of(queue, self.tables)
         params = _parameters(planned, table)
         types = [_prepare_type(params.get(k)) for k in range(1, count + 1)]
         prepared = False

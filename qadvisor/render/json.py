@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from qadvisor import __version__
-from qadvisor.model import Finding, Report
+from qadvisor.model import Finding, Fix, Report
 from qadvisor.sqltext import predicate_sql
 
 SCHEMA_VERSION = 1
@@ -48,13 +48,16 @@ def _finding(f: Finding) -> dict[str, Any]:
         },
         "message": f.message,
         "evidence": f.evidence,
-        "fix": (
-            {"statements": list(f.fix.statements), "notes": f.fix.notes, "safety": f.fix.safety}
-            if f.fix
-            else None
-        ),
+        "fix": fix_dict(f.fix),
         "docs": f.docs,
     }
+
+
+def fix_dict(fix: Fix | None) -> dict[str, Any] | None:
+    """A fix as the JSON contract spells it (shared with the SARIF properties)."""
+    if fix is None:
+        return None
+    return {"statements": list(fix.statements), "notes": fix.notes, "safety": fix.safety}
 
 
 def render(report: Report) -> str:

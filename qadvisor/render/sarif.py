@@ -20,6 +20,7 @@ from urllib.parse import quote
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Severity, Target
 from qadvisor.registry import Check
+from qadvisor.render.json import fix_dict
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -125,11 +126,7 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
             "key": f.key,
             "severity": f.severity.label,
             "evidence": f.evidence,
-            "fix": (
-                {"statements": list(f.fix.statements), "notes": f.fix.notes, "safety": f.fix.safety}
-                if f.fix
-                else None
-            ),
+            "fix": fix_dict(f.fix),
             "docs": f.docs,
         },
     }
