@@ -25,6 +25,7 @@ from qadvisor.api import (
     check,
     dequeue_statements,
     describe_node,
+    distinct_values,
     human_count,
     ident,
     index_name,
@@ -237,13 +238,7 @@ def _issue(
     name = statement_id(stmt)
     rows, rows_source = backlog(table, live, facts)
     tenants = tenant_count(facts)
-    n_distinct = facts.n_distinct_estimate if facts else None
-    if n_distinct is None:
-        stats = table.stats_of(tenant)
-        if stats is not None:  # negative: a fraction of the rows, as the planner reads it
-            n_distinct = stats.n_distinct
-            if n_distinct < 0:
-                n_distinct = round(-n_distinct * max(table.reltuples, 0.0))
+    n_distinct = distinct_values(table, tenant)
     how = (
         "reads it with a Seq Scan"
         if node.node_type == "Seq Scan"

@@ -192,6 +192,17 @@ def autovacuum_enabled(snapshot: Snapshot, table: Table) -> bool:
     ).lower() not in ("false", "off", "0")
 
 
+def distinct_values(table: Table, column: str) -> float | None:
+    """pg_stats n_distinct as a number of values (a negative one is a fraction of the rows,
+    which the planner multiplies by reltuples); None without statistics."""
+    stats = table.stats_of(column)
+    if stats is None:
+        return None
+    if stats.n_distinct >= 0:
+        return stats.n_distinct
+    return round(-stats.n_distinct * max(table.reltuples, 0.0))
+
+
 def column_width(table: Table, column: str) -> int:
     stats = table.stats_of(column)
     if stats is not None and stats.avg_width > 0:

@@ -257,7 +257,6 @@ class TenantFacts:
     live_by_tenant: tuple[TenantCount, ...] = ()
     count_cap: int | None = None
     tenants_counted: int = 0  # tenants with live rows seen (at most ``tenant_limit``)
-    n_distinct_estimate: float | None = None  # pg_stats n_distinct of the tenant column
     # The rotation table of a round-robin dequeue (the outer side of the LATERAL).
     rotation_schema: str | None = None
     rotation_table: str | None = None

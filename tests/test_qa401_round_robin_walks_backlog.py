@@ -228,7 +228,6 @@ def trap_facts(**kw: Any) -> TenantFacts:
         ),
         "count_cap": 100_000,
         "tenants_counted": 11,
-        "n_distinct_estimate": 6.0,
         "rotation_schema": "public",
         "rotation_table": "queue_tenants",
         "rotation_rows": 1000,

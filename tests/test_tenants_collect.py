@@ -86,7 +86,6 @@ def test_counts_through_the_per_tenant_index_and_probes_idle_tenants(db: TestDB)
     assert (facts.rotation_schema, facts.rotation_table) == ("public", "queue_tenants")
     assert (facts.rotation_rows, facts.rotation_probed, facts.idle_tenants) == (50, 50, 43)
     assert any("one descent of index jobs_queued_tenant_id" in n for n in facts.notes)
-    assert facts.n_distinct_estimate is not None and facts.n_distinct_estimate >= 1
     assert facts.mean_job_seconds is not None and abs(facts.mean_job_seconds - 0.02) < 1e-6
     assert facts.duration_jobs == T.DURATION_JOBS
 
@@ -187,7 +186,6 @@ def test_a_failure_is_recorded_and_the_rest_still_collected(db: TestDB) -> None:
     assert facts.error is not None and "lock timeout" in facts.error
     assert unavailable == {"tenants:public.jobs": facts.error}
     assert facts.live_by_tenant == () and facts.rotation_table == "queue_tenants"
-    assert facts.n_distinct_estimate is not None  # from the snapshot: still there
 
 
 def test_identifiers_are_quoted(db: TestDB) -> None:

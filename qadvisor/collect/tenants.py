@@ -180,7 +180,6 @@ class _Collector:
             live_by_tenant=tuple(self.counts),
             count_cap=self.cap,
             tenants_counted=self.tenants_seen or len(self.counts),
-            n_distinct_estimate=self._n_distinct(),
             error="; ".join(self.errors) or None,
             counts_complete=self.complete,
             notes=tuple(self.notes),
@@ -216,15 +215,6 @@ class _Collector:
         except psycopg.Error as exc:
             self.errors.append(f"{what} of {self.table.qualified}: {_first_line(exc)}")
             return None
-
-    def _n_distinct(self) -> float | None:
-        stats = self.table.stats_of(self.tenant)
-        if stats is None:
-            return None
-        if stats.n_distinct >= 0:
-            return stats.n_distinct
-        # Negative: a fraction of the rows (the planner multiplies it by reltuples).
-        return round(-stats.n_distinct * max(self.table.reltuples, 0.0))
 
     # --- live rows per tenant --------------------------------------------------------------
 
