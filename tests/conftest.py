@@ -159,13 +159,6 @@ class TestDB:
                 if not cur.nextset():
                     return rows
 
-    def flush_stats(self) -> None:
-        """Nothing to do on the reading side: statistics are flushed by the session that wrote.
-
-        `execute` ends its session, which flushes them (asynchronously); a connection of your
-        own should run ``SELECT pg_stat_force_next_flush()``. Then use `wait_for_stats`.
-        """
-
     def wait_for_stats(
         self, table: str, predicate: Callable[[dict[str, Any]], bool], timeout: float = 10
     ) -> dict[str, Any]:
