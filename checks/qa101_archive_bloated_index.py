@@ -77,7 +77,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     for queue, table in queue_tables(snapshot):
         live = queue.live
         if live is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}")
+            yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
             continue
         order_columns = _dequeue_order_columns(snapshot, table)
         candidates = [i for i in table.indexes if _on_dequeue_path(i, live, order_columns)]
@@ -85,7 +85,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         est = live_rows(table, live)
         if est.rows is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {est.source}")
+            yield Unmet(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
             continue
         if table.reltuples <= 0:
             continue

@@ -66,7 +66,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             if not (idx.is_partial and idx.is_valid) or idx.bytes < options.min_index_bytes:
                 continue
             if idx.reltuples < 0:
-                yield Unmet(f"{idx.name}: the index has no row estimate yet (run ANALYZE)")
+                yield Unmet(
+                    f"{idx.name}: the index has no row estimate yet (run ANALYZE)",
+                    table.qualified,
+                )
                 continue
             keys = tuple(c or "?" for c in idx.columns)
             fresh = btree_bytes(table, keys, idx.reltuples)

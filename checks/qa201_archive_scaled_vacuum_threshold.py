@@ -75,7 +75,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         est = live_rows(table, queue.live)
         if est.rows is None:
             why = est.source if queue.live is not None else queue.reason
-            yield Unmet(f"{table.qualified}: live set unknown: {why}")
+            yield Unmet(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
         ratio = trigger.value / max(est.rows, 1.0)
         if ratio < options.min_ratio:

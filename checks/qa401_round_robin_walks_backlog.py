@@ -98,7 +98,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         plan = stmt.analyzed_plan or stmt.custom_plan
         if plan is None:
             if not stmt.plan_error:
-                yield Unmet(f"{statement_id(stmt)}: no plan was made")
+                yield Unmet(f"{statement_id(stmt)}: no plan was made", queue.qualified)
             continue
         tenant = parsed.lateral.inner_column
         walk = walking_scan(plan, table, tenant)

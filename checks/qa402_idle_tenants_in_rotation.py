@@ -78,7 +78,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         if facts.idle_tenants is None or facts.rotation_rows is None:
             reason = next((n for n in facts.notes if "idle tenants" in n), facts.error)
-            yield Unmet(f"{table.qualified}: idle tenants unknown: {reason or 'not collected'}")
+            yield Unmet(
+                f"{table.qualified}: idle tenants unknown: {reason or 'not collected'}",
+                table.qualified,
+            )
             continue
         idle, rows = facts.idle_tenants, facts.rotation_rows
         probed = facts.rotation_probed or rows

@@ -96,7 +96,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         if not facts.live_by_tenant:
             reason = next((n for n in facts.notes if "not counted" in n), facts.error)
             if reason:
-                yield Unmet(f"{table.qualified}: live rows per tenant unknown: {reason}")
+                yield Unmet(
+                    f"{table.qualified}: live rows per tenant unknown: {reason}",
+                    table.qualified,
+                )
             continue
         mine = [s for s in snapshot.statements if _on(snapshot, s, table)]
         if any(s.parsed and s.parsed.lateral for s in mine):

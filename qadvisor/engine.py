@@ -30,16 +30,16 @@ def run_checks(
             continue
         ran.append(chk.code)
         opts = (options or {}).get(chk.code) or chk.default_options()
-        reasons: list[str] = []
+        reasons: list[tuple[str, str | None]] = []
         for item in chk.run(snapshot, opts):
             if isinstance(item, Unmet):
-                reasons.append(item.reason)
+                reasons.append((item.reason, item.queue))
                 continue
             finding = _finding(chk, item)
             if finding.key not in ignored:
                 findings.append(finding)
-        for reason in dict.fromkeys(reasons):
-            skipped.append(Skip(chk.code, reason))
+        for reason, queue in dict.fromkeys(reasons):
+            skipped.append(Skip(chk.code, reason, queue))
     findings.sort(key=lambda f: (-f.severity, f.code, f.key))
     return Report(snapshot, tuple(findings), tuple(skipped), tuple(ran))
 

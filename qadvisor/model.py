@@ -359,8 +359,11 @@ class Finding:
 
 @dataclass(frozen=True)
 class Skip:
+    """A check that could not judge: the whole snapshot (``queue`` None) or one queue."""
+
     code: str
     reason: str
+    queue: str | None = None  # "schema.table" of the queue it could not judge
 
 
 @dataclass(frozen=True)

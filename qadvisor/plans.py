@@ -277,6 +277,7 @@ def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, T
             "no dequeue statement of the queue tables in pg_stat_statements: give the "
             "application's with --query or --query-file"
         )
+    claimed: set[str] = set()
     for stmt in snapshot.statements:
         name = statement_id(stmt)
         if stmt.parsed is None:
@@ -288,9 +289,20 @@ def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, T
             table = f"{stmt.parsed.schema + '.' if stmt.parsed.schema else ''}{stmt.parsed.table}"
             yield Unmet(f"{name}: {table} is not a discovered queue table (name it with --table)")
             continue
+        queue = found[0].qualified
         if stmt.plan_error:
-            yield Unmet(f"{name}: {stmt.plan_error}")
+            yield Unmet(f"{name}: {stmt.plan_error}", queue)
+        claimed.add(queue)
         yield stmt, found[0], found[1]
+    if snapshot.statements:
+        # A queue whose claim is not known was not judged by any statement check.
+        for q in snapshot.queues:
+            if q.qualified not in claimed:
+                yield Unmet(
+                    f"{q.qualified}: no dequeue statement of this queue is known (in "
+                    "pg_stat_statements, --query or --query-file)",
+                    q.qualified,
+                )
 
 
 # --- predicates -------------------------------------------------------------------------------

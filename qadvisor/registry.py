@@ -39,9 +39,15 @@ class Issue:
 
 @dataclass(frozen=True)
 class Unmet:
-    """The check could not judge (part of) the snapshot; reported as a skip with the reason."""
+    """The check could not judge (part of) the snapshot; reported as a skip with the reason.
+
+    ``queue`` ("schema.table") names the queue it could not judge; None means the whole
+    snapshot (every queue). A check yields one for each queue it could not judge: a queue
+    without a finding and without a skip of that check is a queue the check judged healthy.
+    """
 
     reason: str
+    queue: str | None = None
 
 
 @dataclass(frozen=True)

@@ -183,8 +183,10 @@ def full_report() -> Report:
         snapshot=_snapshot(),
         findings=_findings(),
         skipped=(
-            Skip("QA201", "public.mail: live set unknown: no pg_stats for finished_at"),
-            Skip("QA201", "public.jobs: [stats] are *stale*"),
+            Skip(
+                "QA201", "public.mail: live set unknown: no pg_stats for finished_at", "public.mail"
+            ),
+            Skip("QA201", "public.jobs: [stats] are *stale*", "public.jobs"),
             Skip("QA301", "pg_stat_statements is not installed"),
         ),
         checks_run=("QA101", "QA102", "QA201", "QA203", "QA999"),

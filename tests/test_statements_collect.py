@@ -255,7 +255,10 @@ def test_dequeue_statements_report_what_cannot_be_judged() -> None:
     assert reasons == [
         "--query 1: takes no row lock",
         "--query 2: other is not a discovered queue table (name it with --table)",
+        "public.jobs: no dequeue statement of this queue is known (in pg_stat_statements, "
+        "--query or --query-file)",
     ]
+    assert [getattr(u, "queue", None) for u in plans.dequeue_statements(snap)][-1] == "public.jobs"
     bare = dataclasses.replace(snap, statements=())
     assert [getattr(u, "reason", u) for u in plans.dequeue_statements(bare)] == [
         "pg_stat_statements is not installed"

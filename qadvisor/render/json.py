@@ -29,8 +29,8 @@ def report_dict(report: Report) -> dict[str, Any]:
             for q in snap.queues
         ],
         "findings": [_finding(f) for f in report.findings],
-        "skipped": [{"code": s.code, "reason": s.reason} for s in report.skipped],
-        "summary": report.summary(),
+        "skipped": [{"code": s.code, "reason": s.reason, "queue": s.queue} for s in report.skipped],
+        "summary": {**report.summary(), "skipped": len(report.skipped)},
     }
 
 
