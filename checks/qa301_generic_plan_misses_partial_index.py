@@ -30,7 +30,9 @@ from qadvisor.api import (
     plan_cache_mode,
     plan_outline,
     scans,
+    statement_evidence,
     statement_id,
+    statement_label,
     with_literals,
 )
 
@@ -122,6 +124,7 @@ def _issue(
 ) -> Issue:
     assert stmt.parsed is not None and stmt.custom_plan and stmt.generic_plan
     name = statement_id(stmt)
+    label = statement_label(stmt)
     mode = plan_cache_mode(snapshot, stmt.role)
     runtime = _runtime_evidence(stmt, table, options)
     if mode.forced_generic:
@@ -139,7 +142,7 @@ def _issue(
     custom_cost, generic_cost = stmt.custom_plan.total_cost, stmt.generic_plan.total_cost
     ratio = generic_cost / custom_cost if custom_cost > 0 else None
     message = (
-        f"{name} compares {column_list} with a parameter, so its generic plan cannot use "
+        f"{label} compares {column_list} with a parameter, so its generic plan cannot use "
         f"partial index {idx.name} ({idx.predicate}): it reads {generic_scan}, total cost "
         f"{generic_cost:,.2f}, where the custom plan uses the index, total cost "
         f"{custom_cost:,.2f}" + (f" ({ratio:,.0f}x less)." if ratio and ratio >= 2 else ".")
@@ -152,7 +155,7 @@ def _issue(
             "shows this statement running with a generic plan."
         )
     evidence: dict[str, object] = {
-        "statement": name,
+        **statement_evidence(stmt),
         "source": stmt.source,
         "statement_text": stmt.text,
         "role": stmt.role,

@@ -31,7 +31,9 @@ from qadvisor.api import (
     predicate_words,
     qualified,
     scans,
+    statement_evidence,
     statement_id,
+    statement_label,
 )
 
 
@@ -103,11 +105,12 @@ def _issue(
 ) -> Issue:
     assert stmt.parsed is not None and stmt.custom_plan is not None
     name = statement_id(stmt)
+    label = statement_label(stmt)
     found = scans(stmt.custom_plan, table.schema, table.name)
     scan = describe_node(found[0]) if found else describe_node(stmt.custom_plan)
     conditions = [predicate_text(p, stmt.custom_values) or p.text for p in preds]
     message = (
-        f"{name} filters {target.column} with {' AND '.join(conditions)}, which cannot prove "
+        f"{label} filters {target.column} with {' AND '.join(conditions)}, which cannot prove "
         f"the predicate of partial index {idx.name} ({idx.predicate}): even its custom plan "
         f"reads {scan}."
     )
@@ -115,7 +118,7 @@ def _issue(
         target=Target("statement", table.schema, table.name, name),
         message=message,
         evidence={
-            "statement": name,
+            **statement_evidence(stmt),
             "source": stmt.source,
             "statement_text": stmt.text,
             "statement_predicates": [p.text for p in preds],

@@ -32,7 +32,9 @@ from qadvisor.api import (
     predicate_words,
     qualified,
     sorts_over,
+    statement_evidence,
     statement_id,
+    statement_label,
 )
 
 
@@ -107,18 +109,19 @@ def _issue(
 ) -> Issue:
     assert stmt.parsed is not None and stmt.custom_plan is not None
     name = statement_id(stmt)
+    label = statement_label(stmt)
     limit = stmt.parsed.limit or 1
     archive = scan.node_type == "Seq Scan" or (
         scan.index is not None and not _is_partial(table, scan.index)
     )
     message = (
-        f"{name} sorts {human_count(sort.plan_rows)} rows (Sort Key: "
+        f"{label} sorts {human_count(sort.plan_rows)} rows (Sort Key: "
         f"{', '.join(sort.sort_key)}) from {describe_node(scan)} to return {limit}: no index "
         f"supplies its ORDER BY under its predicate, so each claim reads "
         f"{human_count(read)} rows" + (", archive included." if archive else ".")
     )
     evidence: dict[str, object] = {
-        "statement": name,
+        **statement_evidence(stmt),
         "source": stmt.source,
         "statement_text": stmt.text,
         "order_by": _order_text(stmt),

@@ -34,7 +34,9 @@ from qadvisor.api import (
     predicate_sql,
     qualified,
     scans,
+    statement_evidence,
     statement_id,
+    statement_label,
     tenant_facts,
     with_order_by,
 )
@@ -98,7 +100,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         plan = stmt.analyzed_plan or stmt.custom_plan
         if plan is None:
             if not stmt.plan_error:
-                yield Unmet(f"{statement_id(stmt)}: no plan was made", queue.qualified)
+                yield Unmet(f"{statement_label(stmt)}: no plan was made", queue.qualified)
             continue
         tenant = parsed.lateral.inner_column
         walk = walking_scan(plan, table, tenant)
@@ -236,6 +238,7 @@ def _issue(
     assert parsed is not None and parsed.lateral is not None
     node, idx = walk
     name = statement_id(stmt)
+    label = statement_label(stmt)
     rows, rows_source = backlog(table, live, facts)
     tenants = tenant_count(facts)
     n_distinct = distinct_values(table, tenant)
@@ -249,7 +252,7 @@ def _issue(
         facts.rotation_table if facts and facts.rotation_table else parsed.lateral.outer_table
     )
     message = (
-        f"The round-robin sub-select of {name} {how} on {table.qualified} with {tenant} as a "
+        f"The round-robin sub-select of {label} {how} on {table.qualified} with {tenant} as a "
         f"Filter, instead of descending an index led by {tenant}: each tenant probed walks the "
         "backlog until it meets one of its jobs"
     )
@@ -269,7 +272,7 @@ def _issue(
     if stmt.analyzed_ms is not None:
         message += f" Measured with --analyze: {stmt.analyzed_ms:,.1f} ms per dequeue."
     evidence: dict[str, Any] = {
-        "statement": name,
+        **statement_evidence(stmt),
         "inner_node": describe_node(node),
         "index": idx.name if idx else node.index,
         "index_columns": list(idx.columns) if idx else None,

@@ -18,7 +18,9 @@ from qadvisor.api import (
     Target,
     Unmet,
     check,
+    statement_evidence,
     statement_id,
+    statement_label,
     statement_queue,
     with_literals,
 )
@@ -78,11 +80,11 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         yield Issue(
             target=target,
             message=(
-                f"{statement_id(stmt)} claims {target.table} rows with {clause} without SKIP "
+                f"{statement_label(stmt)} claims {target.table} rows with {clause} without SKIP "
                 f"LOCKED: {consequence}."
             ),
             evidence={
-                "statement": statement_id(stmt),
+                **statement_evidence(stmt),
                 "source": stmt.source,
                 "lock_strength": parsed.lock.strength,
                 "wait_policy": policy or "wait",

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from checks.qa501_lock_without_skip_locked import healthy_lock_sql, job_table, statement_target
-from qadvisor.api import Fix, Issue, Severity, Snapshot, Unmet, check, statement_id
+from qadvisor.api import (
+    Fix,
+    Issue,
+    Severity,
+    Snapshot,
+    Unmet,
+    check,
+    statement_evidence,
+    statement_label,
+)
 
 
 @check("QA502", "tenant-row-lock", severity=Severity.WARNING, category="locking")
@@ -48,11 +57,11 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         if not others:
             continue
         target = statement_target(snapshot, stmt)
-        name = statement_id(stmt)
+        label = statement_label(stmt)
         locks_job = job[1] in parsed.locked_tables
         what = ", ".join(others)
         message = (
-            f"{name} locks rows of {what} "
+            f"{label} locks rows of {what} "
             + ("as well as the job" if locks_job else f"and not the {job[1]} row it claims")
             + ": each of those rows is held until the claim commits, so workers are "
             f"serialized per {what} row"
@@ -74,7 +83,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
             target=target,
             message=message,
             evidence={
-                "statement": name,
+                **statement_evidence(stmt),
                 "source": stmt.source,
                 "queue_table": job[1],
                 "locked_tables": list(parsed.locked_tables),

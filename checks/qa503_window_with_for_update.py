@@ -25,7 +25,8 @@ from qadvisor.api import (
     check,
     ident,
     qualified,
-    statement_id,
+    statement_evidence,
+    statement_label,
     tenant_facts,
     with_literals,
 )
@@ -93,7 +94,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         )
         fix: Fix | None = None
         evidence: dict[str, Any] = {
-            "statement": statement_id(stmt),
+            **statement_evidence(stmt),
             "source": stmt.source,
             "lock_level": parsed.lock_level,
             "locked_tables": list(parsed.locked_tables),
@@ -114,7 +115,8 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         yield Issue(
             target=statement_target(snapshot, stmt),
             message=(
-                f"{statement_id(stmt)} takes a row lock at a query level with a window function: "
+                f"{statement_label(stmt)} takes a row lock at a query level with a window "
+                "function: "
                 'PostgreSQL refuses it ("FOR UPDATE is not allowed with window functions"), so '
                 "the statement fails every time it runs."
             ),

@@ -68,8 +68,11 @@ from qadvisor.plans import (
     predicate_words,
     scans,
     sorts_over,
+    statement_evidence,
     statement_id,
+    statement_label,
     statement_queue,
+    statement_start,
 )
 from qadvisor.registry import Issue, NoOptions, Unmet, check
 from qadvisor.sqltext import ident, index_name, literal, predicate_sql, qualified
@@ -143,8 +146,11 @@ __all__ = [
     "rates",
     "scans",
     "sorts_over",
+    "statement_evidence",
     "statement_id",
+    "statement_label",
     "statement_queue",
+    "statement_start",
     "suggested_vacuum_threshold",
     "tenant_facts",
     "vacuum_threshold_sql",

@@ -371,10 +371,10 @@ def _read_queries(queries: list[str], files: list[Path]) -> list[tuple[str, str]
             reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
             raise UserError(f"cannot read --query-file {path}: {reason}") from None
         try:
-            statements = dequeue.split_statements(text)
+            statements = dequeue.statement_lines(text)
         except dequeue.StatementError as exc:
             raise UserError(f"--query-file {path}: {exc}") from None
-        out += [(f"{path}#{n}", stmt) for n, stmt in enumerate(statements, 1)]
+        out += [(f"{path}:{line}", stmt) for line, stmt in statements]
     return out
 
 

@@ -14,6 +14,7 @@ their spelling, so names compare equal to catalog names.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,7 +58,8 @@ class Predicate:
 
     column: str  # unqualified column name of the queue table
     # "=", "<>", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null",
-    # "any" (col = ANY(...)), "other" (OR groups, functions of the column, BETWEEN, ...)
+    # "any" (col = ANY(...)), "true" (a bare boolean column), "false" (NOT column),
+    # "other" (OR groups, functions of the column, BETWEEN, ...)
     op: str
     operands: tuple[Param, ...]
     text: str  # the conjunct as SQL
@@ -109,6 +111,9 @@ class DequeueStatement:
     has_window: bool  # a window function where the lock applies: PostgreSQL refuses it
     lateral: Lateral | None
     parameters: tuple[int, ...]  # parameter numbers used anywhere, ascending
+    # Every base table the statement reads, (schema or None, name), in order of appearance:
+    # what resolving its names under a search_path has to find.
+    relations: tuple[tuple[str | None, str], ...] = ()
 
 
 # --- splitting and refusing -------------------------------------------------------------
@@ -145,6 +150,15 @@ def _statement_tokens(sql: str) -> list[list[Token]]:
 def _span(sql: str, tokens: list[Token]) -> str:
     # Token.end is inclusive. Comments before the first and after the last token are left out.
     return sql[tokens[0].start : tokens[-1].end + 1]
+
+
+def statement_lines(sql: str) -> list[tuple[int, str]]:
+    """Like split_statements, with the line (1-based) each statement starts on."""
+    # Counted from the offset: the tokenizer's own line numbers drift after a $n.
+    return [
+        (sql.count("\n", 0, tokens[0].start) + 1, _span(sql, tokens))
+        for tokens in _statement_tokens(sql)
+    ]
 
 
 def split_statements(sql: str) -> list[str]:
@@ -263,6 +277,66 @@ def check_plannable(sql: str) -> None:
     _parse(sql)
 
 
+# --- identity ---------------------------------------------------------------------------
+
+_CONSTANTS = {TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING, TokenType.BIT_STRING,
+              TokenType.HEX_STRING, TokenType.BYTE_STRING}  # fmt: skip
+FINGERPRINT_HEX = 10
+
+
+def fingerprint(sql: str) -> str:
+    """A short hash of the statement's shape, the same wherever the statement is seen.
+
+    pg_stat_statements shows constants as ``$n`` and numbers its parameters per entry, an
+    application's file shows literals, and PostgreSQL 18 squashes constant lists into
+    ``IN ($1 /*, ... */)``; a queryid changes with table OIDs (a restore from a dump, an
+    upgrade). So the hash is taken over the tokens with every constant and parameter as
+    ``?``, runs of them (IN lists, array items) as one ``?``, comments and spacing dropped,
+    keywords upper case and unquoted names folded to lower case as PostgreSQL folds them.
+    """
+    words: list[str] = []
+    tokens = _tokens(sql.strip().rstrip(";"))
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if (
+            token.token_type == TokenType.PARAMETER
+            and i + 1 < len(tokens)
+            and _is_placeholder(token, tokens[i + 1])
+        ):
+            word, i = "?", i + 2
+        elif token.token_type in _CONSTANTS:
+            word, i = "?", i + 1
+        else:
+            i += 1
+            if token.token_type == TokenType.IDENTIFIER:
+                word = '"' + token.text.replace('"', '""') + '"'
+            elif token.token_type == TokenType.VAR:
+                word = token.text.lower()
+            else:
+                word = token.text.upper()
+        if word == "?" and words[-2:-1] == ["?"] and words[-1] == ",":
+            words.pop()  # "?, ?" -> "?": lists of constants have no fixed length
+            continue
+        if words[-1:] == ["?"] and word == "?":
+            continue
+        words.append(word)
+    digest = hashlib.sha256(" ".join(words).encode()).hexdigest()
+    return digest[:FINGERPRINT_HEX]
+
+
+# --- conditions -------------------------------------------------------------------------
+
+
+def condition_predicates(condition: str) -> tuple[Predicate, ...]:
+    """The conjuncts of a WHERE condition about one table's unqualified columns, such as
+    ``pg_get_expr`` gives for a partial index: ``(status = 'queued'::text)``."""
+    tree = _parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
+    select = _main(tree)
+    assert isinstance(select, exp.Select)
+    return tuple(_predicates(select, "qadvisor_condition"))
+
+
 # --- the analysis -----------------------------------------------------------------------
 
 
@@ -298,7 +372,17 @@ def analyse(sql: str) -> DequeueStatement | None:
         has_window=_has_window(select, ctes),
         lateral=_lateral(select, owner, queue_key) if level == "lateral" else None,
         parameters=tuple(sorted({_parameter_index(p) for p in tree.find_all(exp.Parameter)})),
+        relations=_relations(tree, ctes),
     )
+
+
+def _relations(tree: exp.Expr, ctes: set[str]) -> tuple[tuple[str | None, str], ...]:
+    found = (
+        (_name(t.args.get("db")), _table_name(t))
+        for t in tree.find_all(exp.Table)
+        if _is_base_table(t, ctes) and not isinstance(t.parent, exp.Lock)
+    )
+    return tuple(dict.fromkeys(found))
 
 
 def _locking_select(tree: exp.Expr) -> exp.Select | None:
@@ -549,6 +633,9 @@ def _predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> Predi
     text = _sql(conjunct)
     negated = isinstance(conjunct, exp.Not)
     node = conjunct.this if negated else conjunct
+    if is_ours(node) and isinstance(_unwrap(node), exp.Column) and not isinstance(node, exp.Cast):
+        # A bare column as a condition is a boolean: WHERE is_available / WHERE NOT done.
+        return Predicate(_column_name(node), "false" if negated else "true", (), text)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and is_ours(node.this):
         negated = negated != bool(node.args.get("negate"))  # sqlglot 30: IS NOT is negate=True
         op = "is not null" if negated else "is null"
@@ -738,12 +825,23 @@ def normalise_for_planning(sql: str) -> tuple[str, dict[int, str]]:
         original = f"${number.text}"
         if _counts_rows(tokens, i):
             edits.append((dollar.start, number.end + 1, "1"))
+            continue
+        new = numbers.setdefault(original, len(numbers) + 1)
+        typed = tokens[i - 1] if i and tokens[i - 1].token_type in _TYPED_LITERALS else None
+        if typed is not None and typed.end + 1 <= dollar.start:
+            # INTERVAL '30 seconds' is recorded as INTERVAL $5, which is not SQL: only a
+            # string may follow the type name there. A cast says the same.
+            edits.append((typed.start, number.end + 1, f"${new}::{typed.text.lower()}"))
         else:
-            new = numbers.setdefault(original, len(numbers) + 1)
             edits.append((dollar.start, number.end + 1, f"${new}"))
     for start, end, replacement in reversed(edits):
         text = text[:start] + replacement + text[end:]
     return text, {new: original for original, new in numbers.items()}
+
+
+# Type names that take a string constant after them (typed-literal syntax: DATE '2024-01-01').
+_TYPED_LITERALS = {TokenType.INTERVAL, TokenType.DATE, TokenType.TIME, TokenType.TIMESTAMP,
+                   TokenType.TIMESTAMPTZ}  # fmt: skip
 
 
 def _is_placeholder(dollar: Token, number: Token) -> bool:

@@ -1,8 +1,22 @@
 """Which tables are job queues, and what makes a row live: a pure decision over catalog facts.
 
-The collector gathers candidate columns, partial index predicates and locking statements for
-the whole database in a few queries; this module decides. Every decision carries a reason that
-the report prints, so a user can see why a table was (or was not) taken for a queue.
+The strongest evidence is a claim: a row-locking statement that chooses which job to take
+(``... FOR UPDATE SKIP LOCKED``, or ``ORDER BY ... LIMIT ... FOR UPDATE``) from a table, in
+pg_stat_statements, in a ``--query-file`` or in a function's body. A claimed table is a queue
+whatever its columns are called, and the claim's own condition on it is the live predicate:
+status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum range
+(``state < 'active'``). Where the claim compares with a parameter (pg_stat_statements shows
+every constant as ``$n``), the values come from the weaker evidence: a partial index on that
+column, a known library's shape, the column's enum labels or most common values.
+
+Without a claim, structure is the evidence: a partial index on a live predicate, the shape of
+a known library, status values some waiting and some finished. A partial index on a finished
+state (a pruner's ``WHERE state = 'completed'``) is never the live set. When claims are known
+for the database, status values alone no longer make a queue (a log of job states has them
+too): such a table is rejected, with the reason.
+
+Every decision carries its evidence, and every candidate that was not taken its reason, so a
+user can see why a table was (or was not) taken for a queue.
 """
 
 from __future__ import annotations
@@ -11,8 +25,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from qadvisor.dequeue import Predicate
 from qadvisor.estimates import parse_index_predicate
-from qadvisor.model import LivePredicate
+from qadvisor.model import LivePredicate, Rejected
+from qadvisor.plans import operand_values
 
 # Status values that mean "waiting to be claimed", in the order they are preferred.
 LIVE_WORDS = (
@@ -24,9 +40,21 @@ ARCHIVE_WORDS = frozenset(
     """
     done completed complete succeeded success successful finished failed failure
     cancelled canceled discarded archived dead expired aborted processed error errored
+    exception
+    """.split()  # noqa: SIM905
+)
+# Status values of rows a worker holds: neither waiting nor finished.
+INFLIGHT_WORDS = frozenset(
+    """
+    active running executing doing processing started picked locked claimed working busy
+    in_progress inprogress
     """.split()  # noqa: SIM905
 )
 STATUS_TYPES = ("text", "character varying", "character", "smallint", "integer", "USER-DEFINED")
+# Words in a nullable timestamp's name that mark a finished job: ``finished_at IS NULL`` is
+# the live set; ``locked_at IS NULL`` in the same claim is a second condition, not the set.
+_FINISH_WORDS = ("finish", "complet", "done", "process", "perform", "end", "succeed", "fail",
+                 "discard", "cancel", "archiv")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,11 +91,16 @@ class PartialIndex:
 
 
 @dataclass(frozen=True)
-class LockingStatement:
-    schema: str | None
+class Claim:
+    """A claim statement on one table, as discovery evidence."""
+
+    relid: int
+    schema: str
     table: str
-    skip_locked: bool
-    calls: int
+    label: str  # where it was seen: "pg_stat_statements 3f9a2c1b0d (15,210 calls)"
+    predicates: tuple[Predicate, ...]  # its conditions on this table
+    skip_locked: bool = True
+    via: str | None = None  # "schema.table" it named, when that is its partitioned parent
 
 
 @dataclass(frozen=True)
@@ -117,39 +150,45 @@ class _Evidence:
     relid: int = 0
     columns: list[CandidateColumn] = field(default_factory=list)
     partials: list[tuple[PartialIndex, LivePredicate]] = field(default_factory=list)
-    statements: list[LockingStatement] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+
+    def column(self, name: str) -> CandidateColumn | None:
+        return next((c for c in self.columns if c.column == name), None)
 
 
 def decide(
     columns: Iterable[CandidateColumn],
     partials: Iterable[PartialIndex],
-    statements: Iterable[LockingStatement],
+    claims: Iterable[Claim],
     all_columns: dict[int, frozenset[str]] | None = None,
     explicit: Sequence[tuple[str, str, int]] = (),
+    rejected: list[Rejected] | None = None,
 ) -> list[Decision]:
-    """Queue tables with their live predicate and the reason they were taken.
+    """Queue tables with their live predicate and the evidence they were taken on.
 
     ``explicit`` (from ``--table``) wins: those tables are queues whatever they look like,
     and discovery does not add others. ``all_columns`` maps relid to every column name, for
-    recognising libraries by shape.
+    recognising libraries by shape. Candidates that were not taken are appended to
+    ``rejected`` with the reason.
     """
     by_table: dict[tuple[str, str], _Evidence] = defaultdict(_Evidence)
+
+    def evidence(schema: str, table: str, relid: int) -> _Evidence:
+        ev = by_table[(schema, table)]
+        ev.schema, ev.table, ev.relid = schema, table, relid
+        return ev
+
     for c in columns:
-        ev = by_table[(c.schema, c.table)]
-        ev.schema, ev.table, ev.relid = c.schema, c.table, c.relid
-        ev.columns.append(c)
+        ev = evidence(c.schema, c.table, c.relid)
+        if all(x.column != c.column for x in ev.columns):
+            ev.columns.append(c)
     for p in partials:
         live = parse_index_predicate(p.predicate)
-        if live is None:
-            continue
-        ev = by_table[(p.schema, p.table)]
-        ev.schema, ev.table, ev.relid = p.schema, p.table, p.relid
-        ev.partials.append((p, live))
-    stmt_by_name: dict[str, list[LockingStatement]] = defaultdict(list)
-    for s in statements:
-        stmt_by_name[s.table].append(s)
-    for (schema, table), ev in by_table.items():
-        ev.statements = [s for s in stmt_by_name.get(table, []) if s.schema in (None, schema)]
+        if live is not None:
+            evidence(p.schema, p.table, p.relid).partials.append((p, live))
+    claim_list = list(claims)
+    for cl in claim_list:
+        evidence(cl.schema, cl.table, cl.relid).claims.append(cl)
 
     decisions: list[Decision] = []
     if explicit:
@@ -161,26 +200,36 @@ def decide(
             decisions.append(Decision(schema, table, relid, live, reason))
         return decisions
 
+    claims_known = bool(claim_list)
     for (schema, table), ev in sorted(by_table.items()):
         live, why = _live_predicate(ev, all_columns)
-        signals = _signals(ev, live)
-        if live is None or not signals:
+        signals = _signals(ev, live, claims_known)
+        if ev.claims:
+            decisions.append(Decision(schema, table, ev.relid, live, "; ".join([*signals, why])))
             continue
-        decisions.append(Decision(schema, table, ev.relid, live, "; ".join([why, *signals])))
+        if live is not None and signals:
+            decisions.append(Decision(schema, table, ev.relid, live, "; ".join([why, *signals])))
+            continue
+        if rejected is not None and _worth_reporting(ev):
+            rejected.append(Rejected(schema, table, _rejection(ev, live, why, claims_known)))
     return decisions
 
 
-def _live_column(ev: _Evidence, name: str) -> CandidateColumn | None:
-    return next((c for c in ev.columns if c.column == name), None)
+# --- the live predicate -----------------------------------------------------------------
 
 
 def _live_predicate(
     ev: _Evidence, all_columns: dict[int, frozenset[str]] | None
 ) -> tuple[LivePredicate | None, str]:
+    # 0. The claim's own condition on the table.
+    for claim in sorted(ev.claims, key=lambda c: not c.skip_locked):
+        live, why = _claim_live(ev, claim, all_columns)
+        if live is not None or why:
+            return live, why
     # 1. A partial index on a status-like or *_at column: the schema says what live means.
     for p, live in ev.partials:
-        col = _live_column(ev, live.column)
-        if col is not None and (col.is_status or live.op == "is null"):
+        col = ev.column(live.column)
+        if col is not None and (col.is_status or live.op == "is null") and _waiting(live):
             return (
                 LivePredicate(live.column, live.op, live.values, f"partial index {p.index}"),
                 f"live predicate from partial index {p.index}",
@@ -205,17 +254,137 @@ def _live_predicate(
                 f"column {col.column} holds waiting ({', '.join(chosen)}) and finished "
                 f"({', '.join(finished)}) values"
             )
-        # No archive (rows deleted on completion): the locking statements say it is a queue.
-        if ev.statements:
-            return live, f"column {col.column} holds waiting ({', '.join(chosen)}) values"
-    hidden = [c.column for c in ev.columns if c.is_status and not c.readable and not c.enum_labels]
+    hidden = _hidden_status(ev)
     if hidden:
-        return None, (
-            f"no live predicate: the values of {hidden[0]} are hidden from this role "
-            f"(pg_stats needs SELECT on the column: GRANT SELECT ({hidden[0]}) ON "
-            f"{ev.schema}.{ev.table} TO <role>)"
-        )
+        return None, hidden
     return None, "no live predicate could be derived (no partial index, no known status values)"
+
+
+def _hidden_status(ev: _Evidence) -> str:
+    hidden = [c.column for c in ev.columns if c.is_status and not c.readable and not c.enum_labels]
+    if not hidden:
+        return ""
+    return (
+        f"no live predicate: the values of {hidden[0]} are hidden from this role "
+        f"(pg_stats needs SELECT on the column: GRANT SELECT ({hidden[0]}) ON "
+        f"{ev.schema}.{ev.table} TO <role>)"
+    )
+
+
+def _waiting(live: LivePredicate) -> bool:
+    """A partial index predicate that selects waiting rows, not finished or running ones."""
+    if live.op != "in":
+        return True
+    words = {v.lower() for v in live.values}
+    return not words <= (ARCHIVE_WORDS | INFLIGHT_WORDS)
+
+
+def _claim_live(
+    ev: _Evidence, claim: Claim, all_columns: dict[int, frozenset[str]] | None
+) -> tuple[LivePredicate | None, str]:
+    """The live predicate a claim waits for; ('', None) when it has no condition that can be
+    one (then structure decides)."""
+    ranked = sorted(
+        (p for p in claim.predicates if _rank(ev, p) is not None),
+        key=lambda p: _rank(ev, p) or 0,
+    )
+    for pred in ranked:
+        col = ev.column(pred.column)
+        live, inferred = _claim_values(ev, pred, col, all_columns)
+        where = f"claim {claim.label}"
+        if live is not None:
+            source = where + (f"; values from {inferred}" if inferred else "")
+            live = LivePredicate(live.column, live.op, live.values, source)
+            text = pred.text if not inferred else f"{pred.text} with {inferred}"
+            return live, f"live predicate {text} from {where}"
+        return None, (
+            f"the claim {claim.label} waits for {pred.text}, but the value of its parameter "
+            f"is not known: {inferred}"
+        )
+    return None, ""
+
+
+def _rank(ev: _Evidence, pred: Predicate) -> int | None:
+    """How strongly a claim's condition reads as its live predicate (lower is stronger)."""
+    col = ev.column(pred.column)
+    if col is None:
+        return None
+    if (col.is_status or col.enum_labels) and pred.op in (
+        "=", "in", "any", "<", "<=", ">", ">=", "<>", "not in"
+    ):  # fmt: skip
+        return 0
+    if col.type == "boolean" and pred.op in ("true", "false", "="):
+        return 1
+    if pred.op == "is null" and not col.not_null:
+        return 2 if any(w in col.column.lower() for w in _FINISH_WORDS) else 3
+    return None
+
+
+def _claim_values(
+    ev: _Evidence,
+    pred: Predicate,
+    col: CandidateColumn | None,
+    all_columns: dict[int, frozenset[str]] | None,
+) -> tuple[LivePredicate | None, str]:
+    """The claim's condition as a LivePredicate, and where its values came from when they
+    were not literals in the claim ('' when they were)."""
+    assert col is not None
+    if pred.op == "is null":
+        return LivePredicate(col.column, "is null"), ""
+    if pred.op in ("true", "false"):
+        return LivePredicate(col.column, pred.op), ""
+    literals = operand_values(pred, {})
+    if col.type == "boolean" and pred.op == "=":
+        if literals and literals[0].lower() in ("true", "t", "false", "f"):
+            return LivePredicate(col.column, "true" if literals[0][0] in "tT" else "false"), ""
+        return None, "a boolean compared with a parameter"
+    op = {"=": "in", "any": "in"}.get(pred.op, pred.op)
+    if literals:
+        if op in ("<", "<=", ">", ">=") and len(literals) != 1:
+            return None, "a range with several bounds"
+        return LivePredicate(col.column, op, tuple(dict.fromkeys(literals))), ""
+    return _inferred(ev, col, op, all_columns)
+
+
+def _inferred(
+    ev: _Evidence,
+    col: CandidateColumn,
+    op: str,
+    all_columns: dict[int, frozenset[str]] | None,
+) -> tuple[LivePredicate | None, str]:
+    """Values for a claim that compares ``col`` with a parameter."""
+    if op in ("in", "not in"):
+        for p, live in ev.partials:
+            if live.column == col.column and live.op == "in" and _waiting(live) == (op == "in"):
+                return LivePredicate(col.column, op, live.values), f"partial index {p.index}"
+        lib = _library(ev, all_columns)
+        if lib is not None and lib.live.column == col.column and op == "in":
+            return LivePredicate(col.column, "in", lib.live.values), f"the {lib.name} shape"
+    values = col.values
+    what = "enum labels" if col.enum_labels else "most common values"
+    if not values:
+        hidden = _hidden_status(ev)
+        return None, hidden or f"no partial index on {col.column} and no statistics of it"
+    if op == "in":
+        waiting = [w for w in LIVE_WORDS if w in values]
+        if waiting:
+            return LivePredicate(col.column, "in", (waiting[0],)), f"the {what} of {col.column}"
+    if op == "not in":
+        finished = [v for v in values if v in ARCHIVE_WORDS]
+        if finished:
+            return LivePredicate(col.column, op, tuple(finished)), f"the {what} of {col.column}"
+    if op in ("<", "<=") and col.enum_labels:
+        # An enum whose order is the life cycle: the live range ends before the first label
+        # of a job that is running or finished.
+        labels = col.enum_labels
+        cut = next((i for i, v in enumerate(labels) if v in INFLIGHT_WORDS | ARCHIVE_WORDS), None)
+        if cut:
+            bound = labels[cut] if op == "<" else labels[cut - 1]
+            return LivePredicate(col.column, op, (bound,)), (
+                f"the order of enum {col.type} (the first running or finished label is "
+                f"{labels[cut]})"
+            )
+    return None, f"none of the {what} of {col.column} reads as waiting"
 
 
 def _library(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> Library | None:
@@ -224,26 +393,52 @@ def _library(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> Li
         if not lib.columns <= names:
             continue
         if lib.labels:
-            col = _live_column(ev, lib.live.column)
+            col = ev.column(lib.live.column)
             if col is None or not lib.labels <= set(col.enum_labels or col.common_values or ()):
                 continue
         return lib
     return None
 
 
-def _signals(ev: _Evidence, live: LivePredicate | None) -> list[str]:
+# --- reasons ----------------------------------------------------------------------------
+
+
+def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> list[str]:
     signals: list[str] = []
-    if ev.partials:
-        signals.append(f"{len(ev.partials)} partial index(es) on a live predicate")
-    skip = sum(1 for s in ev.statements if s.skip_locked)
-    if skip:
-        signals.append(f"{skip} SKIP LOCKED statement(s) in pg_stat_statements")
-    elif ev.statements:
-        signals.append(f"{len(ev.statements)} row-locking statement(s) in pg_stat_statements")
+    if ev.claims:
+        skip = sum(1 for c in ev.claims if c.skip_locked)
+        labels = ", ".join(c.label for c in ev.claims[:3])
+        more = f" and {len(ev.claims) - 3} more" if len(ev.claims) > 3 else ""
+        what = "SKIP LOCKED claim" if skip == len(ev.claims) else "claim"
+        signals.append(f"{len(ev.claims)} {what}(s): {labels}{more}")
+        via = sorted({c.via for c in ev.claims if c.via})
+        if via:
+            signals.append(f"a partition of {', '.join(via)}, which the claim names")
+    waiting = [p for p, lp in ev.partials if _waiting(lp)]
+    if waiting:
+        signals.append(f"{len(waiting)} partial index(es) on a live predicate")
     if live is not None and live.source.startswith("queue library"):
         signals.append(live.source.replace("queue library", "recognised as"))
-    if live is not None and live.source.startswith("status values"):
-        col = _live_column(ev, live.column)
+    if live is not None and live.source.startswith("status values") and not claims_known:
+        col = ev.column(live.column)
         if col is not None and col.indexed:
             signals.append(f"an index on {live.column}")
     return signals
+
+
+def _worth_reporting(ev: _Evidence) -> bool:
+    return bool(ev.partials) or any(c.is_status for c in ev.columns)
+
+
+def _rejection(ev: _Evidence, live: LivePredicate | None, why: str, claims_known: bool) -> str:
+    if live is not None and claims_known and live.source.startswith("status values"):
+        return f"{why}, but no known claim reads it (claims are known for other tables)"
+    if live is not None:
+        return f"{why}, but nothing else marks it as a queue (no claim, partial index or index)"
+    pruners = [p.index for p, lp in ev.partials if not _waiting(lp)]
+    if pruners:
+        return (
+            f"{why}; its partial index(es) {', '.join(pruners)} select finished or running "
+            "rows, not waiting ones"
+        )
+    return why

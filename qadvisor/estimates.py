@@ -6,11 +6,12 @@ Everything here is a pure function of snapshot data; none of it reads a table.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
+from qadvisor.dequeue import StatementError, condition_predicates
 from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table
-from qadvisor.sqltext import qualified
+from qadvisor.plans import operand_values
+from qadvisor.sqltext import RANGE_OPS, qualified
 from qadvisor.units import nice_ceil
 
 PAGE_BYTES = 8192
@@ -48,44 +49,30 @@ class LiveEstimate:
 def parse_index_predicate(predicate: str) -> LivePredicate | None:
     """Read ``pg_get_expr`` output of a partial index into a live predicate, when it is one.
 
-    Recognises ``(status = 'x'::type)``, ``((status)::text = 'x'::text)``,
-    ``(status = ANY (ARRAY['a'::text, 'b'::text]))`` and ``(col IS NULL)``; anything else
-    (ranges, several conjuncts) is not a simple live predicate.
+    One condition on one column: ``(status = 'x'::type)``, ``((status)::text = 'x'::text)``,
+    ``(status = ANY (ARRAY['a'::text, 'b'::text]))``, ``status IN (...)``, ``<>`` / ``NOT IN``,
+    ``(col IS NULL)``, a boolean column or its ``NOT``, or an enum range ``(state <
+    'active'::job_state)``. Anything else (several conjuncts, functions, parameters) is not a
+    simple live predicate. Parsed with the statement parser, not pattern-matched.
     """
-    text = predicate.strip()
-    while text.startswith("(") and _balanced(text[1:-1]) and text.endswith(")"):
-        text = text[1:-1].strip()
-    col = r'\(*("(?:[^"]|"")+"|[a-z_][a-z0-9_$]*)\)*(?:::[\w ."]+)?'
-    lit = r"'((?:[^']|'')*)'(?:::[\w .\"]+)?"
-    m = re.fullmatch(col + r"\s+IS\s+NULL", text, re.IGNORECASE)
-    if m:
-        return LivePredicate(_unquote(m.group(1)), "is null")
-    m = re.fullmatch(col + r"\s*=\s*" + lit, text)
-    if m:
-        return LivePredicate(_unquote(m.group(1)), "in", (m.group(2).replace("''", "'"),))
-    m = re.fullmatch(col + r"\s*=\s*ANY\s*\(\(?ARRAY\[(.*)\]\)?(?:::[\w .\"\[\]]+)?\)", text)
-    if m:
-        values = re.findall(r"'((?:[^']|'')*)'", m.group(2))
-        if values:
-            return LivePredicate(
-                _unquote(m.group(1)), "in", tuple(v.replace("''", "'") for v in values)
-            )
+    try:
+        conditions = condition_predicates(predicate)
+    except StatementError:
+        return None
+    if len(conditions) != 1:
+        return None
+    (pred,) = conditions
+    if pred.op in ("is null", "true", "false"):
+        return LivePredicate(pred.column, pred.op)
+    values = operand_values(pred, {})
+    if not values:
+        return None
+    op = {"=": "in", "any": "in", "<>": "not in"}.get(pred.op, pred.op)
+    if op in ("in", "not in"):
+        return LivePredicate(pred.column, op, tuple(dict.fromkeys(values)))
+    if op in RANGE_OPS and len(values) == 1:
+        return LivePredicate(pred.column, op, values)
     return None
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def _unquote(name: str) -> str:
-    if name.startswith('"'):
-        return name[1:-1].replace('""', '"')
-    return name
 
 
 def same_predicate(a: LivePredicate, b: LivePredicate) -> bool:
@@ -125,9 +112,38 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
         return LiveEstimate(None, f"pg_stats has no row for column {live.column}; run ANALYZE")
     if live.op == "is null":
         frac = stats.null_frac
+    elif live.op in ("true", "false"):
+        frac = _value_fraction(stats, ("t" if live.op == "true" else "f",), table.reltuples)
+    elif live.op in RANGE_OPS:
+        labels = _range_labels(table, live)
+        if labels is None:
+            return LiveEstimate(
+                None,
+                f"{live.column} {live.op} {live.values[0]!r} is a range of a type whose "
+                "order qadvisor does not know (only enum ranges are estimated)",
+            )
+        frac = _value_fraction(stats, labels, table.reltuples) if labels else 0.0
+    elif live.op == "not in":
+        frac = max(
+            1.0 - stats.null_frac - _value_fraction(stats, live.values, table.reltuples), 0.0
+        )
     else:
         frac = _value_fraction(stats, live.values, table.reltuples)
     return LiveEstimate(frac * table.reltuples, f"pg_stats of {live.column}", frac)
+
+
+def _range_labels(table: Table, live: LivePredicate) -> tuple[str, ...] | None:
+    """The enum labels inside a range predicate, in the enum's order; None: not an enum."""
+    col = table.column(live.column)
+    if col is None or not col.enum_labels or live.values[0] not in col.enum_labels:
+        return None
+    at = col.enum_labels.index(live.values[0])
+    return {
+        "<": col.enum_labels[:at],
+        "<=": col.enum_labels[: at + 1],
+        ">": col.enum_labels[at + 1 :],
+        ">=": col.enum_labels[at:],
+    }[live.op]
 
 
 def _value_fraction(stats: ColumnStats, values: tuple[str, ...], reltuples: float) -> float:

@@ -154,7 +154,10 @@ class Table:
 class LivePredicate:
     """What makes a row part of the live set (claimable), as column + operator + values.
 
-    ``op`` is "in" (``values`` are the live values of ``column``) or "is null".
+    ``op`` is one of: "in" / "not in" (``values`` are the values of ``column`` that are /
+    are not live), "is null", "true" / "false" (a boolean column), or a range "<", "<=",
+    ">", ">=" with one value (an enum whose order is the job's life cycle:
+    ``state < 'active'``).
     """
 
     column: str
@@ -162,6 +165,19 @@ class LivePredicate:
     values: tuple[str, ...] = ()
     # Where it came from: "partial index <name>", "status values", "queue library <name>".
     source: str = ""
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A table that looked like a queue to discovery but was not taken, and why."""
+
+    schema: str
+    table: str
+    reason: str
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
 
 
 @dataclass(frozen=True)
@@ -227,6 +243,7 @@ class Statement:
     from_normalised_text: bool = False
     queryid: int | None = None
     role: str | None = None  # the role that ran it (pg_stat_statements.userid)
+    roles: tuple[str, ...] = ()  # every role that ran it
     calls: int | None = None
     mean_exec_ms: float | None = None
     shared_blks_per_call: float | None = None
@@ -238,6 +255,30 @@ class Statement:
     analyzed_plan: PlanNode | None = None  # --analyze: custom plan with actual numbers
     analyzed_ms: float | None = None
     plan_error: str | None = None  # why a plan could not be made
+    # Its shape's hash (dequeue.fingerprint): the same for pg_stat_statements text, a file's
+    # literal text, a restored copy and another major version. Finding keys use it.
+    fingerprint: str = ""
+    # The queue ("schema.table") it is judged against, after resolving its names.
+    queue: str | None = None
+    # Each table name as written ("jobs", "app.tenants") -> the "schema.table" it means.
+    names: dict[str, str] = field(default_factory=dict)
+    search_path: str | None = None  # the search_path it was planned under
+    resolved_by: str | None = None  # how its names were resolved (whose search_path)
+    toplevel: bool | None = None  # pg_stat_statements: run by the client, not nested
+    line: int | None = None  # line of a --query-file where it starts
+    function: str | None = None  # the function whose body holds it
+    # Types of its parameters for PREPARE, when known beforehand (a function's variables).
+    param_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A row-locking statement that was not judged as a claim, and why."""
+
+    source: str
+    text: str
+    reason: str
+    queue: str | None = None  # the table it locks, when resolved
 
 
 @dataclass(frozen=True)
@@ -298,6 +339,10 @@ class Snapshot:
     statements: tuple[Statement, ...] = ()
     tenants: tuple[TenantFacts, ...] = ()
     horizon: tuple[HorizonHolder, ...] = ()
+    # Tables that looked like queues but were not taken, with the reason.
+    rejected: tuple[Rejected, ...] = ()
+    # Row-locking statements seen but not judged as claims (foreign-key checks, key locks).
+    left_out: tuple[LeftOut, ...] = ()
     # Facts that could not be collected, by name, with the reason: a check that needs one
     # reports a skip with this reason.
     unavailable: dict[str, str] = field(default_factory=dict)

@@ -43,8 +43,11 @@ __all__ = [
     "predicate_words",
     "scans",
     "sorts_over",
+    "statement_evidence",
     "statement_id",
+    "statement_label",
     "statement_queue",
+    "statement_start",
 ]
 
 # Scan nodes whose rows come from one relation.
@@ -230,16 +233,59 @@ def plan_outline(plan: PlanNode | None, max_nodes: int = 12) -> list[str]:
 
 
 def statement_id(statement: Statement) -> str:
-    """A short, stable name for a statement: ``pgss:<queryid>`` or its source (``--query 1``,
-    ``sql/claim.sql#2``). Used as the finding target's name, so keys stay stable."""
+    """A short, stable name for a statement: its queue table and shape, ``jobs@3f9a2c1b0d``.
+
+    Used as the finding target's name, so keys (``QA301:app.jobs@3f9a2c1b0d``) stay the same
+    on a restored copy and across major versions, where a queryid changes. A statement
+    without a fingerprint (an old snapshot) is named by its queryid or source.
+    """
+    table = statement.queue.rpartition(".")[2] if statement.queue else None
+    if table is None and statement.parsed is not None:
+        table = statement.parsed.table
+    if statement.fingerprint:
+        return f"{table or 'statement'}@{statement.fingerprint}"
     if statement.queryid is not None:
         return f"pgss:{statement.queryid}"
     return statement.source
 
 
+def statement_label(statement: Statement) -> str:
+    """Where a statement was seen, as a person finds it again: ``pg_stat_statements
+    3f9a2c1b0d (12,345 calls, 0.42 ms mean)``, ``sql/claim.sql:12``, ``--query 1``."""
+    if statement.source == "pg_stat_statements":
+        facts = []
+        if statement.calls is not None:
+            facts.append(f"{statement.calls:,} calls")
+        if statement.mean_exec_ms is not None:
+            facts.append(f"{statement.mean_exec_ms:g} ms mean")
+        where = f"pg_stat_statements {statement.fingerprint or statement.queryid}"
+        return where + (f" ({', '.join(facts)})" if facts else "")
+    if statement.function:
+        return f"{statement.source} (in function {statement.function})"
+    return statement.source
+
+
+def statement_start(statement: Statement, width: int = 100) -> str:
+    """The start of a statement's text on one line."""
+    text = " ".join(statement.text.split())
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def statement_evidence(statement: Statement) -> dict[str, Any]:
+    """What a finding about a statement shows of it: where it was seen, the start of its
+    text, and the search_path it was planned under."""
+    out: dict[str, Any] = {"statement": statement_label(statement)}
+    out["statement_text"] = statement_start(statement)
+    if statement.search_path is not None:
+        out["planned_with_search_path"] = statement.search_path
+    return out
+
+
 def queues_named(parsed: DequeueStatement, queues: Sequence[Queue]) -> list[Queue]:
     """The queues a parsed statement's table name can mean: an unqualified name matches a
-    queue of that name in any schema, public first."""
+    queue of that name in any schema, public first. (Collection resolves names under the
+    application's search_path and records the result in ``Statement.queue``; this is the
+    rule for statements without one.)"""
     matches = [
         q
         for q in queues
@@ -252,6 +298,10 @@ def statement_queue(snapshot: Snapshot, statement: Statement) -> tuple[Queue, Ta
     """The discovered queue (and its table facts) that the statement dequeues from."""
     if statement.parsed is None:
         return None
+    if statement.queue is not None:
+        queue = next((q for q in snapshot.queues if q.qualified == statement.queue), None)
+        table = snapshot.table(queue.schema, queue.table) if queue is not None else None
+        return (queue, table) if queue is not None and table is not None else None
     for queue in queues_named(statement.parsed, snapshot.queues):
         table = snapshot.table(queue.schema, queue.table)
         if table is not None:
@@ -279,14 +329,19 @@ def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, T
         )
     claimed: set[str] = set()
     for stmt in snapshot.statements:
-        name = statement_id(stmt)
+        name = statement_label(stmt)
         if stmt.parsed is None:
             if stmt.plan_error:
                 yield Unmet(f"{name}: {stmt.plan_error}")
             continue
         found = statement_queue(snapshot, stmt)
+        if found is None and stmt.queue is None and stmt.plan_error:
+            yield Unmet(f"{name}: {stmt.plan_error}")  # its names resolved nowhere
+            continue
         if found is None:
-            table = f"{stmt.parsed.schema + '.' if stmt.parsed.schema else ''}{stmt.parsed.table}"
+            table = stmt.queue or (
+                f"{stmt.parsed.schema + '.' if stmt.parsed.schema else ''}{stmt.parsed.table}"
+            )
             yield Unmet(f"{name}: {table} is not a discovered queue table (name it with --table)")
             continue
         queue = found[0].qualified
@@ -384,7 +439,7 @@ def predicate_implies(
             continue
         if pred.op not in ("=", "in", "any"):
             continue
-        got = _operand_values(pred, values or {})
+        got = operand_values(pred, values or {})
         if got is None:
             undecided = True
         elif got and set(got) <= set(target.values):
@@ -392,7 +447,9 @@ def predicate_implies(
     return ValueJudgement(None if undecided else False, on_column)
 
 
-def _operand_values(pred: Predicate, values: dict[str, str]) -> tuple[str, ...] | None:
+def operand_values(pred: Predicate, values: dict[str, str]) -> tuple[str, ...] | None:
+    """The values a condition compares with, parameters taken from ``values``; None when one
+    is not a literal or a parameter with a value."""
     out: list[str] = []
     for operand in pred.operands:
         text = operand.text
@@ -403,11 +460,11 @@ def _operand_values(pred: Predicate, values: dict[str, str]) -> tuple[str, ...] 
         elif operand.kind != "literal":
             return None
         if pred.op == "any":
-            arr = _array_values(text)
-            if arr is None:
-                return None
-            out.extend(arr)
-            continue
+            # = ANY('{a,b}') has one array operand; = ANY(ARRAY['a', 'b']) one per item.
+            arr = _array_values(text) if len(pred.operands) == 1 else None
+            if arr is not None:
+                out.extend(arr)
+                continue
         value = literal_value(text)
         if value is None:
             return None

@@ -49,9 +49,36 @@ def predicate_sql(live: LivePredicate) -> str:
     col = ident(live.column)
     if live.op == "is null":
         return f"{col} IS NULL"
+    if live.op == "true":
+        return col
+    if live.op == "false":
+        return f"NOT {col}"
+    if live.op in RANGE_OPS:
+        return f"{col} {live.op} {literal(live.values[0])}"
+    negated = live.op == "not in"
     if len(live.values) == 1:
-        return f"{col} = {literal(live.values[0])}"
-    return f"{col} IN ({', '.join(literal(v) for v in live.values)})"
+        return f"{col} {'<>' if negated else '='} {literal(live.values[0])}"
+    listed = ", ".join(literal(v) for v in live.values)
+    return f"{col} {'NOT IN' if negated else 'IN'} ({listed})"
+
+
+RANGE_OPS = ("<", "<=", ">", ">=")
+
+
+def live_words(live: LivePredicate, limit: int = 2) -> list[str]:
+    """Words for an index name from a live predicate: ``pending``, ``finished_at_null``,
+    ``not_done``, ``is_available``, ``state_lt_active``."""
+    if live.op == "is null":
+        return [f"{live.column}_null"]
+    if live.op == "true":
+        return [live.column]
+    if live.op == "false":
+        return [f"not_{live.column}"]
+    if live.op in RANGE_OPS:
+        word = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge"}[live.op]
+        return [f"{live.column}_{word}_{live.values[0]}"]
+    prefix = "not_" if live.op == "not in" else ""
+    return [prefix + v for v in live.values[:limit]]
 
 
 def index_name(table: str, parts: Iterable[str], suffix: str = "idx") -> str:

@@ -87,6 +87,7 @@ def test_fifo_select() -> None:
         has_window=False,
         lateral=None,
         parameters=(),
+        relations=((None, "jobs"),),
     )
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from qadvisor import discover
-from qadvisor.discover import CandidateColumn, LockingStatement, PartialIndex
-from qadvisor.model import LivePredicate
+from qadvisor.dequeue import analyse
+from qadvisor.discover import CandidateColumn, Claim, PartialIndex
+from qadvisor.model import LivePredicate, Rejected
 from tests.conftest import TestDB
 from tests.helpers import build_archive_queue, check
 
@@ -45,13 +46,25 @@ def test_orders_with_a_status_column_are_not_a_queue() -> None:
     )
 
 
-def test_skip_locked_statements_count_as_evidence() -> None:
+def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
+    parsed = analyse(sql)
+    assert parsed is not None
+    return Claim(hash(table) & 0xFFFF, "public", table, label, parsed.predicates)
+
+
+def test_a_skip_locked_claim_is_evidence_and_its_condition_the_live_predicate() -> None:
     (d,) = discover.decide(
         [col("jobs", "state", ("queued", "done"))],
         [],
-        [LockingStatement(None, "jobs", True, 10)],
+        [claim("jobs", "SELECT id FROM jobs WHERE state = 'queued' FOR UPDATE SKIP LOCKED")],
     )
-    assert "1 SKIP LOCKED statement(s)" in d.reason
+    assert "1 SKIP LOCKED claim(s): --query 1" in d.reason
+    assert d.live is not None and (d.live.column, d.live.op, d.live.values) == (
+        "state",
+        "in",
+        ("queued",),
+    )
+    assert d.live.source == "claim --query 1"
 
 
 def test_library_shape_is_recognised_without_its_table_name() -> None:
@@ -111,3 +124,99 @@ def test_pg_stat_statements_dequeue_is_found(db: TestDB) -> None:
         conn.execute("SELECT pg_stat_force_next_flush()")
     (q,) = check(db).report["queues"]
     assert q["table"] == "tasks" and "SKIP LOCKED" in q["reason"]
+
+
+# --- claims as evidence ------------------------------------------------------------------------
+
+
+def ts(table: str, name: str, **kw: object) -> CandidateColumn:
+    return col(table, name, None, type="timestamp with time zone", not_null=False, **kw)
+
+
+def test_a_claimed_table_is_a_queue_whatever_its_columns_are_called() -> None:
+    # No status column and no index but the primary key: the claim waits on a timestamp.
+    cols = [ts("outbox", "sent_at"), ts("outbox", "locked_at"), ts("outbox", "run_after")]
+    sql = (
+        "SELECT id FROM outbox WHERE sent_at IS NULL AND locked_at IS NULL AND run_after <= $1 "
+        "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide(cols, [], [claim("outbox", sql, "pg_stat_statements ab12 (15 calls)")])
+    assert d.table == "outbox" and d.live is not None
+    # Of the two IS NULL conditions the one that names a finished job is the live set.
+    assert (d.live.column, d.live.op) == ("sent_at", "is null")
+    assert "1 SKIP LOCKED claim(s): pg_stat_statements ab12 (15 calls)" in d.reason
+
+
+def test_a_bound_status_takes_its_values_from_the_partial_index_on_a_waiting_state() -> None:
+    # Oban: partial indexes on finished states (the pruner's) and a claim with state = $1.
+    labels = ("available", "scheduled", "executing", "retryable", "completed", "discarded",
+              "cancelled")  # fmt: skip
+    state = col("oban_jobs", "state", None, enum_labels=labels, type="oban_job_state", indexed=True)
+    relid = state.relid
+    partials = [
+        PartialIndex(
+            "public", "oban_jobs", relid, f"oban_jobs_{s}", f"(state = '{s}'::oban_job_state)"
+        )
+        for s in ("completed", "cancelled", "discarded")
+    ]
+    sql = (
+        "SELECT id FROM oban_jobs WHERE state = $1 AND queue = $2 ORDER BY priority, "
+        "scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide([state], partials, [claim("oban_jobs", sql)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("state", ("available",))
+    assert "enum labels of state" in d.live.source
+    # Without the claim the pruner's indexes are still no live set.
+    (d,) = discover.decide([state], partials, [], {relid: frozenset()})
+    assert d.live is not None and d.live.values == ("available",)  # the enum's waiting label
+    assert "partial index" not in d.reason and "an index on state" in d.reason
+
+
+def test_an_enum_range_claim_cuts_before_the_first_running_label() -> None:
+    labels = ("created", "retry", "active", "completed", "cancelled", "failed")
+    state = col("job_common", "state", None, enum_labels=labels, type="pgboss.job_state")
+    sql = (
+        "SELECT id FROM pgboss.job_common j WHERE name = $1 AND state < $2 AND start_after < "
+        "now() ORDER BY priority DESC, created_on, id LIMIT $3 FOR UPDATE SKIP LOCKED"
+    )
+    parsed = analyse(sql)
+    assert parsed is not None
+    c = Claim(state.relid, "public", "job_common", "--query 1", parsed.predicates)
+    (d,) = discover.decide([state], [], [c])
+    assert d.live is not None and (d.live.op, d.live.values) == ("<", ("active",))
+    assert "order of enum pgboss.job_state" in d.live.source
+    # A literal bound is taken as written.
+    parsed = analyse(sql.replace("state < $2", "state < 'active'"))
+    assert parsed is not None
+    c = Claim(state.relid, "public", "job_common", "--query 1", parsed.predicates)
+    (d,) = discover.decide([state], [], [c])
+    assert d.live is not None and d.live.source == "claim --query 1"
+
+
+def test_a_boolean_claim_is_its_own_live_predicate() -> None:
+    flag = col("tasks", "is_available", None, type="boolean")
+    sql = "SELECT id FROM tasks WHERE is_available ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([flag], [], [claim("tasks", sql)])
+    assert d.live is not None and (d.live.column, d.live.op) == ("is_available", "true")
+
+
+def test_with_claims_known_status_values_alone_do_not_make_a_queue() -> None:
+    values = ("queued", "picked", "successful", "exception")
+    jobs = col("pgqueuer", "status", values, indexed=True)
+    log = col("pgqueuer_log", "status", values, indexed=True)
+    sql = "SELECT id FROM pgqueuer WHERE status = $1 LIMIT $2 FOR UPDATE SKIP LOCKED"
+    rejected: list[Rejected] = []
+    decided = discover.decide([jobs, log], [], [claim("pgqueuer", sql)], rejected=rejected)
+    assert [d.table for d in decided] == ["pgqueuer"]
+    (r,) = rejected
+    assert r.table == "pgqueuer_log" and "no known claim reads it" in r.reason
+    # Without any claim known, the status values and the index are still evidence.
+    assert [d.table for d in discover.decide([jobs, log], [], [])] == ["pgqueuer", "pgqueuer_log"]
+
+
+def test_a_claim_whose_values_are_hidden_still_makes_a_queue_and_says_why() -> None:
+    hidden = col("jobs", "status", None, readable=False)
+    sql = "SELECT id FROM jobs WHERE status = $1 LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([hidden], [], [claim("jobs", sql)])
+    assert d.live is None
+    assert "GRANT SELECT (status) ON public.jobs" in d.reason

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from qadvisor.dequeue import analyse
+from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
 from tests import snapshots as S
 from tests.conftest import TestDB
@@ -127,7 +127,7 @@ def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(db:
     run = check(db, "--query", CLAIM)
     assert run.rc == 1
     (f,) = run.findings("QA301")
-    assert f["severity"] == "critical" and f["key"] == "QA301:public.--query 1"
+    assert f["severity"] == "critical" and f["key"] == f"QA301:public.jobs@{fingerprint(CLAIM)}"
     ev = f["evidence"]
     assert ev["plan_cache_mode"] == "force_generic_plan"
     assert ev["plan_cache_mode_source"] == (
@@ -156,7 +156,11 @@ def test_from_pg_stat_statements_it_is_latent_until_the_database_forces_generic_
     build_claim_queue(db, pgss=True)
     run_claims(db)
     (f,) = check(db).findings("QA301")
-    assert f["severity"] == "info" and f["target"]["name"].startswith("pgss:")
+    # The key is the claim's shape: the same for the normalised text as for the application's.
+    assert (
+        f["severity"] == "info"
+        and f["target"]["name"] == f"jobs@{fingerprint(SELECT_CLAIM.replace('%s', '$1'))}"
+    )
     assert f["evidence"]["calls"] == 3
     db.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
     (f,) = check(db).findings("QA301")

@@ -19,7 +19,7 @@ from qadvisor import plans
 from qadvisor.collect.snapshot import collect
 from qadvisor.collect.statements import strip_prepare
 from qadvisor.connect import SessionLimits, connect
-from qadvisor.dequeue import analyse
+from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
 from qadvisor.pgserver import embedded_bin_dir, start_server
 from tests import snapshots as S
@@ -74,12 +74,12 @@ def take_snapshot(
         return snap
 
 
-def run_claims(db: TestDB, times: int = 3) -> None:
+def run_claims(db: TestDB, times: int = 3, claim: str = "") -> None:
     """The application's claim, with the status bound as a parameter, a few times."""
     with db.connect() as conn:
         for _ in range(times):
             with conn.transaction():
-                conn.execute(SELECT_CLAIM, ["queued"])
+                conn.execute(claim or SELECT_CLAIM, ["queued"])
         conn.execute("SELECT pg_stat_force_next_flush()")
 
 
@@ -292,13 +292,15 @@ def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_plann
         f"{CLAIM};\n"
         "SELECT count(*) FROM jobs WHERE status = 'queued';\n"
     )
-    queries = [(f"{sql_file}#{n}", text) for n, text in enumerate(
+    queries = [(f"{sql_file}:{n}", text) for n, text in enumerate(
         ["CREATE TABLE IF NOT EXISTS audit (id int)", "INSERT INTO jobs (tenant_id) VALUES ($1)",
-         CLAIM, "SELECT count(*) FROM jobs WHERE status = 'queued'"], 1)]  # fmt: skip
+         CLAIM, "SELECT count(*) FROM jobs WHERE status = 'queued'"], 2)]  # fmt: skip
+    run_claims(db, 2, CLAIM.replace("$1", "%s"))  # the file's claim, run by the application
     snap = take_snapshot(db, queries)
     assert "pg_stat_statements" not in snap.unavailable
 
     pgss = _only(snap, "pg_stat_statements")
+    assert pgss.fingerprint == fingerprint(SELECT_CLAIM.replace("%s", "$1"))
     assert pgss.from_normalised_text and pgss.queryid is not None
     assert pgss.calls == 3 and pgss.role == "postgres"
     assert pgss.mean_exec_ms is not None and pgss.shared_blks_per_call is not None
@@ -310,21 +312,34 @@ def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_plann
     assert _scan_types(pgss.generic_plan) == ["Seq Scan"]
     assert pgss.plan_error is None and pgss.analyzed_plan is None
 
-    claim = _only(snap, f"{sql_file}#3")
-    assert not claim.from_normalised_text and claim.parsed is not None
+    claim = _only(snap, f"{sql_file}:4")
+    assert not claim.from_normalised_text and claim.parsed is not None and claim.line == 4
+    # The file's claim was run too: one statement, the file's text with the server's counters.
+    assert claim.calls == 2 and claim.queryid is not None and claim.roles == ("postgres",)
     assert claim.parsed.kind == "update" and claim.custom_values == {"1": "'queued'"}
     assert "jobs_queued_created_at_idx" in plans.indexes_used(claim.custom_plan, "public", "jobs")
     assert "jobs_queued_created_at_idx" not in plans.indexes_used(
         claim.generic_plan, "public", "jobs"
     )
     # The file's DDL, INSERT and plain SELECT are left alone, silently.
-    assert {s.source for s in snap.statements} == {"pg_stat_statements", f"{sql_file}#3"}
+    assert {s.source for s in snap.statements} == {"pg_stat_statements", f"{sql_file}:4"}
 
-    # The same through the CLI: both statements are judged (QA301 on each).
+    # The same through the CLI: both statements are judged (QA301 on each), named by shape,
+    # and each says where it was seen.
     run = qadvisor("check", db.dsn, "--format", "json", "--query-file", str(sql_file))
     assert run.rc == 1, run.stderr
-    names = {f["target"]["name"] for f in run.findings("QA301")}
-    assert names == {f"pgss:{pgss.queryid}", f"{sql_file}#3"}
+    by_name = {f["target"]["name"]: f for f in run.findings("QA301")}
+    assert set(by_name) == {
+        f"jobs@{fingerprint(CLAIM)}",
+        f"jobs@{fingerprint(SELECT_CLAIM.replace('%s', '$1'))}",
+    }
+    from_file = by_name[f"jobs@{fingerprint(CLAIM)}"]["evidence"]
+    assert from_file["statement"] == f"{sql_file}:4"
+    assert from_file["statement_text"].startswith("UPDATE jobs SET status = 'running'")
+    from_pgss = by_name[f"jobs@{fingerprint(SELECT_CLAIM.replace('%s', '$1'))}"]["evidence"]
+    assert from_pgss["statement"].startswith(
+        f"pg_stat_statements {fingerprint(SELECT_CLAIM.replace('%s', '$1'))} (3 calls"
+    )
     assert db.execute("SELECT to_regclass('audit')") == [(None,)]
 
 
@@ -369,12 +384,14 @@ def test_a_plan_that_cannot_be_made_is_one_line_and_the_rest_goes_on(db: TestDB)
     queries = [
         ("--query 1", locked_query),
         ("--query 2", CLAIM),
-        ("--query 3", "SELECT id FROM jobs WHERE nope = 1 FOR UPDATE"),
+        ("--query 3", "SELECT id FROM jobs WHERE nope = 1 LIMIT 1 FOR UPDATE"),
         ("--query 4", "SELECT id FROM jobs WHERE status = 'queued'"),
     ]
     with db.connect() as holder:
         holder.autocommit = False
-        holder.execute("LOCK TABLE other_jobs IN ACCESS EXCLUSIVE MODE")
+        # EXCLUSIVE lets the catalog and size reads through but not the ROW SHARE lock that
+        # planning FOR UPDATE takes.
+        holder.execute("LOCK TABLE other_jobs IN EXCLUSIVE MODE")
         with connect(db.dsn, SessionLimits(lock_timeout_ms=200)) as conn:
             snap = collect(conn, queries=queries)
         holder.rollback()

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
-from qadvisor import discover
+from qadvisor import discover, names
 from qadvisor.collect import queries as q
+from qadvisor.collect import statements
+from qadvisor.collect.planner import plan_statements
 from qadvisor.collect.queries import first_line, pg_stat_statements
-from qadvisor.collect.statements import collect_statements, strip_prepare
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.model import (
     Column,
@@ -27,6 +27,7 @@ from qadvisor.model import (
     HorizonHolder,
     Index,
     Queue,
+    Rejected,
     RoleSetting,
     Sample,
     ServerInfo,
@@ -44,14 +45,6 @@ class CollectError(Exception):
 
 class TableNotFound(CollectError):
     pass
-
-
-@dataclass
-class Found:
-    """What discovery produced, kept for the report and for the fact queries."""
-
-    decisions: list[discover.Decision]
-    statements: list[discover.LockingStatement]
 
 
 def collect(
@@ -80,18 +73,31 @@ def collect(
     settings = {r["name"]: r["setting"] for r in q.rows(conn, "settings")}
     role_settings = tuple(_role_settings(conn, unavailable))
     pgss = pg_stat_statements(conn, unavailable)
-    found = _discover(conn, tables, pgss)
-    relids = [d.relid for d in found.decisions]
+
+    found = statements.found_statements(pgss, queries)
+    catalog = _catalog(conn, statements.relation_names(found))
+    server_path = _server_search_path(conn)
+
+    def path_of(role: str | None) -> names.SearchPath:
+        return names.role_search_path(role, server.database, role_settings, server_path)
+
+    session_path = names.SearchPath(
+        server.user, str(server_row["search_path"]), "qadvisor's own session"
+    )
+    gathered = statements.gather(found, catalog, path_of, session_path)
+    rejected: list[Rejected] = []
+    decisions = _discover(conn, tables, gathered.claims, rejected)
+    relids = [d.relid for d in decisions]
     table_facts = _tables(conn, relids) if relids else []
     # Rates are measured from the moment the first counters were read.
     counters_read = time.monotonic()
     queues = tuple(
         Queue(d.schema, d.table, d.live, d.reason)
-        for d in sorted(found.decisions, key=lambda d: (d.schema, d.table))
+        for d in sorted(decisions, key=lambda d: (d.schema, d.table))
     )
     horizon = _horizon(conn, unavailable)
-    statements = collect_statements(conn, queues, table_facts, pgss, queries, analyze)
-    tenants = collect_tenants(conn, queues, table_facts, statements, unavailable)
+    planned = plan_statements(conn, gathered.statements, queues, table_facts, analyze)
+    tenants = collect_tenants(conn, queues, table_facts, planned, unavailable)
     sample = None
     if sample_seconds and relids:
         sample = _sample(conn, relids, counters_read, sample_seconds, progress)
@@ -102,11 +108,41 @@ def collect(
         queues=queues,
         tables=tuple(table_facts),
         sample=sample,
-        statements=statements,
+        statements=planned,
         tenants=tenants,
         horizon=horizon,
         unavailable=unavailable,
+        rejected=tuple(rejected),
+        left_out=tuple(gathered.left_out),
     )
+
+
+def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:
+    if not table_names:
+        return names.Catalog(())
+    relations = []
+    for r in q.rows(conn, "relations", {"names": table_names}):
+        parent = (r["parent_schema"], r["parent_name"]) if r["parent_name"] else None
+        keys = tuple(tuple(k.split(",")) for k in r["unique_keys"] or () if k)
+        leaves = tuple((int(x[0]), x[1], x[2]) for x in r["leaves"] or ())
+        relations.append(
+            names.Relation(r["relid"], r["schema"], r["name"], r["kind"], parent, keys, leaves)
+        )
+    return names.Catalog(relations)
+
+
+def _server_search_path(conn: Conn) -> str | None:
+    """The search_path a role without its own setting starts with (None: PostgreSQL's)."""
+    row = q.rows(conn, "search_path")[0]
+    if row["source"] in ("default", "configuration file", "command line", "environment variable"):
+        return str(row["setting"])
+    try:
+        configured = q.rows(conn, "search_path_file")
+    except psycopg.Error:
+        configured = []
+    if configured:
+        return str(configured[0]["setting"])
+    return str(row["boot_val"]) if row["boot_val"] else None
 
 
 def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]:
@@ -131,61 +167,46 @@ def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ..
     return tuple(HorizonHolder(**r) for r in rows)
 
 
-def _discover(conn: Conn, names: Sequence[str], pgss: list[dict[str, Any]]) -> Found:
-    statements = _locking_statements(pgss)
+def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
+    return discover.CandidateColumn(
+        schema=r["schema"],
+        table=r["table"],
+        relid=r["relid"],
+        column=r["column"],
+        type=r["type"],
+        not_null=r["not_null"],
+        enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
+        indexed=r["indexed"],
+        common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
+        readable=r["readable"],
+    )
+
+
+def _discover(
+    conn: Conn,
+    table_names: Sequence[str],
+    claims: Sequence[discover.Claim],
+    rejected: list[Rejected],
+) -> list[discover.Decision]:
     candidates = q.rows(conn, "candidate_columns")
-    columns = [
-        discover.CandidateColumn(
-            schema=r["schema"],
-            table=r["table"],
-            relid=r["relid"],
-            column=r["column"],
-            type=r["type"],
-            not_null=r["not_null"],
-            enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
-            indexed=r["indexed"],
-            common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
-            readable=r["readable"],
-        )
-        for r in candidates
-    ]
+    claimed = sorted({c.relid for c in claims})
+    if claimed:
+        candidates += q.rows(conn, "claim_columns", {"relids": claimed})
+    columns = [_candidate(r) for r in candidates]
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
     partials = [
         discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
         for r in q.rows(conn, "partial_indexes")
     ]
     explicit: list[tuple[str, str, int]] = []
-    if names:
-        for r in q.rows(conn, "resolve_tables", {"names": list(names)}):
+    if table_names:
+        for r in q.rows(conn, "resolve_tables", {"names": list(table_names)}):
             if r["relid"] is None:
                 raise TableNotFound(f"table {r['arg']} does not exist (or is not visible)")
             if r["relkind"] not in ("r", "p"):
                 raise TableNotFound(f"{r['arg']} is not a table")
             explicit.append((r["schema"], r["table"], r["relid"]))
-    decisions = discover.decide(columns, partials, statements, all_columns, explicit)
-    return Found(decisions, statements)
-
-
-def _locking_statements(pgss: list[dict[str, Any]]) -> list[discover.LockingStatement]:
-    out = []
-    for r in pgss:
-        parsed = _statement_table(strip_prepare(str(r["query"])))
-        if parsed is not None:
-            schema, table, skip = parsed
-            out.append(discover.LockingStatement(schema, table, skip, int(r["calls"])))
-    return out
-
-
-def _statement_table(text: str) -> tuple[str | None, str, bool] | None:
-    from qadvisor import dequeue
-
-    try:
-        stmt = dequeue.analyse(text)
-    except dequeue.StatementError:
-        return None
-    if stmt is None:
-        return None
-    return stmt.schema, stmt.table, stmt.lock.wait_policy == "skip locked"
+    return discover.decide(columns, partials, claims, all_columns, explicit, rejected)
 
 
 def _tables(conn: Conn, relids: list[int]) -> list[Table]:

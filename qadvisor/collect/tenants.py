@@ -99,9 +99,14 @@ def collect_tenants(
 
 
 def statement_on(stmt: Statement, queue: Queue) -> bool:
-    """The statement dequeues from this queue table (an unqualified name matches any schema)."""
+    """The statement dequeues from this queue table: the one its names resolved to (an
+    unresolved, unqualified name matches any schema)."""
     p = stmt.parsed
-    return p is not None and p.table == queue.table and p.schema in (None, queue.schema)
+    if p is None:
+        return False
+    if stmt.queue is not None:
+        return stmt.queue == queue.qualified
+    return p.table == queue.table and p.schema in (None, queue.schema)
 
 
 def tenant_column(table: Table, statements: Iterable[Statement]) -> str | None:
@@ -295,16 +300,19 @@ class _Collector:
     # --- rotation table ---------------------------------------------------------------------
 
     def _rotation(self, live: LivePredicate) -> dict[str, Any]:
-        lateral = next(
-            (s.parsed.lateral for s in self.statements if s.parsed and s.parsed.lateral), None
-        )
-        if lateral is None:
+        stmt = next((s for s in self.statements if s.parsed and s.parsed.lateral), None)
+        lateral = stmt.parsed.lateral if stmt is not None and stmt.parsed else None
+        if stmt is None or lateral is None:
             return {}
-        name = (
-            sql.Identifier(lateral.outer_schema, lateral.outer_table)
+        # The rotation table the application's session meant: where the statement's names
+        # resolved (qadvisor's own search_path may find another table of that name, or none).
+        written = (
+            f"{lateral.outer_schema}.{lateral.outer_table}"
             if lateral.outer_schema
-            else sql.Identifier(lateral.outer_table)
+            else lateral.outer_table
         )
+        schema, _, table = stmt.names.get(written, written).rpartition(".")
+        name = sql.Identifier(schema, table) if schema else sql.Identifier(table)
         idents: dict[str, sql.Composable] = {
             "rotation": name,
             "rotation_tenant": sql.Identifier(lateral.outer_column),
@@ -325,8 +333,8 @@ class _Collector:
                 "rotation table", "tenant_rotation_list", params, settings=(), **idents
             )
         facts: dict[str, Any] = {
-            "rotation_schema": lateral.outer_schema,
-            "rotation_table": lateral.outer_table,
+            "rotation_schema": schema or None,
+            "rotation_table": table,
         }
         if not rows:
             return facts

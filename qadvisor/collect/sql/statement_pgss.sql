@@ -1,6 +1,7 @@
 -- Row-locking statements of this database from pg_stat_statements ({pgss} is the view,
 -- schema-qualified by the caller), one row per queryid: the same statement run by several
--- roles, or at top level and nested, is one statement here. Bounded: the 200 most called.
+-- roles, or at top level and nested, is one statement here (toplevel: run by a client at
+-- least once; RI-trigger checks are only ever nested). Bounded: the 200 most called.
 -- qadvisor's own EXPLAIN / PREPARE statements are left out.
 SELECT queryid,
        (array_agg(query ORDER BY calls DESC))[1] AS query,
@@ -9,6 +10,7 @@ SELECT queryid,
        sum(total_exec_time) / sum(calls) AS mean_exec_ms,
        sum(shared_blks_hit + shared_blks_read)::float8 / sum(calls) AS shared_blks_per_call,
        sum(plans)::bigint AS plans,
+       bool_or(toplevel) AS toplevel,
        coalesce(current_setting('pg_stat_statements.track_planning', true), 'off') = 'on'
          AS track_planning
   FROM {pgss}

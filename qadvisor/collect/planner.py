@@ -1,0 +1,499 @@
+"""Planning dequeue statements: custom and generic plans, made in rolled-back transactions.
+
+How they are planned (nothing is ever executed unless ``analyze`` is asked for):
+
+Each statement is made fit to plan first (``dequeue.normalise_for_planning``: ``LIMIT $n``
+gets its ``1`` back, the other parameters are renumbered without gaps). Then, in one
+transaction that is rolled back (the session is read-only):
+
+1. ``PREPARE qadvisor_stmt(types) AS <text>``; a parameter compared with a column of the queue
+   table gets that column's type, the others are inferred by the server (``unknown``).
+2. Representative values for the parameters: the live value of the queue's live predicate
+   for its column, the most common value (pg_stats) for another column, ``now()`` for a
+   timestamp, a plain non-NULL default for anything else. Recorded in ``custom_values``.
+3. The custom plan: ``SET LOCAL plan_cache_mode = force_custom_plan`` and ``EXPLAIN EXECUTE``
+   with those values, which plans the statement exactly as if the values were written as
+   literals, without regenerating its text.
+4. The generic plan: ``EXPLAIN (GENERIC_PLAN)`` of the text on PostgreSQL 16+, else
+   ``SET LOCAL plan_cache_mode = force_generic_plan`` and ``EXPLAIN EXECUTE`` again.
+5. ``DEALLOCATE`` (a prepared statement outlives a rollback, so it is also removed after a
+   failure).
+
+With ``analyze``: ``EXPLAIN (ANALYZE, BUFFERS)`` of the custom form in a second transaction
+that is switched to READ WRITE and always rolled back.
+
+A plan that fails (statement_timeout, lock_timeout, any error) leaves a one-line
+``plan_error`` on that statement; the others are still planned.
+
+Names: a statement is planned under the search_path its names were resolved with
+(``Statement.search_path``: ``SET LOCAL`` in the same rolled-back transaction), so an
+unqualified ``FROM jobs`` means the table the application's session meant.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from qadvisor import dequeue
+from qadvisor.collect.queries import first_line
+from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
+from qadvisor.plans import parse_explain
+from qadvisor.sqltext import RANGE_OPS, literal
+
+Conn = psycopg.Connection[Any]
+
+PREPARED_NAME = "qadvisor_stmt"
+GENERIC_PLAN_VERSION = 160000
+_EXPLAIN = "VERBOSE, FORMAT JSON"
+
+
+def plan_statements(
+    conn: Conn,
+    statements: Sequence[Statement],
+    queues: Sequence[Queue],
+    tables: Sequence[Table],
+    analyze: bool,
+) -> tuple[Statement, ...]:
+    """Each statement with its custom and generic plan (and, with ``analyze``, the analyzed
+    custom plan), or a ``plan_error`` saying why not."""
+    planner = _Planner(conn, queues, tables, analyze)
+    return tuple(planner.plan(s) for s in statements)
+
+
+class PlanError(Exception):
+    """One step of planning failed; the message is one line, safe to print."""
+
+
+@dataclass
+class _Result:
+    values: list[str] = field(default_factory=list)  # by parameter number of the planned text
+    custom_plan: PlanNode | None = None
+    generic_plan: PlanNode | None = None
+    analyzed_plan: PlanNode | None = None
+    analyzed_ms: float | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One text to plan, with what its values are chosen from."""
+
+    text: str
+    count: int  # parameters of the planned text
+    planned: dequeue.DequeueStatement
+    queue: Queue | None
+    table: Table | None
+    search_path: str | None
+    given: tuple[str, ...]  # PREPARE types known beforehand, by planned number ('' unknown)
+
+
+@dataclass(frozen=True)
+class _TypeInfo:
+    """A parameter's type as the server resolved it."""
+
+    name: str
+    kind: str = ""  # pg_type.typtype: b base, e enum, d domain...
+    base: str | None = None  # a domain's base type
+    labels: tuple[str, ...] = ()  # an enum's labels (a domain over an enum: its labels)
+
+
+@dataclass(frozen=True)
+class _Param:
+    """What a parameter of the planned text is compared with."""
+
+    column: Column | None
+    op: str | None
+
+
+class _Planner:
+    def __init__(
+        self, conn: Conn, queues: Sequence[Queue], tables: Sequence[Table], analyze: bool
+    ) -> None:
+        self.conn = conn
+        self.queues = queues
+        self.tables = tables
+        self.analyze = analyze
+        self.version = conn.info.server_version
+        self.cache: dict[tuple[str, str, str, tuple[str, ...]], _Result] = {}
+
+    def plan(self, stmt: Statement) -> Statement:
+        if stmt.parsed is None:
+            return stmt
+        try:
+            text, renumbered = dequeue.normalise_for_planning(stmt.parsed.text)
+            planned = dequeue.analyse(text)
+        except dequeue.StatementError as exc:
+            return replace(stmt, plan_error=f"cannot be planned: {exc}")
+        if planned is None:
+            return replace(stmt, plan_error="cannot be planned: the lock vanished in planning")
+        queue = next((q for q in self.queues if q.qualified == stmt.queue), None)
+        table = _table_of(queue, self.tables)
+        given = _given_types(stmt, renumbered)
+        key = (text, stmt.search_path or "", stmt.queue or "", given)
+        result = self.cache.get(key)
+        if result is None:
+            result = self._plan_text(
+                _Job(text, len(renumbered), planned, queue, table, stmt.search_path, given)
+            )
+            self.cache[key] = result
+        # Recorded against the statement's own parameter numbers; a LIMIT $n put back to 1
+        # shows as "1".
+        custom_values = {str(n): "1" for n in stmt.parsed.parameters}
+        for k, value in enumerate(result.values, 1):
+            custom_values[renumbered[k].lstrip("$")] = value
+        return replace(
+            stmt,
+            custom_values=custom_values if result.values or result.custom_plan else {},
+            custom_plan=result.custom_plan,
+            generic_plan=result.generic_plan,
+            analyzed_plan=result.analyzed_plan,
+            analyzed_ms=result.analyzed_ms,
+            plan_error="; ".join(result.errors) or None,
+        )
+
+    def _plan_text(self, job: _Job) -> _Result:
+        result = _Result()
+        params = _parameters(job.planned, job.table)
+        types = [
+            job.given[k - 1] if job.given[k - 1] else _prepare_type(params.get(k))
+            for k in range(1, job.count + 1)
+        ]
+        prepared = False
+        values: list[str] = []
+        try:
+            with self.conn.transaction(force_rollback=True):
+                self._set_path(job.search_path)
+                self._prepare(job.text, types)
+                prepared = True
+                resolved = self._parameter_types() if job.count else []
+                resolved += [_TypeInfo("unknown")] * (job.count - len(resolved))
+                values = [
+                    _value(params.get(k), resolved[k - 1], job.queue, job.table)
+                    for k in range(1, job.count + 1)
+                ]
+                result.values = values
+                self._set_mode("force_custom_plan")
+                result.custom_plan = self._explain_execute(values, "custom plan")
+                if not job.count:
+                    result.generic_plan = result.custom_plan  # one plan: nothing to bind
+                elif self.version >= GENERIC_PLAN_VERSION and not any(job.given):
+                    result.generic_plan = self._explain_generic(job.text)
+                else:
+                    # Types given beforehand (a function's variables) only PREPARE can take.
+                    self._set_mode("force_generic_plan")
+                    result.generic_plan = self._explain_execute(values, "generic plan")
+                self._execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED_NAME)))
+                prepared = False
+        except PlanError as exc:
+            result.errors.append(str(exc))
+        except psycopg.Error as exc:  # the transaction itself (BEGIN/ROLLBACK) failed
+            result.errors.append(f"planning failed: {first_line(exc)}")
+        finally:
+            if prepared:
+                self._deallocate()
+        if self.analyze and result.custom_plan is not None:
+            self._analyze(job, types, values, result)
+        return result
+
+    def _set_path(self, search_path: str | None) -> None:
+        if search_path is not None:
+            self._execute(
+                sql.SQL("SELECT set_config('search_path', {}, true)").format(
+                    sql.Literal(search_path)
+                ),
+                "setting the application's search_path",
+            )
+
+    def _analyze(self, job: _Job, types: list[str], values: list[str], result: _Result) -> None:
+        prepared = False
+        try:
+            with self.conn.transaction(force_rollback=True):
+                # The session is read-only; EXPLAIN ANALYZE runs the statement (it locks and
+                # updates rows), so this one transaction is read-write and rolled back.
+                self._execute(sql.SQL("SET TRANSACTION READ WRITE"), "EXPLAIN ANALYZE")
+                self._set_path(job.search_path)
+                self._prepare(job.text, types)
+                prepared = True
+                self._set_mode("force_custom_plan")
+                data = self._fetch_json(
+                    sql.SQL("EXPLAIN (ANALYZE, BUFFERS, {}) ").format(sql.SQL(_EXPLAIN))
+                    + _execute_call(values),
+                    "EXPLAIN ANALYZE",
+                )
+                result.analyzed_plan, result.analyzed_ms = _parse(data, "EXPLAIN ANALYZE")
+                self._execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED_NAME)))
+                prepared = False
+        except PlanError as exc:
+            result.errors.append(str(exc))
+        except psycopg.Error as exc:
+            result.errors.append(f"EXPLAIN ANALYZE failed: {first_line(exc)}")
+        finally:
+            if prepared:
+                self._deallocate()
+
+    # Steps; each raises PlanError with a one-line reason.
+
+    def _prepare(self, text: str, types: list[str]) -> None:
+        head = sql.SQL("PREPARE {}").format(sql.Identifier(PREPARED_NAME))
+        if types:
+            # Type names come from format_type() of the catalog, already quoted as needed.
+            head += sql.SQL("({})").format(sql.SQL(", ").join(sql.SQL(t) for t in types))
+        # The statement text is the user's, checked to be one plannable statement.
+        self._execute(head + sql.SQL(" AS ") + _raw(text), "PREPARE")
+
+    def _parameter_types(self) -> list[_TypeInfo]:
+        """The types the server resolved for the prepared statement's parameters, with the
+        labels of enums and the base type of domains (a value must be one of them)."""
+        rows = self._rows(
+            sql.SQL(
+                "SELECT format_type(t.oid, NULL), t.typtype::text,"
+                " CASE WHEN t.typbasetype <> 0 THEN format_type(t.typbasetype, NULL) END,"
+                " ARRAY(SELECT e.enumlabel::text FROM pg_enum e"
+                "        WHERE e.enumtypid = coalesce(nullif(t.typbasetype, 0), t.oid)"
+                "        ORDER BY e.enumsortorder)"
+                " FROM pg_prepared_statements p,"
+                "      unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
+                " JOIN pg_type t ON t.oid = u.typ"
+                " WHERE p.name = {} ORDER BY u.pos"
+            ).format(sql.Literal(PREPARED_NAME)),
+            "reading parameter types",
+        )
+        return [
+            _TypeInfo(str(name), str(kind), base, tuple(labels or ()))
+            for name, kind, base, labels in rows
+        ]
+
+    def _set_mode(self, mode: str) -> None:
+        self._execute(sql.SQL("SET LOCAL plan_cache_mode = {}").format(sql.SQL(mode)), "SET LOCAL")
+
+    def _explain_execute(self, values: list[str], what: str) -> PlanNode:
+        data = self._fetch_json(
+            sql.SQL("EXPLAIN ({}) ").format(sql.SQL(_EXPLAIN)) + _execute_call(values), what
+        )
+        return _parse(data, what)[0]
+
+    def _explain_generic(self, text: str) -> PlanNode:
+        data = self._fetch_json(
+            sql.SQL("EXPLAIN (GENERIC_PLAN, {}) ").format(sql.SQL(_EXPLAIN)) + _raw(text),
+            "generic plan",
+            simple=True,
+        )
+        return _parse(data, "generic plan")[0]
+
+    def _deallocate(self) -> None:
+        # A failure here means it is gone with the connection, or was never made.
+        with contextlib.suppress(psycopg.Error):
+            self.conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED_NAME)))
+
+    # Plumbing.
+
+    def _execute(self, query: sql.Composable, what: str = "") -> None:
+        self._rows(query, what, fetch=False)
+
+    def _fetch_json(self, query: sql.Composable, what: str, simple: bool = False) -> Any:
+        rows = self._rows(query, what, simple=simple)
+        if not rows:
+            raise PlanError(f"{what}: EXPLAIN returned nothing")
+        return rows[0][0]
+
+    def _rows(
+        self, query: sql.Composable, what: str, fetch: bool = True, simple: bool = False
+    ) -> list[Any]:
+        # The extended protocol (binary=True) refuses several commands in one string: a second
+        # guard after dequeue.check_plannable. EXPLAIN (GENERIC_PLAN) needs the simple protocol,
+        # where $n is the statement's own parameter and not one of the protocol's.
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(query.as_bytes(self.conn), prepare=False, binary=not simple)
+                return cur.fetchall() if fetch else []
+        except psycopg.errors.QueryCanceled:
+            raise PlanError(f"{what}: statement_timeout expired") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise PlanError(
+                f"{what}: {first_line(exc)}; EXPLAIN of a row-locking statement needs the "
+                "privilege the statement would use (UPDATE on the queue table, e.g. "
+                "GRANT UPDATE ON <table> TO <role>); qadvisor's session stays read-only"
+            ) from None
+        except psycopg.errors.LockNotAvailable:
+            raise PlanError(
+                f"{what}: lock_timeout expired (another session holds a lock on the table)"
+            ) from None
+        except psycopg.Error as exc:
+            if self.conn.closed:
+                raise
+            raise PlanError(f"{what} failed: {first_line(exc)}") from None
+
+
+def _raw(text: str) -> sql.Composable:
+    """The checked statement text, spliced in as it is (never .format()ted, so braces and
+    percent signs in it mean nothing to psycopg)."""
+    return sql.SQL(text)
+
+
+def _execute_call(values: list[str]) -> sql.Composable:
+    call = sql.SQL("EXECUTE {}").format(sql.Identifier(PREPARED_NAME))
+    if values:
+        # Values are SQL literals built by this module (quoted with sqltext.literal) or
+        # now()/CURRENT_DATE-style expressions: never text from the statement or the user.
+        call += sql.SQL("({})").format(sql.SQL(", ").join(sql.SQL(v) for v in values))
+    return call
+
+
+def _parse(data: Any, what: str) -> tuple[PlanNode, float | None]:
+    try:
+        return parse_explain(data)
+    except ValueError as exc:
+        raise PlanError(f"{what}: {exc}") from None
+
+
+# --- parameters and their values -------------------------------------------------------------
+
+
+def _parameters(planned: dequeue.DequeueStatement, table: Table | None) -> dict[int, _Param]:
+    """Parameter number -> the queue-table column it is compared with (first comparison)."""
+    out: dict[int, _Param] = {}
+    for pred in planned.predicates:
+        column = table.column(pred.column) if table is not None else None
+        for operand in pred.operands:
+            if operand.kind == "parameter" and operand.index and operand.index not in out:
+                out[operand.index] = _Param(column, pred.op)
+    return out
+
+
+def _prepare_type(param: _Param | None) -> str:
+    if param is None or param.column is None or param.op in ("other", None):
+        return "unknown"
+    if param.op == "any":
+        return f"{param.column.type}[]"
+    return param.column.type
+
+
+_INTEGER = {"smallint", "integer", "bigint", "oid"}
+_NUMERIC = {"numeric", "real", "double precision", "money"}
+_TEXT = {"text", "character varying", "character", "name", "citext", "bpchar", "varchar"}
+
+
+def _base_type(type_name: str) -> str:
+    return re.sub(r"\(.*?\)", "", type_name).strip()
+
+
+def _default(type_name: str, column: Column | None = None) -> str:
+    """A plain, non-NULL value of the type."""
+    base = _base_type(type_name)
+    if base.endswith("[]"):
+        return "'{}'"
+    if base in _INTEGER or base in _NUMERIC:
+        return "1"
+    if base == "boolean":
+        return "true"
+    if base.startswith("timestamp"):
+        return "now()"
+    if base == "date":
+        return "CURRENT_DATE"
+    if base.startswith("time"):
+        return "LOCALTIME"
+    if base == "interval":
+        return "'1 minute'"
+    if base == "uuid":
+        return "'00000000-0000-0000-0000-000000000000'"
+    if base in ("json", "jsonb"):
+        return "'{}'"
+    if column is not None and column.enum_labels:
+        return literal(column.enum_labels[0])
+    return "''"
+
+
+def _value(
+    param: _Param | None, resolved: _TypeInfo, queue: Queue | None, table: Table | None
+) -> str:
+    """A representative literal for one parameter (SQL text)."""
+    column = param.column if param is not None else None
+    if column is None or param is None or table is None:
+        return _typed_default(resolved, queue)
+    op = param.op or "="
+    live = queue.live if queue is not None else None
+    if live is not None and live.column == column.name:
+        if live.op in RANGE_OPS and op == live.op:
+            return _lit(live.values[0])  # state < $2: the bound of the live range
+        if live.op == "in" and live.values:
+            if op in ("=", "in"):
+                return _lit(live.values[0])
+            if op == "any":
+                return _array_literal(live.values)
+            if op in ("<>", "not in"):
+                other = _non_live_value(column, table, live)
+                if other is not None:
+                    return _lit(other)
+    base = _base_type(column.type)
+    if base.startswith("timestamp") or base == "date":
+        return _default(column.type)
+    stats = table.stats_of(column.name)
+    mcv = stats.most_common_vals if stats is not None else None
+    if mcv:
+        return _array_literal(mcv[:1]) if op == "any" else _lit(mcv[0])
+    if op == "any":
+        return "'{}'" if not column.enum_labels else _array_literal(column.enum_labels[:1])
+    return _default(column.type, column)
+
+
+def _typed_default(resolved: _TypeInfo, queue: Queue | None) -> str:
+    """A value for a parameter no queue-table column is compared with (``SET state = $1``),
+    of the type the server resolved: an enum's live label if the queue's live predicate
+    names one, else its first label; a domain's base type's default."""
+    if resolved.labels:
+        live = queue.live if queue is not None else None
+        if live is not None and live.op == "in":
+            match = next((v for v in live.values if v in resolved.labels), None)
+            if match is not None:
+                return _lit(match)
+        return _lit(resolved.labels[0])
+    if resolved.kind == "d" and resolved.base:
+        return _default(resolved.base)
+    return _default(resolved.name)
+
+
+def _non_live_value(column: Column, table: Table, live: LivePredicate) -> str | None:
+    stats = table.stats_of(column.name)
+    for value in (stats.most_common_vals or ()) if stats is not None else ():
+        if value not in live.values:
+            return value
+    return next((v for v in column.enum_labels if v not in live.values), None)
+
+
+def _lit(value: str) -> str:
+    return literal(value).strip()
+
+
+def _array_literal(values: Sequence[str]) -> str:
+    items = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return _lit("{" + items + "}")
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+
+def _table_of(queue: Queue | None, tables: Sequence[Table]) -> Table | None:
+    if queue is None:
+        return None
+    return next((t for t in tables if (t.schema, t.name) == (queue.schema, queue.table)), None)
+
+
+def _given_types(stmt: Statement, renumbered: dict[int, str]) -> tuple[str, ...]:
+    """Types known beforehand (``Statement.param_types``, by the statement's own numbers),
+    by the planned text's numbers; '' where unknown."""
+    out = []
+    for k in range(1, len(renumbered) + 1):
+        n = int(renumbered[k].lstrip("$"))
+        out.append(stmt.param_types[n - 1] if 0 < n <= len(stmt.param_types) else "")
+    return tuple(out)
+
+
+def _round(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)

@@ -1,0 +1,81 @@
+"""Which row-locking statements are claims: unit tests on parsed statements."""
+
+from __future__ import annotations
+
+from qadvisor.claims import judge
+from qadvisor.dequeue import analyse, fingerprint
+
+
+def verdict(
+    sql: str, keys: tuple[tuple[str, ...], ...] = (("id",),), toplevel: bool | None = None
+) -> tuple[bool, str]:
+    parsed = analyse(sql)
+    assert parsed is not None
+    j = judge(parsed, keys, toplevel)
+    return j.is_claim, j.reason
+
+
+def test_skip_locked_is_a_claim() -> None:
+    assert verdict("SELECT id FROM jobs WHERE status = $1 LIMIT $2 FOR UPDATE SKIP LOCKED") == (
+        True,
+        "locks with SKIP LOCKED",
+    )
+
+
+def test_the_foreign_key_check_of_an_ri_trigger_is_not() -> None:
+    ri = (
+        'SELECT 1 FROM ONLY "public"."procrastinate_jobs" x WHERE "id" OPERATOR(pg_catalog.=) $1 '
+        "FOR KEY SHARE OF x"
+    )
+    assert verdict(ri, toplevel=False) == (
+        False,
+        "is a foreign-key check run by PostgreSQL's RI triggers",
+    )
+
+
+def test_a_lock_of_one_row_by_its_key_is_not() -> None:
+    is_claim, reason = verdict(
+        "SELECT * FROM job_runs WHERE run_id = $1 FOR UPDATE", (("run_id",),)
+    )
+    assert (
+        not is_claim and reason == "locks one row by its key (run_id = $1): waiting for it is right"
+    )
+    # ... by a composite key too, in any order of the conditions
+    is_claim, _ = verdict(
+        "SELECT * FROM t WHERE b = 2 AND a = $1 FOR UPDATE", (("id",), ("a", "b"))
+    )
+    assert not is_claim
+
+
+def test_an_order_by_limit_without_skip_locked_is_a_claim() -> None:
+    assert verdict("SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE")[0]
+
+
+def test_a_lock_that_chooses_nothing_is_not() -> None:
+    is_claim, reason = verdict("SELECT id FROM jobs WHERE tenant_id = $1 FOR UPDATE")
+    assert not is_claim and "without choosing" in reason
+
+
+def test_a_key_lock_with_skip_locked_is_a_claim_attempt() -> None:
+    is_claim, reason = verdict("SELECT id FROM jobs WHERE id = $1 FOR UPDATE SKIP LOCKED")
+    assert is_claim and "id = $1" in reason
+
+
+def test_fingerprints_ignore_constants_spelling_and_list_lengths() -> None:
+    written = (
+        "SELECT id FROM jobs WHERE status IN ('a', 'b') ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    recorded = (
+        "select id from JOBS where status in ($1, $2) order by id limit $3 for update skip locked"
+    )
+    squashed = (  # PostgreSQL 18 squashes constant lists
+        "SELECT id FROM jobs WHERE status IN ($1 /*, ... */) ORDER BY id LIMIT $2 "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    assert fingerprint(written) == fingerprint(recorded) == fingerprint(squashed)
+    assert len(fingerprint(written)) == 10
+    # A quoted name is another table; another order is another statement.
+    assert fingerprint(written.replace("jobs", '"JOBS"')) != fingerprint(written)
+    assert fingerprint(written.replace("ORDER BY id", "ORDER BY created_at")) != fingerprint(
+        written
+    )
