@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from qadvisor.dequeue import DequeueStatement
 
 # The spelling PostgreSQL's RI triggers use (ri_triggers.c builds it with OPERATOR(...)).
-_RI_SHAPE = re.compile(r"^\s*SELECT\s+1\s+FROM\s+ONLY\s", re.IGNORECASE)
+# pg_stat_statements shows its constant 1 as $n, and records it as toplevel when the
+# referencing INSERT came over the extended protocol, so the text is the reliable marker.
+_RI_SHAPE = re.compile(r"^\s*SELECT\s+(?:1|\$\d+)\s+FROM\s+ONLY\s", re.IGNORECASE)
 _QUALIFIED_OPERATOR = re.compile(r"OPERATOR\s*\(\s*pg_catalog\.", re.IGNORECASE)
 
 

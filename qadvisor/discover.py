@@ -101,6 +101,7 @@ class Claim:
     predicates: tuple[Predicate, ...]  # its conditions on this table
     skip_locked: bool = True
     via: str | None = None  # "schema.table" it named, when that is its partitioned parent
+    calls: int | None = None  # pg_stat_statements calls, when seen there
 
 
 @dataclass(frozen=True)
@@ -204,8 +205,18 @@ def decide(
     for (schema, table), ev in sorted(by_table.items()):
         live, why = _live_predicate(ev, all_columns)
         signals = _signals(ev, live, claims_known)
-        if ev.claims:
+        if ev.claims and (live is not None or _structure(ev, all_columns)):
             decisions.append(Decision(schema, table, ev.relid, live, "; ".join([*signals, why])))
+            continue
+        if ev.claims:
+            # SKIP LOCKED on a table whose rows wait for nothing (a clean-up of stale
+            # bookkeeping rows): judging it as a queue would only say "live set unknown".
+            if rejected is not None:
+                rejected.append(Rejected(schema, table, (
+                    f"{signals[0]}, but no condition of the claim on {table} can be a live "
+                    "predicate (a status, a boolean, IS NULL) and nothing else marks it as a "
+                    "queue"
+                )))  # fmt: skip
             continue
         if live is not None and signals:
             decisions.append(Decision(schema, table, ev.relid, live, "; ".join([why, *signals])))
@@ -222,7 +233,9 @@ def _live_predicate(
     ev: _Evidence, all_columns: dict[int, frozenset[str]] | None
 ) -> tuple[LivePredicate | None, str]:
     # 0. The claim's own condition on the table.
-    for claim in sorted(ev.claims, key=lambda c: not c.skip_locked):
+    # The claim workers run most says what they wait for (a stager or a dependency resolver
+    # on the same table claims other states, less often).
+    for claim in sorted(ev.claims, key=lambda c: (not c.skip_locked, -(c.calls or 0))):
         live, why = _claim_live(ev, claim, all_columns)
         if live is not None or why:
             return live, why
@@ -242,13 +255,12 @@ def _live_predicate(
     for col in ev.columns:
         if not col.is_status:
             continue
-        values = set(col.values)
-        live_values = tuple(w for w in LIVE_WORDS if w in values)
+        live_values = _waiting_values(col.values)
         if not live_values:
             continue
-        chosen = live_values[:1]
+        chosen = tuple(live_values[:1])
         live = LivePredicate(col.column, "in", chosen, f"status values of {col.column}")
-        finished = sorted(values & ARCHIVE_WORDS)
+        finished = sorted(v for v in col.values if v.lower() in ARCHIVE_WORDS)
         if finished:
             return live, (
                 f"column {col.column} holds waiting ({', '.join(chosen)}) and finished "
@@ -272,11 +284,18 @@ def _hidden_status(ev: _Evidence) -> str:
 
 
 def _waiting(live: LivePredicate) -> bool:
-    """A partial index predicate that selects waiting rows, not finished or running ones."""
+    """A partial index predicate that selects waiting rows only, none finished or running
+    (``status IN ('todo', 'doing')`` is a lock index: it holds the jobs workers have)."""
     if live.op != "in":
         return True
-    words = {v.lower() for v in live.values}
-    return not words <= (ARCHIVE_WORDS | INFLIGHT_WORDS)
+    return not any(v.lower() in ARCHIVE_WORDS | INFLIGHT_WORDS for v in live.values)
+
+
+def _waiting_values(values: Iterable[str]) -> list[str]:
+    """The values that read as waiting, in the order LIVE_WORDS prefers, spelled as stored
+    (Django's statuses are upper case: READY)."""
+    by_word = {v.lower(): v for v in values}
+    return [by_word[w] for w in LIVE_WORDS if w in by_word]
 
 
 def _claim_live(
@@ -338,12 +357,12 @@ def _claim_values(
         if literals and literals[0].lower() in ("true", "t", "false", "f"):
             return LivePredicate(col.column, "true" if literals[0][0] in "tT" else "false"), ""
         return None, "a boolean compared with a parameter"
-    op = {"=": "in", "any": "in"}.get(pred.op, pred.op)
+    op = {"=": "in", "any": "in", "<>": "not in"}.get(pred.op, pred.op)
     if literals:
         if op in ("<", "<=", ">", ">=") and len(literals) != 1:
             return None, "a range with several bounds"
         return LivePredicate(col.column, op, tuple(dict.fromkeys(literals))), ""
-    return _inferred(ev, col, op, all_columns)
+    return _inferred(ev, col, op, all_columns, single=pred.op in ("=", "<>"))
 
 
 def _inferred(
@@ -351,12 +370,17 @@ def _inferred(
     col: CandidateColumn,
     op: str,
     all_columns: dict[int, frozenset[str]] | None,
+    single: bool = False,
 ) -> tuple[LivePredicate | None, str]:
-    """Values for a claim that compares ``col`` with a parameter."""
+    """Values for a claim that compares ``col`` with a parameter (``single``: one value,
+    ``=`` or ``<>``, not a list)."""
     if op in ("in", "not in"):
         for p, live in ev.partials:
-            if live.column == col.column and live.op == "in" and _waiting(live) == (op == "in"):
-                return LivePredicate(col.column, op, live.values), f"partial index {p.index}"
+            if live.column != col.column or live.op != "in" or _waiting(live) != (op == "in"):
+                continue
+            if single and len(live.values) != 1:
+                continue  # "state = $1" binds one value: not the stager's IN (a, b)
+            return LivePredicate(col.column, op, live.values), f"partial index {p.index}"
         lib = _library(ev, all_columns)
         if lib is not None and lib.live.column == col.column and op == "in":
             return LivePredicate(col.column, "in", lib.live.values), f"the {lib.name} shape"
@@ -366,18 +390,19 @@ def _inferred(
         hidden = _hidden_status(ev)
         return None, hidden or f"no partial index on {col.column} and no statistics of it"
     if op == "in":
-        waiting = [w for w in LIVE_WORDS if w in values]
+        waiting = _waiting_values(values)
         if waiting:
             return LivePredicate(col.column, "in", (waiting[0],)), f"the {what} of {col.column}"
     if op == "not in":
-        finished = [v for v in values if v in ARCHIVE_WORDS]
+        finished = [v for v in values if v.lower() in ARCHIVE_WORDS]
         if finished:
             return LivePredicate(col.column, op, tuple(finished)), f"the {what} of {col.column}"
     if op in ("<", "<=") and col.enum_labels:
         # An enum whose order is the life cycle: the live range ends before the first label
         # of a job that is running or finished.
         labels = col.enum_labels
-        cut = next((i for i, v in enumerate(labels) if v in INFLIGHT_WORDS | ARCHIVE_WORDS), None)
+        ended = INFLIGHT_WORDS | ARCHIVE_WORDS
+        cut = next((i for i, v in enumerate(labels) if v.lower() in ended), None)
         if cut:
             bound = labels[cut] if op == "<" else labels[cut - 1]
             return LivePredicate(col.column, op, (bound,)), (
@@ -424,6 +449,16 @@ def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> l
         if col is not None and col.indexed:
             signals.append(f"an index on {live.column}")
     return signals
+
+
+def _structure(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> bool:
+    """Evidence other than the claim: a status-like column, a partial index, a library's
+    shape."""
+    return (
+        bool(ev.partials)
+        or any(c.is_status for c in ev.columns)
+        or (_library(ev, all_columns) is not None)
+    )
 
 
 def _worth_reporting(ev: _Evidence) -> bool:

@@ -79,3 +79,12 @@ def test_fingerprints_ignore_constants_spelling_and_list_lengths() -> None:
     assert fingerprint(written.replace("ORDER BY id", "ORDER BY created_at")) != fingerprint(
         written
     )
+
+
+def test_an_ri_check_recorded_at_top_level_with_its_constant_normalised_is_not_a_claim() -> None:
+    # pg-boss's inserts reach pg_stat_statements over the extended protocol: toplevel = true.
+    ri = (
+        'SELECT $2 FROM ONLY "pgboss"."queue" x WHERE "name" OPERATOR(pg_catalog.=) $1 '
+        "FOR KEY SHARE OF x"
+    )
+    assert verdict(ri, (("name",),), toplevel=True)[0] is False

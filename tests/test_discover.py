@@ -220,3 +220,71 @@ def test_a_claim_whose_values_are_hidden_still_makes_a_queue_and_says_why() -> N
     (d,) = discover.decide([hidden], [], [claim("jobs", sql)])
     assert d.live is None
     assert "GRANT SELECT (status) ON public.jobs" in d.reason
+
+
+def test_a_lock_index_on_waiting_and_running_rows_is_not_the_live_set() -> None:
+    # procrastinate: (id, lock) WHERE status = ANY ('{todo,doing}') holds what workers have.
+    labels = ("todo", "doing", "succeeded", "failed", "cancelled", "aborting", "aborted")
+    status = col("procrastinate_jobs", "status", None, enum_labels=labels, type="job_status")
+    partials = [
+        PartialIndex("public", "procrastinate_jobs", status.relid, name, pred)
+        for name, pred in [
+            ("procrastinate_jobs_id_lock_idx_v1", "(status = ANY ('{todo,doing}'::job_status[]))"),
+            ("procrastinate_jobs_lock_idx_v1", "(status = 'doing'::job_status)"),
+            ("procrastinate_jobs_priority_idx_v1", "(status = 'todo'::job_status)"),
+        ]
+    ]
+    (d,) = discover.decide([status], partials, [])
+    assert d.live is not None and d.live.values == ("todo",)
+    assert d.live.source == "partial index procrastinate_jobs_priority_idx_v1"
+
+
+def test_one_bound_value_is_not_taken_from_a_list_index_and_case_is_kept() -> None:
+    labels = ("available", "scheduled", "executing", "retryable", "completed")
+    state = col("oban_jobs", "state", None, enum_labels=labels, type="oban_job_state")
+    staging = PartialIndex("public", "oban_jobs", state.relid, "oban_jobs_staging_index",
+                           "(state = ANY (ARRAY['scheduled'::oban_job_state, "
+                           "'retryable'::oban_job_state]))")  # fmt: skip
+    fetch = (
+        "SELECT id FROM oban_jobs WHERE state = $4 AND queue = $1 LIMIT $2 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide([state], [staging], [claim("oban_jobs", fetch)])
+    assert d.live is not None and d.live.values == ("available",)
+    status = col("dbtaskresult", "status", ("SUCCESSFUL", "READY"), type="character varying(10)")
+    sql = "SELECT id FROM dbtaskresult WHERE status = $1 LIMIT $5 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([status], [], [claim("dbtaskresult", sql)])
+    assert d.live is not None and d.live.values == ("READY",)
+
+
+def test_the_claim_run_most_says_what_workers_wait_for() -> None:
+    labels = ("available", "scheduled", "executing", "retryable", "completed")
+    state = col("oban_jobs", "state", None, enum_labels=labels, type="oban_job_state")
+    stage = analyse(
+        "SELECT id FROM oban_jobs WHERE state = ANY('{scheduled,retryable}') "
+        "ORDER BY scheduled_at LIMIT 10 FOR UPDATE SKIP LOCKED"
+    )
+    fetch = analyse(
+        "SELECT id FROM oban_jobs WHERE state = 'available' ORDER BY id LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    assert stage is not None and fetch is not None
+    claims = [
+        Claim(state.relid, "public", "oban_jobs", "stager", stage.predicates, calls=42),
+        Claim(state.relid, "public", "oban_jobs", "fetch", fetch.predicates, calls=288),
+    ]
+    (d,) = discover.decide([state], [], claims)
+    assert d.live is not None and d.live.values == ("available",)
+
+
+def test_skip_locked_on_rows_that_wait_for_nothing_is_not_a_queue() -> None:
+    # pg-boss removes stale instance rows with SKIP LOCKED; nothing there waits to be claimed.
+    started = col("instance", "started_on", None, type="timestamp with time zone")
+    sql = (
+        "DELETE FROM instance WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+        "(ORDER BY started_on DESC) AS n FROM instance) ranked WHERE n > $6 "
+        "FOR UPDATE SKIP LOCKED)"
+    )
+    rejected: list[Rejected] = []
+    assert discover.decide([started], [], [claim("instance", sql)], rejected=rejected) == []
+    (r,) = rejected
+    assert "no condition of the claim on instance can be a live predicate" in r.reason

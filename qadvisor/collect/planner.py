@@ -124,8 +124,8 @@ class _Planner:
         self.cache: dict[tuple[str, str, str, tuple[str, ...]], _Result] = {}
 
     def plan(self, stmt: Statement) -> Statement:
-        if stmt.parsed is None:
-            return stmt
+        if stmt.parsed is None or stmt.queue is None:
+            return stmt  # not a claim on a table its names resolve to: nothing to plan
         try:
             text, renumbered = dequeue.normalise_for_planning(stmt.parsed.text)
             planned = dequeue.analyse(text)
@@ -134,6 +134,8 @@ class _Planner:
         if planned is None:
             return replace(stmt, plan_error="cannot be planned: the lock vanished in planning")
         queue = next((q for q in self.queues if q.qualified == stmt.queue), None)
+        if queue is None:
+            return stmt  # its table is not a queue of this report (--table named others)
         table = _table_of(queue, self.tables)
         given = _given_types(stmt, renumbered)
         key = (text, stmt.search_path or "", stmt.queue or "", given)

@@ -173,7 +173,16 @@ def _judge(
             )
         )
         out.claims.append(
-            Claim(relid, schema, table, label, parsed.predicates, _skip_locked(parsed), via)
+            Claim(
+                relid,
+                schema,
+                table,
+                label,
+                parsed.predicates,
+                _skip_locked(parsed),
+                via,
+                stmt.calls,
+            )
         )
 
 
