@@ -47,7 +47,10 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     A dequeue statement whose condition on the column of a partial index's predicate cannot
     prove that predicate whatever the values: `status IN ('queued', 'retry')` or
     `status <> 'done'` against an index `WHERE status = 'queued'`. Its custom plan (made with
-    literal values) uses no partial index of the queue table.
+    literal values) uses no partial index of the queue table, and the planner itself confirms
+    that it cannot: asked for the statement's conditions ordered by the index's key, with
+    sequential scans, bitmap scans and sorts disabled (in the rolled-back planning
+    transaction), it still does not use the index.
 
     ## Why it matters
     PostgreSQL uses a partial index only when it proves, at planning time, that the query's
@@ -63,10 +66,13 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     must be spelled as the query spells it.
 
     ## When it stays quiet
-    The custom plan uses a partial index of the queue table; the statement's predicate
-    implies a partial index's predicate (equality to one of its values, an IN list inside its
-    list, `IS NULL` for `IS NULL`); the statement has no condition on the predicate's column;
-    or its values are unknown (`status IN ($1, $2)` in pg_stat_statements text).
+    The custom plan uses a partial index of the queue table; the planner uses a partial index
+    when asked (then the chosen plan avoided it for its cost, such as a sort order: see
+    QA303); the statement's predicate implies a partial index's predicate (equality to one of
+    its values, an IN list inside its list, `IS NULL` for `IS NULL`); the statement has no
+    condition on the predicate's column; or its values are unknown (`status IN ($1, $2)` in
+    pg_stat_statements text). When the planner's answer is not clear (it chose another index
+    with the same key), the statement is reported as skipped.
     """
     for item in dequeue_statements(snapshot):
         if isinstance(item, Unmet):
@@ -78,6 +84,9 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
         used = set(indexes_used(stmt.custom_plan, table.schema, table.name))
         if any(i.is_partial and i.name in used for i in table.indexes):
             continue
+        probes = stmt.index_probes
+        if any(answer == "proved" for answer in probes.values()):
+            continue  # usable: the plan chose another path for its cost
         candidates = []
         usable = False  # some partial index is provably usable: not using it is a cost choice
         for idx in table.indexes:
@@ -90,9 +99,21 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
                 candidates.append((idx, target, judged.predicates))
         if usable or not candidates:
             continue
+        # Only the planner's own "no" counts: the forms it proves go beyond simple ones.
+        confirmed = [c for c in candidates if probes.get(c[0].name) == "not proved"]
+        if not confirmed:
+            answers = "; ".join(
+                f"{c[0].name}: {probes.get(c[0].name, 'not asked')}" for c in candidates
+            )
+            yield Unmet(
+                f"{statement_label(stmt)}: whether its conditions can use the partial index "
+                f"is not clear ({answers})",
+                queue.qualified,
+            )
+            continue
         # The live set's own index first: that is the one the dequeue was meant to use.
-        candidates.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
-        idx, target, preds = candidates[0]
+        confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
+        idx, target, preds = confirmed[0]
         yield _issue(stmt, table, idx, target, preds)
 
 
@@ -133,6 +154,7 @@ def _issue(
             "table_rows": round(table.reltuples),
             "partial_index_rows": round(idx.reltuples),
             "partial_index_scans": idx.idx_scan,
+            "planner_probe": stmt.index_probes.get(idx.name),
         },
         explanation=(
             "PostgreSQL proves that a WHERE implies a partial index's predicate only for "

@@ -883,6 +883,57 @@ def with_literals(sql: str, values: Mapping[int, str]) -> str:
     return _pretty(tree.transform(replace))
 
 
+def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str | None:
+    """A question for the planner: can the claim's conditions on its queue table use an index
+    whose key is ``keys``?
+
+    ``SELECT 1 FROM <queue table> <alias> WHERE <the conditions of the claim's level that read
+    only the queue table> ORDER BY <keys> LIMIT 1``, parameters replaced by ``values`` (SQL
+    literals) so the planner sees the values, as in a custom plan. Planned with sequential
+    scans, bitmap scans and sorts disabled, it is served by a partial index with that key
+    exactly when PostgreSQL proves the index's predicate from the conditions. None when the
+    statement takes no row lock. Key items are column names (``created_at DESC``), qualified
+    here with the queue table's alias.
+    """
+    tree = _parse(sql)
+    select = _locking_select(tree)
+    if select is None:
+        return None
+    queue_table, owner = _queue_table(select, _cte_names(tree))
+    key = _source_key(queue_table)
+    conditions = [c.copy() for c in _filters(owner) if _reads_only(c, key)]
+    probe = exp.select("1").from_(queue_table.copy())
+    if conditions:
+        probe = probe.where(exp.and_(*conditions))
+    items = []
+    for text in keys:
+        ordered = _ordered(text)
+        if isinstance(ordered.this, exp.Column) and not ordered.this.args.get("table"):
+            ordered.this.set("table", exp.to_identifier(key))
+        items.append(ordered)
+    probe.set("order", exp.Order(expressions=items))
+    probe = probe.limit(1)
+    literals = {n: _literal(text) for n, text in values.items()}
+
+    def bind(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Parameter) and _parameter_index(node) in literals:
+            return literals[_parameter_index(node)].copy()
+        return node
+
+    return _pretty(probe.transform(bind))
+
+
+def _reads_only(condition: exp.Expr, key: str) -> bool:
+    """The condition names no FROM item of its level but the queue table (``key``): columns of
+    sub-selects inside it may name their own FROM items."""
+    inner = {_source_key(t) for t in condition.find_all(exp.Table)}
+    return all(
+        _qualifier(c) in (None, key) or _qualifier(c) in inner
+        for c in condition.find_all(exp.Column)
+        if isinstance(c.this, exp.Identifier)
+    )
+
+
 def _literal(text: str) -> exp.Expr:
     try:
         with _quiet_sqlglot():

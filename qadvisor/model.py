@@ -96,6 +96,8 @@ class Index:
     idx_tup_read: int | None
     idx_tup_fetch: int | None
     include_columns: tuple[str, ...] = ()
+    # Per key column: stored in descending order (pg_index.indoption).
+    descending: tuple[bool, ...] = ()
 
     @property
     def is_partial(self) -> bool:
@@ -269,6 +271,9 @@ class Statement:
     function: str | None = None  # the function whose body holds it
     # Types of its parameters for PREPARE, when known beforehand (a function's variables).
     param_types: tuple[str, ...] = ()
+    # The planner asked, per partial index of the queue table: can the statement's conditions
+    # use it? "proved", "not proved", or "undecided: ..." (see collect/planner.py).
+    index_probes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

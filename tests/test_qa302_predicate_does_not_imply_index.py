@@ -13,10 +13,11 @@ import pytest
 
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, PlanNode, Snapshot, Statement
+from qadvisor.plans import indexes_used
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import apply_fix, check
-from tests.test_statements_collect import build_claim_queue
+from tests.test_statements_collect import build_claim_queue, take_snapshot
 
 PARTIAL = S.index(
     "jobs_pending_created_at", ("created_at",), 8 * 1024 * 1024,
@@ -36,7 +37,11 @@ USES_PARTIAL = PlanNode(
 )
 
 
+NOT_PROVED = {PARTIAL.name: "not proved"}
+
+
 def _snap(text: str, plan: PlanNode = SEQ_SORT, **kw: object) -> Snapshot:
+    kw.setdefault("index_probes", NOT_PROVED)
     stmt = Statement("--query 1", text, parsed=analyse(text), custom_plan=plan,
                      generic_plan=plan, **kw)  # type: ignore[arg-type]  # fmt: skip
     snap = S.snapshot(S.jobs_table(indexes=(PARTIAL,)))
@@ -79,6 +84,39 @@ def test_quiet_when_the_predicate_implies_the_index_or_the_plan_uses_it() -> Non
     assert _findings(_snap(_claim("tenant_id = 3"))) == []  # nothing said about the status
     # Unknown values of a bound IN list: cannot tell.
     assert _findings(_snap(_claim("status IN ($1, $2)"))) == []
+
+
+def test_only_the_planners_own_no_counts() -> None:
+    wide = _claim("(status = 'pending' OR status = 'retry')")
+    # The planner proved it: the plan avoided the index for another reason (QA303's).
+    proved = _snap(wide, index_probes={PARTIAL.name: "proved"})
+    assert _findings(proved) == []
+    assert S.run("QA302", proved) == []
+    # Not clear, or never asked: a skip for the queue, not a finding and not an all-clear.
+    for probes in ({PARTIAL.name: "undecided: the planner chose jobs_status_idx"}, {}):
+        (skip,) = S.run("QA302", _snap(wide, index_probes=probes))
+        assert not isinstance(skip, Finding) and skip.queue == "public.jobs"
+        assert "is not clear" in skip.reason
+
+
+def test_an_or_of_the_index_values_is_proved_by_the_planner(db: TestDB) -> None:
+    build_claim_queue(db)
+    db.execute(
+        "CREATE INDEX jobs_waiting_created_at ON jobs (created_at) "
+        "WHERE status = ANY ('{queued,retry}')"
+    )
+    db.execute("ANALYZE jobs")
+    # Ordered by id, the chosen plan walks the primary key: it avoids the index for its
+    # order, which is no proof that the index cannot serve the condition.
+    query = _claim("(status = 'queued' OR status = 'retry')").replace("created_at", "id")
+    run = check(db, "--query", query)
+    assert run.findings("QA302") == []
+    assert not [s for s in run.report["skipped"] if s["code"] == "QA302"], run.report["skipped"]
+    (stmt,) = take_snapshot(db, [("--query 1", query)]).statements
+    assert stmt.custom_plan is not None
+    assert "jobs_waiting_created_at" not in indexes_used(stmt.custom_plan, "public", "jobs")
+    assert stmt.index_probes["jobs_waiting_created_at"] == "proved"
+    assert stmt.index_probes["jobs_queued_created_at_idx"].startswith("undecided")
 
 
 @pytest.mark.parametrize(

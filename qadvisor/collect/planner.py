@@ -44,13 +44,15 @@ from psycopg import sql
 from qadvisor import dequeue
 from qadvisor.collect.queries import first_line
 from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
-from qadvisor.plans import parse_explain
-from qadvisor.sqltext import RANGE_OPS, literal
+from qadvisor.plans import index_predicate_columns, indexes_used, parse_explain
+from qadvisor.sqltext import RANGE_OPS, ident, literal
 
 Conn = psycopg.Connection[Any]
 
 PREPARED_NAME = "qadvisor_stmt"
 GENERIC_PLAN_VERSION = 160000
+# Partial indexes probed per statement: each probe is one EXPLAIN.
+MAX_PROBES = 8
 _EXPLAIN = "VERBOSE, FORMAT JSON"
 
 
@@ -78,6 +80,7 @@ class _Result:
     generic_plan: PlanNode | None = None
     analyzed_plan: PlanNode | None = None
     analyzed_ms: float | None = None
+    probes: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 
@@ -157,6 +160,7 @@ class _Planner:
             generic_plan=result.generic_plan,
             analyzed_plan=result.analyzed_plan,
             analyzed_ms=result.analyzed_ms,
+            index_probes=dict(result.probes),
             plan_error="; ".join(result.errors) or None,
         )
 
@@ -193,6 +197,8 @@ class _Planner:
                     result.generic_plan = self._explain_execute(values, "generic plan")
                 self._execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED_NAME)))
                 prepared = False
+                # Last: the probes switch plan types off for the rest of the transaction.
+                result.probes = self._probes(job, values)
         except PlanError as exc:
             result.errors.append(str(exc))
         except psycopg.Error as exc:  # the transaction itself (BEGIN/ROLLBACK) failed
@@ -203,6 +209,62 @@ class _Planner:
         if self.analyze and result.custom_plan is not None:
             self._analyze(job, types, values, result)
         return result
+
+    def _probes(self, job: _Job, values: list[str]) -> dict[str, str]:
+        """Ask the planner, per partial index of the queue table whose predicate names a
+        column the statement filters on, whether the statement's conditions can use it
+        (dequeue.index_probe: ordered by the index's key, with sequential scans, bitmap scans
+        and sorts disabled, only an index with that key can serve it, and a partial one only
+        when its predicate is proved)."""
+        table = job.table
+        if table is None:
+            return {}
+        filtered = {p.column for p in job.planned.predicates}
+        out: dict[str, str] = {}
+        for idx in table.indexes:
+            if len(out) >= MAX_PROBES:
+                break
+            if not (idx.is_valid and idx.is_partial and idx.columns) or None in idx.columns:
+                continue
+            if not index_predicate_columns(idx, table) & filtered:
+                continue
+            if not out:
+                for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+                    self._execute(
+                        sql.SQL("SET LOCAL {} = off").format(sql.Identifier(setting)), "probe"
+                    )
+            directions = idx.descending or (False,) * len(idx.columns)
+            keys = [
+                ident(c or "") + (" DESC" if desc else "")
+                for c, desc in zip(idx.columns, directions, strict=False)
+            ]
+            try:
+                probe = dequeue.index_probe(job.text, keys, {k: v for k, v in enumerate(values, 1)})
+            except dequeue.StatementError as exc:
+                out[idx.name] = f"undecided: no probe could be written ({exc})"
+                continue
+            if probe is None:
+                continue
+            try:
+                # A savepoint: a probe that fails costs only its own answer.
+                with self.conn.transaction():
+                    data = self._fetch_json(
+                        sql.SQL("EXPLAIN (FORMAT JSON) ") + _raw(probe),
+                        f"probe of {idx.name}",
+                        simple=True,
+                    )
+                    plan = _parse(data, f"probe of {idx.name}")[0]
+            except (PlanError, psycopg.Error) as exc:
+                out[idx.name] = f"undecided: the probe failed ({exc})"
+                continue
+            used = indexes_used(plan, table.schema, table.name)
+            if idx.name in used:
+                out[idx.name] = "proved"
+            elif used:
+                out[idx.name] = f"undecided: the planner chose {used[0]}"
+            else:
+                out[idx.name] = "not proved"
+        return out
 
     def _set_path(self, search_path: str | None) -> None:
         if search_path is not None:

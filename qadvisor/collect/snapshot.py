@@ -234,6 +234,7 @@ def _tables(conn: Conn, relids: list[int]) -> list[Table]:
                 idx_tup_read=r["idx_tup_read"],
                 idx_tup_fetch=r["idx_tup_fetch"],
                 include_columns=tuple(r["include_columns"]),
+                descending=tuple(r["descending"]),
             )
         )
     table_rows = q.rows(conn, "tables", params)

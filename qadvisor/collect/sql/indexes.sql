@@ -7,6 +7,10 @@ SELECT x.indrelid AS relid, i.relname AS name, pg_get_indexdef(x.indexrelid) AS 
                  ON a.attrelid = x.indrelid AND a.attnum = (x.indkey::int2[])[k.pos]
               WHERE k.pos < x.indnkeyatts
               ORDER BY k.pos) AS columns,
+       ARRAY(SELECT ((x.indoption::int2[])[k.pos] & 1) = 1
+               FROM generate_subscripts(x.indoption::int2[], 1) AS k(pos)
+              WHERE k.pos < x.indnkeyatts
+              ORDER BY k.pos) AS descending,
        ARRAY(SELECT a.attname::text
                FROM generate_subscripts(x.indkey::int2[], 1) AS k(pos)
                JOIN pg_attribute a
