@@ -24,8 +24,10 @@ from qadvisor.engine import run_checks
 from qadvisor.model import (
     Finding,
     Fix,
+    LeftOut,
     LivePredicate,
     Queue,
+    Rejected,
     Report,
     RoleSetting,
     ServerInfo,
@@ -99,6 +101,23 @@ def _snapshot() -> Snapshot:
             *snap.queues,
             replace(snap.queues[0], table="mail", live=LivePredicate("finished_at", "is null")),
             odd,
+        ),
+        rejected=(
+            Rejected(
+                "public",
+                "jobs_log",
+                "column status holds waiting (queued) and finished (done) values, but no known "
+                "claim reads it (claims are known for other tables)",
+            ),
+        ),
+        left_out=(
+            LeftOut(
+                "pg_stat_statements 1f2e3d4c5b (7,800 calls)",
+                'SELECT $2 FROM ONLY "public"."jobs" x WHERE "id" OPERATOR(pg_catalog.=) $1 '
+                "FOR KEY SHARE OF x",
+                "is a foreign-key check run by PostgreSQL's RI triggers",
+                "public.jobs",
+            ),
         ),
     )
 

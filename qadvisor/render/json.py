@@ -28,6 +28,13 @@ def report_dict(report: Report) -> dict[str, Any]:
             }
             for q in snap.queues
         ],
+        "rejected": [
+            {"schema": r.schema, "table": r.table, "reason": r.reason} for r in snap.rejected
+        ],
+        "left_out": [
+            {"source": o.source, "statement": _start(o.text), "reason": o.reason, "queue": o.queue}
+            for o in snap.left_out
+        ],
         "findings": [_finding(f) for f in report.findings],
         "skipped": [{"code": s.code, "reason": s.reason, "queue": s.queue} for s in report.skipped],
         "summary": {**report.summary(), "skipped": len(report.skipped)},
@@ -51,6 +58,11 @@ def _finding(f: Finding) -> dict[str, Any]:
         "fix": fix_dict(f.fix),
         "docs": f.docs,
     }
+
+
+def _start(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
 def fix_dict(fix: Fix | None) -> dict[str, Any] | None:
