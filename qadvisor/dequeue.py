@@ -343,8 +343,10 @@ def condition_predicates(condition: str) -> tuple[Predicate, ...]:
 def analyse(sql: str) -> DequeueStatement | None:
     """The dequeue shape of ``sql``, or None when it takes no row lock.
 
-    When several query levels lock, the outermost one that takes rows is analysed; ``lock``
-    is its first locking clause (``locked_tables`` counts them all).
+    When several query levels lock, the first one in the text that takes rows is analysed
+    (a level before the levels inside it, a WITH query before the next: pgqueuer's claim of
+    queued jobs before its re-claim of stale ones); ``lock`` is its first locking clause
+    (``locked_tables`` counts them all).
     Raises StatementError as check_plannable does.
     """
     tree = _parse(sql)
@@ -370,7 +372,7 @@ def analyse(sql: str) -> DequeueStatement | None:
         lock_level=level,
         locked_tables=_unique(_table_name(t) for t, _ in _covered(select, _of_names(locks), ctes)),
         has_window=_has_window(select, ctes),
-        lateral=_lateral(select, owner, queue_key) if level == "lateral" else None,
+        lateral=_lateral(select, owner, queue_key, ctes) if level == "lateral" else None,
         parameters=tuple(sorted({_parameter_index(p) for p in tree.find_all(exp.Parameter)})),
         relations=_relations(tree, ctes),
     )
@@ -386,13 +388,13 @@ def _relations(tree: exp.Expr, ctes: set[str]) -> tuple[tuple[str | None, str], 
 
 
 def _locking_select(tree: exp.Expr) -> exp.Select | None:
-    """The outermost SELECT with a locking clause that takes rows of some table.
+    """The first SELECT (outer before inner) with a locking clause that takes rows of a table.
 
     ``SELECT 1 FOR UPDATE`` or a lock on a level that reads only a WITH query locks nothing
     (PostgreSQL accepts both), so such a level does not count.
     """
     ctes = _cte_names(tree)
-    selects = (n for n in tree.bfs() if isinstance(n, exp.Select) and n.args.get("locks"))
+    selects = (n for n in tree.walk(bfs=False) if isinstance(n, exp.Select) and n.args.get("locks"))
     for select in selects:
         if next(_covered(select, None, ctes), None) is not None:
             return select
@@ -755,17 +757,16 @@ def _own_window(select: exp.Select) -> bool:
     return False
 
 
-def _lateral(select: exp.Select, owner: exp.Select, key: str) -> Lateral | None:
+def _lateral(select: exp.Select, owner: exp.Select, key: str, ctes: set[str]) -> Lateral | None:
     """The round-robin shape around a lock in a LATERAL sub-select; None when the sub-select
-    is not correlated on a column of a table of the outer level."""
+    is not correlated on a column of a table of the outer level (a WITH query or a function
+    in FROM, such as pgqueuer's ``unnest($2)`` of entrypoints, is no rotation table)."""
     lateral = select.find_ancestor(exp.Lateral)
     outer = lateral.find_ancestor(exp.Select) if lateral else None
     if not isinstance(outer, exp.Select):
         return None
     inner_keys = {_source_key(s) for s in _sources(owner)}
-    outer_tables = {
-        _source_key(s): s for s in _sources(outer) if isinstance(s, exp.Table) and s.this
-    }
+    outer_tables = {_source_key(s): s for s in _sources(outer) if _is_base_table(s, ctes)}
     for conjunct in _filters(owner):
         if not isinstance(conjunct, exp.EQ):
             continue

@@ -561,3 +561,14 @@ def test_with_order_by_qualifies_columns_in_a_join() -> None:
 def test_with_order_by_needs_a_lock() -> None:
     with pytest.raises(StatementError, match="no SELECT"):
         with_order_by("select id from jobs order by id", ["id"])
+
+
+def test_the_first_locking_level_in_the_text_is_the_claim_and_a_with_query_no_rotation() -> None:
+    from tests.test_planning_real_text import PGQUEUER
+
+    # pgqueuer claims queued jobs per entrypoint, then re-claims stale picked ones: the
+    # first is what workers wait for. Its LATERAL runs over unnest($2), not a rotation table.
+    parsed = analysed(PGQUEUER)
+    assert parsed.alias == "candidate" and parsed.lock_level == "lateral"
+    assert "candidate.status = $5" in [p.text for p in parsed.predicates]
+    assert parsed.lateral is None
