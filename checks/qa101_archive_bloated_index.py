@@ -76,6 +76,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """
     for queue, table in queue_tables(snapshot):
         live = queue.live
+        if not any(
+            i.is_valid and not i.is_partial and i.bytes >= options.min_index_bytes
+            for i in table.indexes
+        ):
+            continue  # no full index is large enough to flag: judged without the live set
         if live is None:
             yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
             continue

@@ -31,6 +31,7 @@ from qadvisor.api import (
     predicate_words,
     qualified,
     scans,
+    selects_waiting,
     statement_evidence,
     statement_id,
     statement_label,
@@ -66,7 +67,9 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     must be spelled as the query spells it.
 
     ## When it stays quiet
-    The custom plan uses a partial index of the queue table; the planner uses a partial index
+    The partial index selects finished or running rows (a pruner's `WHERE state =
+    'completed'`, a lock index): a claim is not meant to use it. The custom plan uses a
+    partial index of the queue table; the planner uses a partial index
     when asked (then the chosen plan avoided it for its cost, such as a sort order: see
     QA303); the statement's predicate implies a partial index's predicate (equality to one of
     its values, an IN list inside its list, `IS NULL` for `IS NULL`); the statement has no
@@ -91,8 +94,8 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
         usable = False  # some partial index is provably usable: not using it is a cost choice
         for idx in table.indexes:
             target = parse_index_predicate(idx.predicate) if idx.predicate else None
-            if not idx.is_valid or target is None:
-                continue
+            if not idx.is_valid or target is None or not selects_waiting(target):
+                continue  # a pruner's index on finished states is not one a claim should use
             judged = predicate_implies(stmt.parsed.predicates, target, stmt.custom_values)
             usable = usable or judged.implies is True
             if judged.implies is False and judged.predicates:

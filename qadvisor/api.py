@@ -14,6 +14,7 @@ from qadvisor.dequeue import (
     with_literals,
     with_order_by,
 )
+from qadvisor.discover import selects_waiting
 from qadvisor.estimates import (
     LiveEstimate,
     Rates,
@@ -145,6 +146,7 @@ __all__ = [
     "queue_tables",
     "rates",
     "scans",
+    "selects_waiting",
     "sorts_over",
     "statement_evidence",
     "statement_id",

@@ -256,8 +256,9 @@ def _check_tree(tree: exp.Expr, tokens: list[Token]) -> None:
     for node in tree.walk():
         if isinstance(node, exp.Command):
             raise StatementError(f"unparsable SQL: sqlglot cannot parse {node.name!r} here")
-        if isinstance(node, exp.Insert | exp.Merge):
-            # Only UPDATE/DELETE may modify data inside WITH: those are what dequeues do.
+        if isinstance(node, exp.Merge):
+            # UPDATE, DELETE and INSERT inside WITH are what claims do (pgqueuer logs each
+            # claim with an INSERT in the same statement); MERGE is not.
             raise _refused(f"a data-modifying {node.key.upper()} inside WITH")
         if isinstance(node, exp.Select) and node.args.get("into"):
             raise _refused("SELECT INTO creates a table")
@@ -271,8 +272,9 @@ def check_plannable(sql: str) -> None:
     statement (whose body is one of those).
 
     Refused: EXPLAIN in any form, DDL, INSERT, MERGE, COPY, SET, DO, CALL, SELECT INTO,
-    several statements, empty or unparsable text, and INSERT/MERGE inside WITH (UPDATE and
-    DELETE inside WITH are allowed: such statements are only ever EXPLAINed, never run).
+    several statements, empty or unparsable text, and MERGE inside WITH (UPDATE, DELETE and
+    INSERT inside WITH are allowed: such statements are only EXPLAINed, or with --analyze
+    run in a transaction that is rolled back).
     """
     _parse(sql)
 

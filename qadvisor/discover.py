@@ -283,6 +283,12 @@ def _hidden_status(ev: _Evidence) -> str:
     )
 
 
+def selects_waiting(live: LivePredicate) -> bool:
+    """A partial index predicate that selects waiting rows only, none finished or running:
+    the kind of index a claim is meant to use (not a pruner's or a lock index)."""
+    return _waiting(live)
+
+
 def _waiting(live: LivePredicate) -> bool:
     """A partial index predicate that selects waiting rows only, none finished or running
     (``status IN ('todo', 'doing')`` is a lock index: it holds the jobs workers have)."""
@@ -439,7 +445,7 @@ def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> l
         via = sorted({c.via for c in ev.claims if c.via})
         if via:
             signals.append(f"a partition of {', '.join(via)}, which the claim names")
-    waiting = [p for p, lp in ev.partials if _waiting(lp)]
+    waiting = [p for p, lp in ev.partials if _waiting(lp) and _live_like(ev, lp)]
     if waiting:
         signals.append(f"{len(waiting)} partial index(es) on a live predicate")
     if live is not None and live.source.startswith("queue library"):
@@ -451,11 +457,19 @@ def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> l
     return signals
 
 
+def _live_like(ev: _Evidence, live: LivePredicate) -> bool:
+    """A partial index predicate on a status-like column or ``*_at IS NULL``: evidence of a
+    live set. A boolean (``WHERE NOT aggregated`` of a log's aggregator) is not, unless a
+    claim waits on it."""
+    col = ev.column(live.column)
+    return live.op == "is null" or (col is not None and col.is_status)
+
+
 def _structure(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> bool:
-    """Evidence other than the claim: a status-like column, a partial index, a library's
-    shape."""
+    """Evidence other than the claim: a status-like column, a partial index on a live
+    predicate, a library's shape."""
     return (
-        bool(ev.partials)
+        any(_live_like(ev, lp) for _, lp in ev.partials)
         or any(c.is_status for c in ev.columns)
         or (_library(ev, all_columns) is not None)
     )

@@ -86,7 +86,8 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     report = run.report
     assert run.rc == 1
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
-                           "queues", "findings", "skipped", "summary"}  # fmt: skip
+                           "queues", "rejected", "left_out", "findings", "skipped",
+                           "summary"}  # fmt: skip
     assert report["schema_version"] == 1
     assert report["server"]["version_num"] == db.version_num
     assert report["database"] == db.name

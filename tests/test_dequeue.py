@@ -411,7 +411,7 @@ def test_result_is_plain_json_data() -> None:
         ("INSERT INTO jobs (tenant_id) VALUES (1)", "statement: INSERT INTO"),
         ("insert into jobs select * from jobs for update", "statement: INSERT INTO"),
         ("with x as (select 1) insert into jobs select * from x", "statement: WITH ... INSERT"),
-        ("with x as (insert into jobs values (1) returning *) select * from x", "INSERT inside"),
+        ("with x as (merge into jobs using y on true when matched then delete) select 1", "MERGE"),
         ("merge into jobs using x on true when matched then delete", "statement: MERGE"),
         ("copy jobs to stdout", "statement: COPY"),
         ("set plan_cache_mode = force_generic_plan", "statement: SET"),
@@ -572,3 +572,15 @@ def test_the_first_locking_level_in_the_text_is_the_claim_and_a_with_query_no_ro
     assert parsed.alias == "candidate" and parsed.lock_level == "lateral"
     assert "candidate.status = $5" in [p.text for p in parsed.predicates]
     assert parsed.lateral is None
+
+
+def test_a_claim_that_logs_itself_with_an_insert_inside_with_is_analysed() -> None:
+    # pgqueuer's dequeue writes its log row in the same statement.
+    sql = (
+        "WITH next AS (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED), claimed AS (UPDATE jobs SET status = 'picked' WHERE id IN "
+        "(SELECT id FROM next) RETURNING *), log AS (INSERT INTO jobs_log (job_id) SELECT id "
+        "FROM claimed) SELECT * FROM claimed"
+    )
+    parsed = analysed(sql)
+    assert parsed.table == "jobs" and parsed.lock_level == "cte"

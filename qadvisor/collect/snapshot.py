@@ -26,15 +26,18 @@ from qadvisor.model import (
     ColumnStats,
     HorizonHolder,
     Index,
+    LeftOut,
     Queue,
     Rejected,
     RoleSetting,
     Sample,
     ServerInfo,
     Snapshot,
+    Statement,
     Table,
     TableStats,
 )
+from qadvisor.plans import statement_label
 
 Conn = psycopg.Connection[Any]
 
@@ -96,7 +99,8 @@ def collect(
         for d in sorted(decisions, key=lambda d: (d.schema, d.table))
     )
     horizon = _horizon(conn, unavailable)
-    planned = plan_statements(conn, gathered.statements, queues, table_facts, analyze)
+    judged, left_out = _on_queues(gathered, queues, rejected, explicit=bool(tables))
+    planned = plan_statements(conn, judged, queues, table_facts, analyze)
     tenants = collect_tenants(conn, queues, table_facts, planned, unavailable)
     sample = None
     if sample_seconds and relids:
@@ -113,8 +117,35 @@ def collect(
         horizon=horizon,
         unavailable=unavailable,
         rejected=tuple(rejected),
-        left_out=tuple(gathered.left_out),
+        left_out=tuple(left_out),
     )
+
+
+def _on_queues(
+    gathered: statements.Gathered,
+    queues: Sequence[Queue],
+    rejected: Sequence[Rejected],
+    explicit: bool,
+) -> tuple[list[Statement], list[LeftOut]]:
+    """The claims on the report's queues, to judge; a claim on a table that was not taken
+    for a queue (a clean-up of stale rows; a table --table did not name) is left out with
+    the reason, like a foreign-key check."""
+    names = {q.qualified for q in queues}
+    why = {r.qualified: r.reason for r in rejected}
+    judged, left_out = [], list(gathered.left_out)
+    for stmt in gathered.statements:
+        if stmt.queue is None or stmt.queue in names or stmt.source.startswith("--query"):
+            judged.append(stmt)  # a --query was given on purpose: its skip says why
+            continue
+        reason = why.get(stmt.queue) or (
+            "not named with --table" if explicit else "not taken for a queue"
+        )
+        left_out.append(
+            LeftOut(
+                statement_label(stmt), stmt.text, f"{stmt.queue} is no queue: {reason}", stmt.queue
+            )
+        )
+    return judged, left_out
 
 
 def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:
