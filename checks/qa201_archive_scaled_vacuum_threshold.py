@@ -17,7 +17,7 @@ from qadvisor.api import (
     human_count,
     human_seconds,
     live_rows,
-    queue_tables,
+    queue_facts,
     rates,
     suggested_vacuum_threshold,
     vacuum_threshold_sql,
@@ -66,7 +66,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
     completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
     """
-    for queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        queue, table = item
         if not autovacuum_enabled(snapshot, table):
             continue
         trigger = vacuum_trigger(snapshot, table)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TestDB
-from tests.helpers import build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 
 SECRET = "s3cr3t-Pa55"
 
@@ -86,7 +86,8 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     report = run.report
     assert run.rc == 1
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
-                           "queues", "findings", "skipped", "summary"}  # fmt: skip
+                           "checks_run", "queues", "findings", "skipped", "summary"}  # fmt: skip
+    assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1
     assert report["server"]["version_num"] == db.version_num
     assert report["database"] == db.name
@@ -167,4 +168,6 @@ def test_measured_state_reports_both_then_nothing_after_the_printed_fixes(db: Te
             db.execute(statement)
     db.execute("VACUUM (ANALYZE) jobs")
     after = check(db)
+    assert_quiet(after, "QA101")
+    assert_quiet(after, "QA201")
     assert after.rc == 0 and after.report["findings"] == []

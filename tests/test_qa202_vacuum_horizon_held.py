@@ -10,7 +10,7 @@ from psycopg import IsolationLevel
 from qadvisor.model import Finding, HorizonHolder, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, build_archive_queue, check
+from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check
 
 
 def test_idle_in_transaction_and_inactive_slot() -> None:
@@ -36,7 +36,7 @@ def test_idle_in_transaction_and_inactive_slot() -> None:
 
 
 def test_quiet_without_holders() -> None:
-    assert S.run("QA202", S.snapshot(S.jobs_table())) == []
+    assert_quiet(S.report("QA202", S.snapshot(S.jobs_table())), "QA202")
 
 
 def test_open_transaction_found_terminated_and_gone(db: TestDB, tmp_path: Path) -> None:
@@ -55,11 +55,11 @@ def test_open_transaction_found_terminated_and_gone(db: TestDB, tmp_path: Path) 
         assert f["evidence"]["application_name"] == "long_report"
         assert f["evidence"]["state"] == "idle in transaction"
         apply_fix(db, f)
-        assert "QA202" not in check(db, "--config", str(config)).codes()
+        assert_quiet(check(db, "--config", str(config)), "QA202")
     finally:
         holder.close()
 
 
 def test_quiet_on_a_queue_without_long_transactions(db: TestDB) -> None:
     build_archive_queue(db, composite=False, partial=True)
-    assert "QA202" not in check(db).codes()
+    assert_quiet(check(db), "QA202")

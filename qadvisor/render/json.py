@@ -28,6 +28,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             }
             for q in snap.queues
         ],
+        "checks_run": list(report.checks_run),
         "findings": [_finding(f) for f in report.findings],
         "skipped": [{"code": s.code, "reason": s.reason, "queue": s.queue} for s in report.skipped],
         "summary": {**report.summary(), "skipped": len(report.skipped)},
