@@ -3,11 +3,15 @@ on a real server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import psycopg
 
 from qadvisor.model import Report
 from qadvisor.render.json import report_dict
@@ -86,6 +90,42 @@ def apply_fix(db: TestDB, finding: dict[str, Any]) -> None:
     """Run a finding's fix exactly as printed, one statement per call (CONCURRENTLY needs it)."""
     for statement in finding["fix"]["statements"]:
         db.execute(statement)
+
+
+@contextlib.contextmanager
+def holding(db: TestDB, statement: str) -> Iterator[list[tuple[Any, ...]]]:
+    """Run a claim in a worker's session and keep its transaction, and so its row locks, open
+    while the block runs; rolled back afterwards."""
+    with psycopg.connect(db.dsn) as conn:
+        rows = conn.execute(statement).fetchall()
+        try:
+            yield rows
+        finally:
+            conn.rollback()
+
+
+def run_now(db: TestDB, statement: str) -> list[tuple[Any, ...]]:
+    """Run a statement in another session that waits at most 500 ms for a row lock (then
+    psycopg.errors.LockNotAvailable); rolled back."""
+    with psycopg.connect(db.dsn) as conn:
+        conn.execute("SET lock_timeout = '500ms'")
+        try:
+            return conn.execute(statement).fetchall()
+        finally:
+            conn.rollback()
+
+
+def row_locked(db: TestDB, table: str, column: str, value: object) -> bool:
+    """Another session holds a row lock on the row of ``table`` whose ``column`` is ``value``."""
+    try:
+        with psycopg.connect(db.dsn) as conn:
+            conn.execute(
+                f"SELECT 1 FROM {table} WHERE {column} = %s FOR UPDATE NOWAIT", [value]
+            ).fetchall()
+            conn.rollback()
+    except psycopg.errors.LockNotAvailable:
+        return True
+    return False
 
 
 def build_archive_queue(

@@ -12,6 +12,7 @@ import dataclasses
 
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
+from qadvisor.plans import indexes_used, parse_explain
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, check
@@ -140,7 +141,30 @@ def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(db:
     (rewritten,) = f["fix"]["statements"]
     assert "status = 'queued'" in rewritten and "$1" not in rewritten
 
+    # The proof is the server's: planned generically while force_generic_plan is still set,
+    # the rewrite uses the partial index and the application's statement does not.
+    assert "jobs_queued_created_at_idx" in generic_plan_indexes(db, rewritten.rstrip(";"))
+    assert "jobs_queued_created_at_idx" not in generic_plan_indexes(db, CLAIM, "text", "'queued'")
     assert_quiet(check(db, "--query", rewritten), "QA301")
+
+
+def generic_plan_indexes(
+    db: TestDB, statement: str, types: str = "", values: str = ""
+) -> tuple[str, ...]:
+    """The indexes of public.jobs that the statement's cached plan uses in a new session of
+    the database (which takes its plan_cache_mode), prepared and explained in a transaction
+    that is rolled back."""
+    with db.connect() as conn:
+        assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+        with conn.transaction(force_rollback=True):
+            conn.execute(f"PREPARE proof{f'({types})' if types else ''} AS {statement}")
+            row = conn.execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE proof{f'({values})' if values else ''}"
+            ).fetchone()
+            conn.execute("DEALLOCATE proof")
+    assert row is not None
+    plan, _ = parse_explain(row[0])
+    return indexes_used(plan, "public", "jobs")
 
 
 def test_without_the_setting_it_is_a_warning(db: TestDB) -> None:

@@ -4,14 +4,16 @@ round-robin pattern, and healthy controls."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import re
 from typing import Any
 
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, Severity, Skip, Snapshot, Statement, TenantCount
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check
+from tests.helpers import assert_quiet, check, holding, run_now
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
     FIFO_IDX,
@@ -143,10 +145,38 @@ def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) 
     fixed = check(db, "--query", dequeue)
     for code in ("QA401", "QA402", "QA403"):
         assert_quiet(fixed, code)
-    # The printed dequeue claims a job of the tenant that waited longest, with the lock on it.
-    with db.connect() as conn, conn.transaction(force_rollback=True):
-        row = conn.execute(dequeue).fetchone()
-        assert row is not None
+    # The lock is on the job: while a worker holds one, the next worker claims another.
+    with holding(db, dequeue) as held:
+        ((job, _),) = held
+        ((other, _),) = run_now(db, dequeue)
+        assert other != job
+    # Claims as the fix's notes say (the dequeue, the job marked running, the tenant's turn
+    # moved to the back): FIFO serves tenant 1's backlog first, round-robin serves each of
+    # the 11 tenants within the first 11 claims.
+    assert claims(db, FIFO, None, 11, keep=False) == [1] * 11
+    m = re.search(r"`(UPDATE [^`]+ = \$1)`", f["fix"]["notes"])
+    assert m, f["fix"]["notes"]
+    turn = m.group(1).replace("$1", "%s")
+    assert sorted(claims(db, dequeue, turn, 11)) == list(range(1, 12))
+
+
+def claims(db: TestDB, dequeue: str, turn: str | None, n: int, keep: bool = True) -> list[int]:
+    """The tenants of ``n`` successive claims, each committed on its own: the dequeue, the job
+    set to running, then ``turn`` (the rotation update) for its tenant. ``keep`` False: in one
+    transaction that is rolled back."""
+    served = []
+    outer = contextlib.nullcontext() if keep else None
+    with db.connect() as conn, outer or conn.transaction(force_rollback=True):
+        for _ in range(n):
+            with conn.transaction():
+                row = conn.execute(dequeue).fetchone()
+                assert row is not None
+                job, tenant = row
+                conn.execute("UPDATE jobs SET status = 'running' WHERE id = %s", [job])
+                if turn is not None:
+                    conn.execute(turn, [tenant])
+            served.append(tenant)
+    return served
 
 
 def test_measured_job_durations_make_the_estimate(db: TestDB) -> None:

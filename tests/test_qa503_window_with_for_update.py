@@ -7,7 +7,7 @@ from qadvisor.dequeue import analyse
 from qadvisor.model import Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check
+from tests.helpers import assert_quiet, check, holding, run_now
 from tests.test_qa401_round_robin_walks_backlog import build_tenant_queue, split_fix
 from tests.test_qa501_lock_without_skip_locked import findings, with_statements
 
@@ -78,8 +78,14 @@ def test_window_refused_by_postgresql_and_the_rewrites_accepted(db: TestDB) -> N
     fixed = check(db, "--query", rewritten)
     for code in ("QA501", "QA502", "QA503"):
         assert_quiet(fixed, code)
-    with db.connect() as conn, conn.transaction(force_rollback=True):
-        assert len(conn.execute(rewritten).fetchall()) == 10
+    assert len(run_now(db, rewritten)) == 10
+    # A worker holds the oldest job: the rewrite skips it (and, as its note says, does not
+    # replace it with the eleventh).
+    oldest = "select id from jobs where status = 'queued' order by enqueued_at limit 1 for update"
+    with holding(db, oldest) as held:
+        ((first,),) = held
+        claimed = [row[0] for row in run_now(db, rewritten)]
+        assert len(claimed) == 9 and first not in claimed
 
     ddl, (dequeue,) = split_fix(per_tenant)
     for statement in ddl:
@@ -87,5 +93,8 @@ def test_window_refused_by_postgresql_and_the_rewrites_accepted(db: TestDB) -> N
     fixed = check(db, "--query", dequeue)
     for code in ("QA401", "QA402", "QA403", "QA501", "QA502", "QA503"):
         assert_quiet(fixed, code)
-    with db.connect() as conn, conn.transaction(force_rollback=True):
-        assert conn.execute(dequeue).fetchone() is not None
+    # The round-robin dequeue: a worker holds one job, the next worker claims another.
+    with holding(db, dequeue) as held:
+        ((job, _),) = held
+        ((other, _),) = run_now(db, dequeue)
+        assert other != job
