@@ -147,13 +147,24 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 f"Threshold {n:,}: {basis}. ALTER TABLE ... SET takes a SHARE UPDATE "
                 "EXCLUSIVE lock: it does not block reads or writes but waits for a running "
                 "VACUUM/ANALYZE of the table; set a lock_timeout. Autovacuum picks the new "
-                "trigger up on its next round"
-                + (
-                    f"; run VACUUM {table.qualified} once to clear the "
-                    f"{human_count(stats.n_dead_tup)} dead tuples already there."
-                    if stats.n_dead_tup
-                    else "."
-                ),
+                "trigger up on its next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
                 "safe",
             ),
         )
+
+
+def _dead_now(table: str, dead: int, n: int) -> str:
+    """What becomes of the dead tuples already there once the new threshold is set."""
+    if dead > n:
+        # Autovacuum vacuums a table whose dead tuples exceed its threshold on its next visit
+        # of the database (every autovacuum_naptime, 1 min by default).
+        return (
+            f": the {human_count(dead)} dead tuples already there are over it, so that round "
+            f"vacuums {table}."
+        )
+    if dead:
+        return (
+            f"; the {human_count(dead)} dead tuples already there stay until {n:,} are reached "
+            f"(VACUUM {table} clears them at once, under the same lock, if that matters)."
+        )
+    return "."

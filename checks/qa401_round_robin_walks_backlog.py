@@ -365,19 +365,26 @@ def _fix(
             )
     n = tenants if tenants and (n_distinct is None or tenants > n_distinct) else None
     alter = n_distinct_sql(table, tenant, n) if n else None
+    counted = (
+        f"pg_stats counts {n_distinct:g} distinct {tenant} values"
+        if n_distinct is not None
+        else f"pg_stats has no n_distinct for {tenant}"
+    )
+    cost = (
+        "The ALTER takes a SHARE UPDATE EXCLUSIVE lock (reads and writes go on) and counts from "
+        "the next ANALYZE, which reads a sample of at most 300 x default_statistics_target "
+        "rows (30,000 by default) under the same lock; a fixed n_distinct survives later "
+        "ANALYZEs (raise it as tenants are added)."
+    )
     if not statements and alter is not None:
         # Index and order already right: the statistics are what mislead the planner.
         statements += [alter, f"ANALYZE {qualified(table.schema, table.name)};"]
-        notes.append(
-            f"pg_stats counts {n_distinct:g} distinct {tenant} values against {n:,} tenants; "
-            "a fixed n_distinct survives later ANALYZEs (raise it as tenants are added)."
-        )
+        notes.append(f"{counted} against {n:,} tenants. {cost}")
     elif alter is not None:
         notes.append(
-            f"Complementary: pg_stats counts {n_distinct:g} distinct {tenant} values against "
-            f"{n:,} tenants, which is why the planner expects a short walk. `{alter}` followed "
-            f"by `ANALYZE {qualified(table.schema, table.name)};` corrects its estimate (raise "
-            "it as tenants are added)."
+            f"Complementary: {counted} against {n:,} tenants, which is why the planner expects "
+            f"a short walk. `{alter}` followed by `ANALYZE {qualified(table.schema, table.name)};` "
+            f"corrects its estimate. {cost}"
         )
     if not statements:
         notes.append(

@@ -31,6 +31,19 @@ def test_measured_case_default_trigger_is_two_million() -> None:
     )
 
 
+def test_the_fix_says_what_becomes_of_the_dead_tuples_already_there() -> None:
+    # 1,753,949 dead tuples against the new threshold of 50,000: autovacuum's next round
+    # vacuums the table, no VACUUM needs running by hand.
+    (f,) = S.run("QA201", S.snapshot(S.jobs_table()))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert "1,753,949 dead tuples already there are over it, so that round vacuums" in f.fix.notes
+    assert "run VACUUM" not in f.fix.notes
+    few = S.jobs_table(stats=TableStats(n_live_tup=10_000_000, n_dead_tup=20_000))
+    (f,) = S.run("QA201", S.snapshot(few))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert "20,000 dead tuples already there stay until 50,000 are reached" in f.fix.notes
+
+
 def test_max_threshold_caps_the_trigger_on_18() -> None:
     table = S.jobs_table(reltuples=1_000_000_000)
     (f,) = S.run("QA201", S.snapshot(table))

@@ -29,7 +29,7 @@ from qadvisor.model import (
 )
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check, qadvisor
+from tests.helpers import apply_fix, assert_quiet, check, qadvisor
 
 QUEUED = LivePredicate("status", "in", ("queued",), "partial index jobs_queued_fifo")
 
@@ -338,6 +338,17 @@ def test_index_and_order_already_right_then_the_statistics_are_the_fix() -> None
     )
 
 
+def test_tenant_column_without_statistics_still_gets_its_fix() -> None:
+    # pg_stats has no row for tenant_id (never analyzed, or hidden from the role).
+    table = dataclasses.replace(
+        jobs(PKEY, FIFO_IDX, TENANT_ID_IDX),
+        column_stats=(ColumnStats("status", 0.0, 1.0, 7, ("queued",), (1.0,)),),
+    )
+    (f,) = findings(rr_snapshot(table, walk_plan()))
+    assert f.evidence["n_distinct_tenant"] is None and f.fix is not None
+    assert "pg_stats has no n_distinct for tenant_id against 1,000 tenants" in f.fix.notes
+
+
 def test_analyzed_plan_numbers_are_evidence() -> None:
     plan = walk_plan()
     inner = next(n for n in plan.walk() if n.relation == "jobs")
@@ -401,8 +412,7 @@ def test_round_robin_trap_found_fixed_and_gone(db: TestDB) -> None:
     (create,) = ddl
     assert "(tenant_id, enqueued_at, id) WHERE status = 'queued'" in create
     for statement in ddl:
-        db.execute(statement)
-    db.execute("ANALYZE jobs")
+        db.execute(statement)  # as printed: no ANALYZE of its own
 
     # The id-ordered sub-select keeps walking even with the per-tenant index in place...
     assert "QA401" in check(db, "--query", RR_BY_ID).codes()
@@ -441,3 +451,26 @@ def test_evenly_spread_backlog_does_not_reproduce_the_walk(db: TestDB) -> None:
     # descends the (tenant_id, id) index even with the sub-select ordered by id.
     build_tenant_queue(db, dict.fromkeys(range(1, 1001), 100), rotation=1000)
     assert_quiet(check(db, "--query", RR_BY_ID), "QA401")
+
+
+def test_statistics_fix_runs_as_printed_and_the_walk_is_gone(db: TestDB) -> None:
+    # Index and order already right: the per-tenant index (tenant_id, enqueued_at, id) and a
+    # sub-select ordered by enqueued_at, id. A FIFO index in that same order lets the planner
+    # walk it when pg_stats says there is one tenant: then the statistics are the fix.
+    build_tenant_queue(db, {1: 100_000, **dict.fromkeys(range(2, 12), 1)}, rotation=1000,
+                       tenant_index="(tenant_id, enqueued_at, id)")  # fmt: skip
+    db.execute("CREATE INDEX jobs_queued_by_time ON jobs (enqueued_at, id) WHERE status = 'queued'")
+    db.execute("ALTER TABLE jobs ALTER COLUMN tenant_id SET (n_distinct = 1)")
+    db.execute("ANALYZE jobs")
+    (f,) = check(db, "--query", RR_FIXED).findings("QA401")
+    assert f["evidence"]["index"] == "jobs_queued_by_time"
+    assert f["fix"]["statements"] == [
+        "ALTER TABLE public.jobs ALTER COLUMN tenant_id SET (n_distinct = 1000);",
+        "ANALYZE public.jobs;",
+    ]
+    assert "SHARE UPDATE EXCLUSIVE" in f["fix"]["notes"]
+    apply_fix(db, f)
+    assert_quiet(check(db, "--query", RR_FIXED), "QA401")
+    (scan,) = inner_scans(snapshot_of(db, RR_FIXED))
+    assert scan.index == "jobs_queued_tenant_id"
+    assert scan.index_cond is not None and "tenant_id = qt.tenant_id" in scan.index_cond

@@ -141,7 +141,6 @@ def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) 
     for statement in ddl:
         db.execute(statement)
     assert db.execute("SELECT count(*) FROM jobs_tenants") == [(11,)]
-    db.execute("ANALYZE jobs")
     fixed = check(db, "--query", dequeue)
     for code in ("QA401", "QA402", "QA403"):
         assert_quiet(fixed, code)
