@@ -10,7 +10,7 @@ from psycopg import IsolationLevel
 from qadvisor.model import Finding, HorizonHolder, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check
+from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check, qadvisor
 
 
 def test_idle_in_transaction_and_inactive_slot() -> None:
@@ -33,6 +33,18 @@ def test_idle_in_transaction_and_inactive_slot() -> None:
     slot_fix = by_name["replication-slot-old_standby"].fix
     assert slot_fix is not None
     assert slot_fix.statements == ("SELECT pg_drop_replication_slot('old_standby');",)
+
+
+def test_hidden_sessions_are_a_skip_beside_what_is_seen() -> None:
+    hidden = "1 session(s) of other roles hold the xmin horizon, but ...: GRANT pg_read_all_stats"
+    snap = dataclasses.replace(
+        S.snapshot(S.jobs_table()),
+        horizon=(HorizonHolder("prepared transaction", "stuck", 9_000, 4000.0, "prepared"),),
+        unavailable={"horizon_hidden": hidden},
+    )
+    out = S.run("QA202", snap)
+    assert [type(o).__name__ for o in out] == ["Finding", "Skip"]
+    assert out[1].reason == hidden and out[1].queue is None
 
 
 def test_quiet_without_holders() -> None:
@@ -58,6 +70,39 @@ def test_open_transaction_found_terminated_and_gone(db: TestDB, tmp_path: Path) 
         assert_quiet(check(db, "--config", str(config)), "QA202")
     finally:
         holder.close()
+
+
+def test_sessions_hidden_from_the_role_are_a_skip_naming_the_grant(
+    db: TestDB, tmp_path: Path
+) -> None:
+    # Without pg_read_all_stats, pg_stat_activity shows another role's backend_xmin but hides
+    # its backend_type, state and xact_start: the holder cannot be judged, so it is a skip.
+    build_archive_queue(db, composite=False, partial=True)
+    config = tmp_path / "qadvisor.toml"
+    config.write_text("[options.QA202]\nmin_age_s = 0\n")
+    db.execute("DROP ROLE IF EXISTS qa_horizon")
+    db.execute("CREATE ROLE qa_horizon LOGIN")
+    dsn = db.server.dsn(db.name, user="qa_horizon")
+    holder = db.connect()
+    holder.autocommit = False
+    holder.isolation_level = IsolationLevel.REPEATABLE_READ
+    holder.execute("SET application_name = 'long_report'")
+    holder.execute("SELECT count(*) FROM jobs")
+    try:
+        run = qadvisor("check", dsn, "--format", "json", "--config", str(config))
+        assert run.rc in (0, 1), run.stderr
+        assert run.findings("QA202") == []
+        (skip,) = [s for s in run.report["skipped"] if s["code"] == "QA202"]
+        assert skip["queue"] is None
+        assert "GRANT pg_read_all_stats TO qa_horizon" in skip["reason"], skip["reason"]
+        db.execute("GRANT pg_read_all_stats TO qa_horizon")
+        run = qadvisor("check", dsn, "--format", "json", "--config", str(config))
+        (f,) = run.findings("QA202")
+        assert f["evidence"]["application_name"] == "long_report"
+        assert [s for s in run.report["skipped"] if s["code"] == "QA202"] == []
+    finally:
+        holder.close()
+        db.execute("REVOKE pg_read_all_stats FROM qa_horizon")
 
 
 def test_quiet_on_a_queue_without_long_transactions(db: TestDB) -> None:

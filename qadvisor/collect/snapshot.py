@@ -125,9 +125,17 @@ def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]
 def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
     try:
         rows = q.rows(conn, "horizon")
+        (hidden,) = q.rows(conn, "horizon_hidden")
     except psycopg.Error as exc:
         unavailable["horizon"] = f"the xmin horizon could not be read: {first_line(exc)}"
         return ()
+    if hidden["sessions"]:
+        # Hidden, not failed: the query worked, but these rows came back without their facts.
+        unavailable["horizon_hidden"] = (
+            f"{hidden['sessions']} session(s) of other roles hold the xmin horizon, but "
+            "pg_stat_activity hides their transaction start and state from this role: "
+            f"GRANT pg_read_all_stats TO {hidden['role']} (part of pg_monitor)"
+        )
     return tuple(HorizonHolder(**r) for r in rows)
 
 
