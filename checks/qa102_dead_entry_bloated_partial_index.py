@@ -96,7 +96,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 notes.append(
                     f"Autovacuum waits for {human_count(trigger.value)} dead tuples on this "
                     f"table (QA201), so the index would bloat again: the ALTER TABLE fixes "
-                    f"the threshold at {n:,} ({basis})."
+                    f"the threshold at {n:,}: {basis}."
                 )
             yield Issue(
                 target=Target("index", table.schema, table.name, idx.name),

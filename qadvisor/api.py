@@ -17,6 +17,7 @@ from qadvisor.dequeue import (
     with_order_by,
 )
 from qadvisor.estimates import (
+    MIN_SAMPLE_ROWS,
     LiveEstimate,
     Rates,
     VacuumTrigger,
@@ -78,6 +79,7 @@ from qadvisor.sqltext import ident, index_name, literal, predicate_sql, qualifie
 from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 
 __all__ = [
+    "MIN_SAMPLE_ROWS",
     "Column",
     "ColumnStats",
     "DequeueStatement",
