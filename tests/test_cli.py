@@ -80,6 +80,50 @@ def test_missing_table_and_bad_snapshot_file(db: TestDB, tmp_path: Path) -> None
     assert qadvisor("check", "--snapshot", str(tmp_path / "missing.json")).rc == 2
 
 
+def _snapshot_file(tmp_path: Path) -> Path:
+    from tests import snapshots as S
+
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * 1024 * 1024)
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(S.snapshot(S.jobs_table(indexes=(idx,))).to_dict()))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("pattern", "closest"),
+    [("QA999", "QA503"), ("QA2O1:public.jobs", "QA201"), ("qa101", "QA101")],
+)
+def test_an_unknown_code_to_ignore_is_one_line_naming_the_closest(
+    tmp_path: Path, pattern: str, closest: str
+) -> None:
+    snap = _snapshot_file(tmp_path)
+    assert qadvisor("check", "--snapshot", str(snap), "--ignore", "QA101").rc == 1  # QA201 left
+    run = qadvisor("check", "--snapshot", str(snap), "--ignore", pattern)
+    assert run.rc == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(f"qadvisor: error: --ignore '{pattern}': ")
+    assert f"the closest code is {closest}" in run.stderr
+    # The same in the config file, named as such.
+    config = tmp_path / "qadvisor.toml"
+    config.write_text(f'ignore = ["{pattern}"]\n')
+    run = qadvisor("check", "--snapshot", str(snap), "--config", str(config))
+    assert run.rc == 2 and f"qadvisor.toml: ignore '{pattern}'" in run.stderr
+    assert f"the closest code is {closest}" in run.stderr
+    # A known code with nothing after the colon would ignore nothing either.
+    run = qadvisor("check", "--snapshot", str(snap), "--ignore", "QA201:")
+    assert run.rc == 2 and "names no object" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "table", ["pg_catalog.pg_class", "pg_class", "information_schema.sql_features"]
+)
+def test_a_system_catalog_given_as_a_queue_is_refused(db: TestDB, table: str) -> None:
+    run = qadvisor("check", db.dsn, "--table", table, "--format", "json")
+    assert run.rc == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "is a system catalog of PostgreSQL, not a queue table" in run.stderr
+
+
 def test_json_contract_and_exit_codes(db: TestDB) -> None:
     build_archive_queue(db)
     run = check(db)

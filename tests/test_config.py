@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from qadvisor.config import Config, ConfigError, check_options, find_config
+from qadvisor.config import Config, ConfigError, check_ignores, check_options, find_config
 from qadvisor.registry import load_checks
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
@@ -45,6 +45,18 @@ def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) ->
     path.write_text(text)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         check_options(load_checks(), find_config(path))
+
+
+def test_ignores_name_known_checks() -> None:
+    checks = load_checks()
+    check_ignores(["QA101", "QA201:public.jobs", "QA401:public.pgss:-42"], checks)
+    for pattern, message in [
+        ("QA999", "no check has the code 'QA999'; the closest code is QA503"),
+        ("QA2O1:public.jobs", "no check has the code 'QA2O1'; the closest code is QA201"),
+        ("QA201:", "names no object after QA201:"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            check_ignores([pattern], checks)
 
 
 def test_config_options_and_flags_on_a_real_server(db: TestDB, tmp_path: Path) -> None:

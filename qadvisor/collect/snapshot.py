@@ -169,9 +169,18 @@ def _discover(conn: Conn, names: Sequence[str], pgss: list[dict[str, Any]]) -> F
                 raise TableNotFound(f"table {r['arg']} does not exist (or is not visible)")
             if r["relkind"] not in ("r", "p"):
                 raise TableNotFound(f"{r['arg']} is not a table")
+            if _system_schema(r["schema"]):
+                name = f"{r['schema']}.{r['table']}"
+                what = r["arg"] if r["arg"] == name else f"{r['arg']} ({name})"
+                raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
             explicit.append((r["schema"], r["table"], r["relid"]))
     decisions = discover.decide(columns, partials, statements, all_columns, explicit)
     return Found(decisions, statements)
+
+
+def _system_schema(schema: str) -> bool:
+    """PostgreSQL's own tables: the catalogs, information_schema and TOAST tables."""
+    return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_toast")
 
 
 def _locking_statements(pgss: list[dict[str, Any]]) -> list[discover.LockingStatement]:
