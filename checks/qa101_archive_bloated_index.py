@@ -25,7 +25,7 @@ from qadvisor.api import (
     parse_index_predicate,
     predicate_sql,
     qualified,
-    queue_tables,
+    queue_facts,
     statement_queue,
 )
 
@@ -74,7 +74,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     the index is under `min_index_bytes`; or a partial replacement already exists for a
     constraint index.
     """
-    for queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        queue, table = item
         live = queue.live
         if not any(
             i.is_valid and not i.is_partial and i.bytes >= options.min_index_bytes

@@ -18,7 +18,7 @@ from qadvisor.api import (
     human_count,
     live_rows,
     qualified,
-    queue_tables,
+    queue_facts,
     suggested_vacuum_threshold,
     vacuum_threshold_sql,
     vacuum_trigger,
@@ -61,7 +61,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     ## When it stays quiet
     The index is under `min_index_bytes`, or within `min_size_ratio` of its fresh size.
     """
-    for _queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        queue, table = item
         for idx in table.indexes:
             if not (idx.is_partial and idx.is_valid) or idx.bytes < options.min_index_bytes:
                 continue
@@ -82,7 +86,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 "PostgreSQL 12+ and about the index's fresh size in free disk space."
             ]
             trigger = vacuum_trigger(snapshot, table)
-            live = live_rows(table, _queue.live)
+            live = live_rows(table, queue.live)
             live_n = live.rows if live.rows is not None else idx.reltuples
             if trigger.scaled_part > trigger.threshold and trigger.value > _TRIGGER_RATIO * max(
                 live_n, 1.0
@@ -92,7 +96,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 notes.append(
                     f"Autovacuum waits for {human_count(trigger.value)} dead tuples on this "
                     f"table (QA201), so the index would bloat again: the ALTER TABLE fixes "
-                    f"the threshold at {n:,} ({basis})."
+                    f"the threshold at {n:,}: {basis}."
                 )
             yield Issue(
                 target=Target("index", table.schema, table.name, idx.name),

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    MIN_SAMPLE_ROWS,
     Fix,
     Issue,
     Severity,
@@ -17,7 +18,7 @@ from qadvisor.api import (
     human_count,
     human_seconds,
     live_rows,
-    queue_tables,
+    queue_facts,
     rates,
     suggested_vacuum_threshold,
     vacuum_threshold_sql,
@@ -59,14 +60,26 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     Give the table a fixed trigger: `autovacuum_vacuum_scale_factor = 0` and an
     `autovacuum_vacuum_threshold` sized by throughput, about 30 s of dead tuples (2,000
     claims/s make 50,000 dead tuples in 25 s). With `--sample` the threshold is computed from
-    the measured rate. `ALTER TABLE ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for
-    a running VACUUM or ANALYZE of the table, not for reads or writes).
+    the measured rate, rounded up to a readable number (the note says by how much). `ALTER
+    TABLE ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or
+    ANALYZE of the table, not for reads or writes).
+
+    With `--sample`, the time until autovacuum fires is predicted from the measured rates: more
+    than `critical_wait_s`, or a trigger that recedes as fast as dead tuples grow (dead
+    tuples/s at most scale factor x inserts/s, both measured), makes the finding critical. A
+    sample in which fewer than 100 rows were updated, deleted or inserted measured no rate (a
+    queue with no worker running): the finding keeps its severity and says to sample while
+    workers run.
 
     ## When it stays quiet
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
     completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
     """
-    for queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        queue, table = item
         if not autovacuum_enabled(snapshot, table):
             continue
         trigger = vacuum_trigger(snapshot, table)
@@ -107,20 +120,41 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             # scale_factor per inserted row while dead tuples grow by the dead rate.
             closing = r.dead_per_s - trigger.scale_factor * r.inserts_per_s
             remaining = max(trigger.value - stats.n_dead_tup, 0.0)
-            wait = remaining / closing if closing > 0 else None
+            wait = remaining / closing if r.dead_measured and closing > 0 else None
+            # "Never" needs an imbalance measured on both sides, not two rates of zero.
+            never = r.dead_measured and r.inserts_measured and closing <= 0
             evidence |= {
                 "sample_seconds": r.seconds,
+                "sample_dead_tuples": r.dead_rows,
+                "sample_inserts": r.inserted_rows,
                 "dead_tuples_per_s": round(r.dead_per_s, 1),
                 "inserts_per_s": round(r.inserts_per_s, 1),
                 "seconds_to_autovacuum": round(wait) if wait is not None else None,
+                "min_sample_rows": MIN_SAMPLE_ROWS,
             }
-            if wait is None or wait > options.critical_wait_s:
+            if never or (wait is not None and wait > options.critical_wait_s):
                 severity = Severity.CRITICAL
-            wait_text = (
-                f" At the measured {r.dead_per_s:,.0f} dead tuples/s autovacuum "
-                + (f"fires in about {human_seconds(wait)}." if wait is not None else
-                   "never catches up: the trigger recedes as fast as dead tuples grow.")
-            )  # fmt: skip
+            if wait is not None:
+                wait_text = (
+                    f" At the measured {r.dead_per_s:,.0f} dead tuples/s autovacuum fires in "
+                    f"about {human_seconds(wait)}."
+                )
+            elif never:
+                wait_text = (
+                    f" At the measured {r.dead_per_s:,.0f} dead tuples/s and "
+                    f"{r.inserts_per_s:,.0f} inserts/s autovacuum never catches up: the "
+                    "trigger recedes as fast as dead tuples grow."
+                )
+            else:
+                saw = (
+                    "no claims"
+                    if r.dead_rows == 0
+                    else f"too few claims to measure a rate ({r.dead_rows:,} dead tuples)"
+                )
+                wait_text = (
+                    f" The {r.seconds:g} s sample saw {saw}: take it while workers run to "
+                    "know when autovacuum fires."
+                )
         n, basis = suggested_vacuum_threshold(snapshot, table, est.rows)
         yield Issue(
             target=Target("table", table.schema, table.name, table.name),
@@ -143,13 +177,24 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 f"Threshold {n:,}: {basis}. ALTER TABLE ... SET takes a SHARE UPDATE "
                 "EXCLUSIVE lock: it does not block reads or writes but waits for a running "
                 "VACUUM/ANALYZE of the table; set a lock_timeout. Autovacuum picks the new "
-                "trigger up on its next round"
-                + (
-                    f"; run VACUUM {table.qualified} once to clear the "
-                    f"{human_count(stats.n_dead_tup)} dead tuples already there."
-                    if stats.n_dead_tup
-                    else "."
-                ),
+                "trigger up on its next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
                 "safe",
             ),
         )
+
+
+def _dead_now(table: str, dead: int, n: int) -> str:
+    """What becomes of the dead tuples already there once the new threshold is set."""
+    if dead > n:
+        # Autovacuum vacuums a table whose dead tuples exceed its threshold on its next visit
+        # of the database (every autovacuum_naptime, 1 min by default).
+        return (
+            f": the {human_count(dead)} dead tuples already there are over it, so that round "
+            f"vacuums {table}."
+        )
+    if dead:
+        return (
+            f"; the {human_count(dead)} dead tuples already there stay until {n:,} are reached "
+            f"(VACUUM {table} clears them at once, under the same lock, if that matters)."
+        )
+    return "."

@@ -57,7 +57,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     ## When it stays quiet
     No transaction of this database is older than `min_age_s` and no slot or standby is
     `min_xmin_age` transactions behind. It needs `pg_read_all_stats` (part of `pg_monitor`)
-    to see other roles' sessions.
+    to see other roles' sessions: without it, pg_stat_activity hides their transaction start
+    and state, and sessions of other roles that hold the horizon are reported as a skip that
+    names the grant.
     """
     if not snapshot.queues:
         return
@@ -105,6 +107,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             ),
             fix=_fix(h),
         )
+    if "horizon_hidden" in snapshot.unavailable:
+        # Sessions the role cannot see into: the holders above are judged, those are not.
+        yield Unmet(snapshot.unavailable["horizon_hidden"])
 
 
 def _slug(kind: str) -> str:

@@ -15,7 +15,7 @@ from qadvisor.api import (
     check,
     human_count,
     qualified,
-    queue_tables,
+    queue_facts,
 )
 
 _OFF = ("false", "off", "0", "no")
@@ -72,7 +72,11 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
                     "review",
                 ),
             )
-    for _queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        _queue, table = item
         raw = table.reloptions.get("autovacuum_enabled")
         if raw is None or raw.lower() not in _OFF:
             continue

@@ -94,6 +94,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         stmt, queue, table = item
         if stmt.custom_plan is None or stmt.generic_plan is None or stmt.parsed is None:
+            if not stmt.plan_error:  # a plan error was reported as a skip already
+                yield Unmet(f"{statement_id(stmt)}: no custom and generic plan", queue.qualified)
             continue
         bound = _parameter_predicates(stmt.parsed.predicates)
         if not bound:

@@ -83,6 +83,8 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
             continue
         stmt, queue, table = item
         if stmt.custom_plan is None or stmt.parsed is None:
+            if not stmt.plan_error:  # a plan error was reported as a skip already
+                yield Unmet(f"{statement_id(stmt)}: no custom plan was made", queue.qualified)
             continue
         used = set(indexes_used(stmt.custom_plan, table.schema, table.name))
         if any(i.is_partial and i.name in used for i in table.indexes):

@@ -77,7 +77,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         stmt, queue, table = item
         parsed = stmt.parsed
-        if stmt.custom_plan is None or parsed is None or not parsed.order_by:
+        if parsed is None or not parsed.order_by:
+            continue
+        if stmt.custom_plan is None:
+            if not stmt.plan_error:  # a plan error was reported as a skip already
+                yield Unmet(f"{statement_id(stmt)}: no custom plan was made", queue.qualified)
             continue
         if parsed.limit is None and not parsed.limit_is_parameter:
             continue

@@ -13,6 +13,7 @@ from qadvisor.api import (
     LivePredicate,
     Severity,
     Snapshot,
+    Statement,
     Table,
     Target,
     TenantFacts,
@@ -22,7 +23,7 @@ from qadvisor.api import (
     ident,
     predicate_sql,
     qualified,
-    queue_tables,
+    queue_facts,
     statement_queue,
     tenant_facts,
 )
@@ -69,12 +70,25 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
 
     ## When it stays quiet
     Fewer than `min_idle_tenants` idle rows, or less than `min_idle_fraction` of the rotation
-    table; no round-robin statement is known; or idle tenants could not be counted cheaply
-    (reported as skipped).
+    table; the queue's known dequeue statements are not round-robin. The rotation table is
+    found through the statement, so a queue whose dequeue is not known at all, or whose idle
+    tenants could not be counted cheaply, is reported as skipped.
     """
-    for queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        queue, table = item
         facts = tenant_facts(snapshot, table.schema, table.name)
-        if facts is None or facts.rotation_table is None:
+        if facts is None:
+            continue  # no tenant column: no per-tenant rotation
+        if facts.rotation_table is None:
+            if not any(_dequeues(snapshot, s, table) for s in snapshot.statements):
+                yield Unmet(
+                    f"{table.qualified}: no dequeue statement of this queue is known, so "
+                    "neither is a round-robin rotation table (give it with --query)",
+                    table.qualified,
+                )
             continue
         if facts.idle_tenants is None or facts.rotation_rows is None:
             reason = next((n for n in facts.notes if "idle tenants" in n), facts.error)
@@ -89,6 +103,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         lateral = _lateral(snapshot, table, facts)
         yield _issue(table, queue.live, facts, lateral, idle, rows, probed, options)
+
+
+def _dequeues(snapshot: Snapshot, stmt: Statement, table: Table) -> bool:
+    found = statement_queue(snapshot, stmt)
+    return found is not None and (found[1].schema, found[1].name) == (table.schema, table.name)
 
 
 def _lateral(snapshot: Snapshot, table: Table, facts: TenantFacts) -> Lateral | None:

@@ -31,7 +31,7 @@ from qadvisor.api import (
     index_name,
     predicate_sql,
     qualified,
-    queue_tables,
+    queue_facts,
     statement_id,
     statement_queue,
     tenant_facts,
@@ -89,7 +89,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     times the median of the other tenants (an even split); fewer than `min_tenants` tenants
     have work; or fewer than `min_backlog` jobs are queued.
     """
-    for queue, table in queue_tables(snapshot):
+    for item in queue_facts(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        queue, table = item
         facts = tenant_facts(snapshot, table.schema, table.name)
         if facts is None:
             continue

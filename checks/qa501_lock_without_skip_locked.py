@@ -51,11 +51,17 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
 
     ## When it stays quiet
     Every locking clause of the statement has SKIP LOCKED, or the statement takes no row
-    lock.
+    lock. A queue whose dequeue statement is not known (no pg_stat_statements, no `--query`)
+    is reported as skipped.
     """
-    for stmt in snapshot.statements:
+    for item in claims(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        stmt, job = item
         parsed = stmt.parsed
-        if parsed is None or parsed.lock.wait_policy == "skip locked":
+        assert parsed is not None
+        if parsed.lock.wait_policy == "skip locked":
             continue
         target = statement_target(snapshot, stmt)
         policy = parsed.lock.wait_policy
@@ -66,7 +72,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
             else "a second worker waits for the first one's transaction and the workers take "
             "turns instead of running in parallel"
         )
-        rewritten = healthy_lock_sql(stmt, job_table(snapshot, stmt))
+        rewritten = healthy_lock_sql(stmt, job)
         fix = None
         if rewritten is not None:
             fix = Fix(
@@ -99,6 +105,41 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
             ),
             fix=fix,
         )
+
+
+def claims(snapshot: Snapshot) -> Iterator[tuple[Statement, tuple[str | None, str]] | Unmet]:
+    """Each locking statement with the (schema, table) whose rows it claims, for the lock
+    checks; an Unmet for a statement that could not be read, and for each queue no statement
+    claims from: a queue whose dequeue is not known was not judged.
+
+    The lock checks read the statement's text, not its plan: a plan error does not stop them
+    (PostgreSQL refuses the statements QA503 finds).
+    """
+    reason = snapshot.unavailable.get("pg_stat_statements")
+    if reason and not snapshot.statements:
+        yield Unmet(reason)
+    elif snapshot.queues and not snapshot.statements:
+        yield Unmet(
+            "no dequeue statement of the queue tables in pg_stat_statements: give the "
+            "application's with --query or --query-file"
+        )
+    claimed: set[tuple[str | None, str]] = set()
+    for stmt in snapshot.statements:
+        job = job_table(snapshot, stmt)
+        if job is None:
+            if stmt.plan_error:
+                yield Unmet(f"{statement_id(stmt)}: {stmt.plan_error}")
+            continue
+        claimed.add(job)
+        yield stmt, job
+    if snapshot.statements:
+        for q in snapshot.queues:
+            if (q.schema, q.table) not in claimed:
+                yield Unmet(
+                    f"{q.qualified}: no dequeue statement of this queue is known (in "
+                    "pg_stat_statements, --query or --query-file)",
+                    q.qualified,
+                )
 
 
 def job_table(snapshot: Snapshot, stmt: Statement) -> tuple[str | None, str] | None:

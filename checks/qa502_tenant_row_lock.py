@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from checks.qa501_lock_without_skip_locked import healthy_lock_sql, job_table, statement_target
+from checks.qa501_lock_without_skip_locked import claims, healthy_lock_sql, statement_target
 from qadvisor.api import (
     Fix,
     Issue,
@@ -44,15 +44,16 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
 
     ## When it stays quiet
     The locking clause takes rows of the queue table only (`OF` the queue, or a statement
-    that reads no other table at the locking level).
+    that reads no other table at the locking level). A queue whose dequeue statement is not
+    known is reported as skipped.
     """
-    for stmt in snapshot.statements:
+    for item in claims(snapshot):
+        if isinstance(item, Unmet):
+            yield item
+            continue
+        stmt, job = item
         parsed = stmt.parsed
-        if parsed is None:
-            continue
-        job = job_table(snapshot, stmt)
-        if job is None:
-            continue
+        assert parsed is not None
         others = [t for t in parsed.locked_tables if t != job[1]]
         if not others:
             continue

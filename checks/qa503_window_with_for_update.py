@@ -12,7 +12,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from checks.qa401_round_robin_walks_backlog import primary_key
 from checks.qa403_fifo_noisy_neighbour import round_robin_fix
-from checks.qa501_lock_without_skip_locked import job_table, statement_target
+from checks.qa501_lock_without_skip_locked import claims, statement_target
 from qadvisor.api import (
     Fix,
     Issue,
@@ -64,14 +64,17 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
 
     ## When it stays quiet
     No window function sits at a level the lock applies to: windows in a WHERE or select-list
-    sub-select, or in a derived table that `FOR UPDATE OF` leaves out, are accepted.
+    sub-select, or in a derived table that `FOR UPDATE OF` leaves out, are accepted. A queue
+    whose dequeue statement is not known is reported as skipped.
     """
-    for stmt in snapshot.statements:
-        parsed = stmt.parsed
-        if parsed is None or not parsed.has_window:
+    for item in claims(snapshot):
+        if isinstance(item, Unmet):
+            yield item
             continue
-        job = job_table(snapshot, stmt)
-        if job is None:
+        stmt, job = item
+        parsed = stmt.parsed
+        assert parsed is not None
+        if not parsed.has_window:
             continue
         table = next(
             (t for t in snapshot.tables if t.name == job[1] and job[0] in (None, t.schema)), None

@@ -3,6 +3,8 @@
 The built-in pack (``checks/``) uses nothing else, so a third-party pack can do all it does.
 """
 
+from collections.abc import Iterator
+
 from qadvisor.dequeue import (
     DequeueStatement,
     Lateral,
@@ -16,6 +18,7 @@ from qadvisor.dequeue import (
 )
 from qadvisor.discover import selects_waiting
 from qadvisor.estimates import (
+    MIN_SAMPLE_ROWS,
     LiveEstimate,
     Rates,
     VacuumTrigger,
@@ -80,6 +83,7 @@ from qadvisor.sqltext import ident, index_name, literal, predicate_sql, qualifie
 from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 
 __all__ = [
+    "MIN_SAMPLE_ROWS",
     "Column",
     "ColumnStats",
     "DequeueStatement",
@@ -143,6 +147,7 @@ __all__ = [
     "predicate_text",
     "predicate_words",
     "qualified",
+    "queue_facts",
     "queue_tables",
     "rates",
     "scans",
@@ -170,6 +175,18 @@ def queue_tables(snapshot: Snapshot) -> list[tuple[Queue, Table]]:
         if t is not None:
             out.append((q, t))
     return out
+
+
+def queue_facts(snapshot: Snapshot) -> Iterator[tuple[Queue, Table] | Unmet]:
+    """Each discovered queue with its table facts, or an Unmet for a queue whose facts are
+    missing (a table dropped between discovery and the fact queries): a check that judges
+    tables yields it, so that queue is reported as not judged rather than healthy."""
+    for q in snapshot.queues:
+        t = snapshot.table(q.schema, q.table)
+        if t is None:
+            yield Unmet(f"{q.qualified}: no table facts were collected", q.qualified)
+        else:
+            yield q, t
 
 
 def tenant_facts(snapshot: Snapshot, schema: str, table: str) -> TenantFacts | None:

@@ -217,6 +217,7 @@ def check(
         )
     try:
         cfg = _config(config)
+        _check_ignores(cfg, ignore or [])
         if snapshot is not None:
             snap = _load_snapshot(snapshot)
         else:
@@ -452,6 +453,18 @@ def _config(path: Path | None) -> Config:
         return find_config(path)
     except ConfigError as exc:
         raise UserError(str(exc)) from None
+
+
+def _check_ignores(cfg: Config, flags: list[str]) -> None:
+    """Unknown codes in --ignore or the config's ignore: refused before anything is read."""
+    from qadvisor.config import ConfigError, check_ignores
+
+    checks = _load_checks()
+    for where, patterns in ((f"{cfg.source}: ignore", cfg.ignore), ("--ignore", flags)):
+        try:
+            check_ignores(patterns, checks)
+        except ConfigError as exc:
+            raise UserError(f"{where} {exc}") from None
 
 
 def _load_checks() -> tuple[Check, ...]:

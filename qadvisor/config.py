@@ -17,8 +17,9 @@ Checks receive their options dataclass, never the file.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,25 @@ def _strs(data: dict[str, Any], key: str, path: Path) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(f"{path}: {key} must be a list of strings")
     return tuple(value)
+
+
+def check_ignores(patterns: Iterable[str], checks: Sequence[Check]) -> None:
+    """Every ignore pattern names a check (``QA201``) or a finding key of one
+    (``QA201:public.jobs``): a typo would otherwise ignore nothing, unnoticed."""
+    codes = sorted(c.code for c in checks)
+    for pattern in patterns:
+        code, colon, rest = pattern.partition(":")
+        if code in codes and (rest or not colon):
+            continue
+        if code in codes:
+            raise ConfigError(
+                f"{pattern!r} names no object after {code}: (e.g. {code}:public.jobs)"
+            )
+        close = difflib.get_close_matches(code.upper(), codes, n=1, cutoff=0.0)
+        hint = f"; the closest code is {close[0]}" if close else ""
+        raise ConfigError(
+            f"{pattern!r}: no check has the code {code!r}{hint} (qadvisor explain lists them)"
+        )
 
 
 def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:

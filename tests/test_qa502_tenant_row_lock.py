@@ -4,8 +4,9 @@ servers, fixed with the printed rewrite."""
 from __future__ import annotations
 
 from qadvisor.dequeue import LockClause, analyse
+from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import check
+from tests.helpers import assert_quiet, check, holding, row_locked, run_now
 from tests.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
 from tests.test_qa501_lock_without_skip_locked import findings, lock_of, with_statements
 
@@ -26,7 +27,8 @@ def test_lock_of_the_tenant_instead_of_the_job() -> None:
     assert f.fix is not None
     assert lock_of(f.fix.statements[0]) == LockClause("update", "skip locked", ("jobs",))
     # A statement's lock shape alone: QA501 stays quiet, it has SKIP LOCKED.
-    assert findings("QA501", with_statements(JOIN.format(lock="for update of t skip locked"))) == []
+    only_tenant = with_statements(JOIN.format(lock="for update of t skip locked"))
+    assert_quiet(S.report("QA501", only_tenant), "QA501")
 
 
 def test_lock_without_of_in_a_join_locks_both() -> None:
@@ -55,7 +57,7 @@ def test_quiet_when_only_the_job_is_locked() -> None:
         RR_BY_ID,
         "select id from jobs where status = 'queued' limit 1 for update skip locked",
     )
-    assert findings("QA502", snap) == []
+    assert_quiet(S.report("QA502", snap), "QA502")
 
 
 # --- on real servers --------------------------------------------------------------------------
@@ -67,12 +69,25 @@ def test_tenant_row_lock_found_rewritten_and_gone(db: TestDB) -> None:
         "CREATE TABLE tenants (id int PRIMARY KEY, active bool NOT NULL DEFAULT true);"
         "INSERT INTO tenants (id) VALUES (1), (2)"
     )
-    for sql in (JOIN.format(lock="for update of t skip locked"), JOIN.format(lock="for update"),
-                RR_OUTER_LOCK):  # fmt: skip
+    cases = [
+        (JOIN.format(lock="for update of t skip locked"), "tenants", "id"),
+        (JOIN.format(lock="for update"), "tenants", "id"),
+        (RR_OUTER_LOCK, "queue_tenants", "tenant_id"),
+    ]
+    for sql, tenants, key in cases:
         (f,) = check(db, "--query", sql).findings("QA502")
         (rewritten,) = f["fix"]["statements"]
         fixed = check(db, "--query", rewritten)
-        assert not {"QA501", "QA502"} & fixed.codes()
-        # PostgreSQL takes the rewrite as printed and it claims a job.
-        with db.connect() as conn, conn.transaction(force_rollback=True):
-            assert conn.execute(rewritten).fetchone() is not None
+        assert_quiet(fixed, "QA501")
+        assert_quiet(fixed, "QA502")
+        # The statement as found holds the tenant's row until the claim commits...
+        with holding(db, sql) as held:
+            ((_, tenant),) = held
+            assert row_locked(db, tenants, key, tenant)
+        # ...the rewrite holds only the job: the tenant's row stays free, and a second worker
+        # skips the held job and claims another one.
+        with holding(db, rewritten) as held:
+            ((job, tenant),) = held
+            assert not row_locked(db, tenants, key, tenant), sql
+            ((other, _),) = run_now(db, rewritten)
+            assert other != job

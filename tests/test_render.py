@@ -3,7 +3,8 @@
 The golden reports are built by hand (findings, skips and checks written out here), so a
 golden file changes only when a renderer does, not when a check rewords a message.
 Regenerate them after an intended change with ``QADVISOR_UPDATE_GOLDEN=1 pytest
-tests/test_render.py`` and review the diff.
+tests/test_render.py`` and review the diff. Never in CI: there the switch makes the golden
+tests fail, since rewriting a golden file compares the output with itself.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import json as json_render
 from qadvisor.render import junit, markdown, sarif
 from tests import snapshots as S
+from tests.conftest import in_ci
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("QADVISOR_UPDATE_GOLDEN") == "1"
+UPDATE_SET = "QADVISOR_UPDATE_GOLDEN" in os.environ
 MB = 1024 * 1024
 SECRET = "s3cr3t-Pa55"
 DSN = f"postgresql://monitor:{SECRET}@db.internal:5432/app"
@@ -243,6 +246,12 @@ def test_golden(fmt: str, report_name: str) -> None:
     ext, render = FORMATS[fmt]
     path = GOLDEN / f"{report_name}.{ext}"
     out = render(REPORTS[report_name]()).encode()
+    if UPDATE_SET and in_ci():
+        pytest.fail(
+            "QADVISOR_UPDATE_GOLDEN is set in CI: golden files are compared there, never "
+            "rewritten (a rewritten file is the output compared with itself)",
+            pytrace=False,
+        )
     if UPDATE:
         GOLDEN.mkdir(exist_ok=True)
         path.write_bytes(out)

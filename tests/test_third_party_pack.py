@@ -8,6 +8,7 @@ touched.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import os
@@ -24,7 +25,7 @@ from qadvisor.model import Skip, TableStats
 from qadvisor.registry import Check, PackError, load_checks
 from qadvisor.render import json as json_render
 from tests import snapshots as S
-from tests.helpers import qadvisor
+from tests.helpers import assert_quiet, qadvisor
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "writing-checks.md"
@@ -130,10 +131,13 @@ def test_options_ignores_and_unmet_work_as_for_built_in_checks(install: Install)
     snap = S.snapshot(S.jobs_table(stats=TableStats(n_dead_tup=1_753_949)))
 
     loose = chk.options(max_dead_tuples=2_000_000)
-    assert not run_checks(snap, [chk], options={"ACME101": loose}).findings
+    assert_quiet(run_checks(snap, [chk], options={"ACME101": loose}), "ACME101", live=False)
     assert not run_checks(snap, [chk], ignore=["ACME101:public.jobs"]).findings
     quiet = S.snapshot(S.jobs_table(stats=TableStats(n_dead_tup=1_000)))
-    assert not run_checks(quiet, [chk]).findings
+    assert_quiet(run_checks(quiet, [chk]), "ACME101", live=False)
+    # A queue whose table facts are missing is a skip of that queue.
+    (skip,) = run_checks(dataclasses.replace(quiet, tables=()), [chk]).skipped
+    assert skip.queue == "public.jobs"
 
     reason = "pg_stat_all_tables has no row for some queue tables"
     blind = S.snapshot(S.jobs_table())

@@ -192,9 +192,17 @@ def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]
 def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
     try:
         rows = q.rows(conn, "horizon")
+        (hidden,) = q.rows(conn, "horizon_hidden")
     except psycopg.Error as exc:
         unavailable["horizon"] = f"the xmin horizon could not be read: {first_line(exc)}"
         return ()
+    if hidden["sessions"]:
+        # Hidden, not failed: the query worked, but these rows came back without their facts.
+        unavailable["horizon_hidden"] = (
+            f"{hidden['sessions']} session(s) of other roles hold the xmin horizon, but "
+            "pg_stat_activity hides their transaction start and state from this role: "
+            f"GRANT pg_read_all_stats TO {hidden['role']} (part of pg_monitor)"
+        )
     return tuple(HorizonHolder(**r) for r in rows)
 
 
@@ -236,8 +244,17 @@ def _discover(
                 raise TableNotFound(f"table {r['arg']} does not exist (or is not visible)")
             if r["relkind"] not in ("r", "p"):
                 raise TableNotFound(f"{r['arg']} is not a table")
+            if _system_schema(r["schema"]):
+                name = f"{r['schema']}.{r['table']}"
+                what = r["arg"] if r["arg"] == name else f"{r['arg']} ({name})"
+                raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
             explicit.append((r["schema"], r["table"], r["relid"]))
     return discover.decide(columns, partials, claims, all_columns, explicit, rejected)
+
+
+def _system_schema(schema: str) -> bool:
+    """PostgreSQL's own tables: the catalogs, information_schema and TOAST tables."""
+    return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_toast")
 
 
 def _tables(conn: Conn, relids: list[int]) -> list[Table]:

@@ -35,6 +35,7 @@ def report_dict(report: Report) -> dict[str, Any]:
             {"source": o.source, "statement": _start(o.text), "reason": o.reason, "queue": o.queue}
             for o in snap.left_out
         ],
+        "checks_run": list(report.checks_run),
         "findings": [_finding(f) for f in report.findings],
         "skipped": [{"code": s.code, "reason": s.reason, "queue": s.queue} for s in report.skipped],
         "summary": {**report.summary(), "skipped": len(report.skipped)},
