@@ -263,7 +263,16 @@ def read(fn: FunctionSource) -> FunctionReading:
         )
     except BodyError as exc:
         return FunctionReading(fn, None, exc)
+    except Exception as exc:  # see _unexpected
+        return FunctionReading(fn, None, BodyError(_unexpected(exc)))
     return FunctionReading(fn, body, None)
+
+
+def _unexpected(exc: Exception) -> str:
+    # A body is the user's text: whatever in it trips the reader (or sqlglot, which raises
+    # more than ParseError on text it half understands) costs that statement, not the other
+    # claims or the report; the reason says it was qadvisor that could not read it.
+    return f"qadvisor could not read it ({type(exc).__name__}: {str(exc)[:200]})"
 
 
 def _parameters(fn: FunctionSource) -> list[Variable]:
@@ -349,39 +358,43 @@ def extract(reading: FunctionReading, catalog: Catalog) -> list[FunctionClaim]:
     for site in reading.body.sites:
         if not site.locks:
             continue
-        claim = _replace(
-            base,
-            line=site.line,
-            text=site.planned or site.as_run,
-            context=site.context,
-            as_run=site.as_run,
-        )
-        if site.dynamic:
-            claims.append(_replace(claim, text=site.as_run, skip=DYNAMIC_SQL))
-            continue
-        if not site.planned:
-            claims.append(
-                _replace(
-                    claim,
-                    text=site.as_run,
-                    skip=f"a row lock inside a {site.context}, not analysed",
-                )
-            )
-            continue
         try:
-            text, types, params = _Placeholders(reading, catalog, site).run()
-        except _Refused as exc:
-            claims.append(_replace(claim, skip=str(exc)))
-            continue
-        try:
-            parsed = dequeue.analyse(text)
-        except dequeue.StatementError as exc:
-            claims.append(_replace(claim, skip=str(exc)))
-            continue
-        if parsed is None:
-            continue  # the lock takes no table's rows (FOR UPDATE of a WITH query only)
-        claims.append(_replace(claim, text=text, param_types=types, params=params))
+            claim = _site_claim(reading, catalog, site, base)
+        except Exception as exc:  # see _unexpected
+            claim = _replace(base, line=site.line, text=site.as_run, skip=_unexpected(exc))
+        if claim is not None:
+            claims.append(claim)
     return claims
+
+
+def _site_claim(
+    reading: FunctionReading, catalog: Catalog, site: Site, base: FunctionClaim
+) -> FunctionClaim | None:
+    """One site's claim: plannable, or with the reason it is not; None if it locks nothing."""
+    claim = _replace(
+        base,
+        line=site.line,
+        text=site.planned or site.as_run,
+        context=site.context,
+        as_run=site.as_run,
+    )
+    if site.dynamic:
+        return _replace(claim, text=site.as_run, skip=DYNAMIC_SQL)
+    if not site.planned:
+        return _replace(
+            claim, text=site.as_run, skip=f"a row lock inside a {site.context}, not analysed"
+        )
+    try:
+        text, types, params = _Placeholders(reading, catalog, site).run()
+    except _Refused as exc:
+        return _replace(claim, skip=str(exc))
+    try:
+        parsed = dequeue.analyse(text)
+    except dequeue.StatementError as exc:
+        return _replace(claim, skip=str(exc))
+    if parsed is None:
+        return None  # the lock takes no table's rows (FOR UPDATE of a WITH query only)
+    return _replace(claim, text=text, param_types=types, params=params)
 
 
 def _replace(claim: FunctionClaim, **changes: object) -> FunctionClaim:

@@ -544,13 +544,36 @@ class _PlpgsqlReader(_Reader):
         self.i = k + 1
         cursor = Variable(name, "cursor", "refcursor")
         scope.names[name] = cursor
+        query_scope = scope
         if self.kind(self.i) == TokenType.L_PAREN:
-            # The cursor's own arguments: names of its query that qadvisor does not type.
-            self.i = self.until(frozenset({"FOR", "IS"}))
+            # The cursor's arguments are variables of its query: (name type, ...).
+            close = self.until(frozenset({"FOR", "IS"})) - 1
+            query_scope = Scope(None, self.cursor_arguments(self.i + 1, close), scope)
+            self.i = close + 1
         if self.word() not in ("FOR", "IS"):
             raise self.fail(f"expected FOR or IS in the declaration of cursor {name}")
-        cursor.cursor_query = self.add_site("cursor", self.i + 1, end, scope)
+        cursor.cursor_query = self.add_site("cursor", self.i + 1, end, query_scope)
         return True
+
+    def cursor_arguments(self, a: int, b: int) -> dict[str, Variable]:
+        """``name type, name type`` of a cursor declaration (tokens a..b-1)."""
+        found: dict[str, Variable] = {}
+        start = a
+        depth = 0
+        for j in range(a, b + 1):
+            kind = self.tokens[j].token_type if j < b else TokenType.COMMA
+            if kind in _OPEN:
+                depth += 1
+            elif kind in _CLOSE:
+                depth -= 1
+            elif kind == TokenType.COMMA and depth == 0:
+                name = name_of(self.tokens[start]) if start < j else None
+                declared = self.text(start + 1, j)
+                if name is None or not declared:
+                    raise self.fail("cannot read the cursor's arguments", start)
+                found[name] = Variable(name, "variable", declared)
+                start = j + 1
+        return found
 
     # Statements.
 

@@ -541,6 +541,23 @@ END
     assert names == {"jobs", "app_table", "my_enum", "tenants", "job_row"}
 
 
+def test_cursor_arguments_are_typed_variables_of_the_cursor_query() -> None:
+    body = """
+DECLARE
+    c CURSOR (wanted text, above jobs.id%TYPE) FOR
+        SELECT id FROM jobs WHERE queue = wanted AND id > above FOR UPDATE SKIP LOCKED;
+BEGIN
+    FOR r IN c('a', 0) LOOP
+        PERFORM 1 FROM jobs WHERE id = r.id FOR UPDATE;
+    END LOOP;
+END
+"""
+    cursor, loop = claims_of(fn(body))
+    assert cursor.context == "cursor" and cursor.line == 4
+    assert cursor.params == ("wanted", "above") and cursor.param_types == ("text", "bigint")
+    assert loop.params == ("r.id",) and loop.param_types == ("bigint",)  # the cursor's shape
+
+
 # --- bodies that cannot be read -----------------------------------------------------------
 
 
@@ -559,6 +576,35 @@ def test_an_unreadable_body_is_one_refused_claim(body: str, message: str) -> Non
     assert claim.skip.startswith("the body could not be read") and claim.text == ""
     with pytest.raises(BodyError):
         read_body(body, "plpgsql", [], "f")
+
+
+def test_an_unexpected_failure_costs_one_statement_not_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from qadvisor import function_claims
+
+    body = """BEGIN
+  PERFORM 1 FROM jobs WHERE queue = 'a' FOR UPDATE SKIP LOCKED;
+  PERFORM 1 FROM jobs WHERE queue = 'b' FOR UPDATE SKIP LOCKED;
+END"""
+    real = function_claims._Placeholders.run
+
+    def flaky(self: function_claims._Placeholders) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        if "'a'" in self.site.planned:
+            raise IndexError("list index out of range")
+        return real(self)
+
+    monkeypatch.setattr(function_claims._Placeholders, "run", flaky)
+    first, second = claims_of(fn(body))
+    assert first.skip == "qadvisor could not read it (IndexError: list index out of range)"
+    assert first.line == 2 and second.skip is None
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(function_claims, "read_body", broken)
+    (claim,) = claims_of(fn(body))
+    assert claim.skip is not None and "RecursionError" in claim.skip
 
 
 def test_control_structures_parse_around_the_claims() -> None:

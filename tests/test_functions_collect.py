@@ -285,6 +285,7 @@ def test_claims_in_functions_are_found_and_every_one_plans(db: TestDB) -> None:
         assert not scan.truncated and scan.error is None
         assert "app.app_count()" not in scan.functions
         assert summary(list(scan.claims)) == EXPECTED
+        assert not any("qadvisor could not read" in (c.skip or "") for c in scan.claims)
         planned = [c for c in scan.claims if c.skip is None]
         for claim in planned:
             assert "app_jobs" in relations(plan(conn, claim.text, claim.param_types)), claim
@@ -440,6 +441,110 @@ def test_the_number_of_functions_read_is_bounded(
     assert scan.truncated and len(scan.functions) == 2
     assert scan.functions[0] == "app.app_lock_job(bigint)"  # the called one first
     assert unavailable == {"functions": "only the first 2 candidate functions were read for claims"}
+
+
+# Every PL/pgSQL statement form in one body that PostgreSQL compiles (CREATE FUNCTION checks
+# the syntax); the claims in it sit in the places a reader must not lose track of.
+EVERY_FORM = r"""
+SET search_path = app;
+CREATE FUNCTION app.app_every_form(p_queue text, VARIADIC p_ids bigint[] DEFAULT '{}')
+RETURNS SETOF bigint LANGUAGE plpgsql AS $every$
+#variable_conflict error
+#print_strict_params on
+<<fn_block>>
+DECLARE
+    k CONSTANT integer := 3;
+    n integer NOT NULL DEFAULT 0;
+    label_text text COLLATE "C" := 'a;b';
+    ids bigint[] := ARRAY[1, 2];
+    r record;
+    row_var app_jobs%ROWTYPE;
+    same_id app_jobs.id%TYPE;
+    c_todo NO SCROLL CURSOR (wanted text) FOR
+        SELECT id FROM app_jobs WHERE queue_name = wanted AND state = 'todo'
+         FOR UPDATE SKIP LOCKED;
+    c_any refcursor;
+    first_arg ALIAS FOR $1;
+    msg text;
+BEGIN
+    ASSERT k = 3, 'k is ' || k;
+    n = n + 1;
+    ids[1] := 5;
+    IF n > 0 THEN
+        NULL;
+    ELSEIF n < 0 THEN
+        RAISE NOTICE 'negative %', n USING HINT = 'check';
+    ELSE
+        RAISE EXCEPTION USING MESSAGE = 'none';
+    END IF;
+    CASE n WHEN 1, 2 THEN n := n + 1; ELSE NULL; END CASE;
+    CASE WHEN n > (CASE WHEN k > 1 THEN 1 ELSE 0 END) THEN NULL; END CASE;
+    <<outer_loop>>
+    WHILE n < 10 LOOP
+        n := n + 1;
+        CONTINUE outer_loop WHEN n % 2 = 0;
+        EXIT outer_loop WHEN n > 8;
+    END LOOP outer_loop;
+    FOR i IN REVERSE 10 .. 1 BY 3 LOOP n := n + i; END LOOP;
+    FOREACH same_id IN ARRAY ids LOOP n := n + 1; END LOOP;
+    FOREACH same_id SLICE 0 IN ARRAY p_ids LOOP n := n + 1; END LOOP;
+    FOR r IN c_todo(first_arg) LOOP
+        RETURN NEXT r.id;
+    END LOOP;
+    OPEN c_any SCROLL FOR SELECT id FROM app_jobs WHERE queue_name = p_queue
+        FOR NO KEY UPDATE SKIP LOCKED;
+    FETCH NEXT FROM c_any INTO same_id;
+    MOVE BACKWARD 1 FROM c_any;
+    CLOSE c_any;
+    SELECT * INTO STRICT row_var FROM app_jobs WHERE id = same_id FOR SHARE;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    BEGIN
+        PERFORM pg_sleep(0);
+        UPDATE app_jobs SET attempts = attempts + k WHERE id = row_var.id;
+    EXCEPTION
+        WHEN lock_not_available OR serialization_failure THEN
+            GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT;
+            RAISE WARNING '%: %', SQLSTATE, msg;
+        WHEN OTHERS THEN
+            RAISE;
+    END;
+    RETURN QUERY EXECUTE 'SELECT id FROM app.app_jobs WHERE queue_name = $1' USING p_queue;
+    RETURN QUERY SELECT id FROM app_jobs WHERE id = ANY(fn_block.ids) AND label_text <> ''
+        FOR KEY SHARE;
+    RETURN;
+END fn_block;
+$every$;
+"""
+
+
+def line_of(snippet: str) -> int:
+    """The line of EVERY_FORM's body (the text between the $every$ quotes) holding snippet."""
+    body = EVERY_FORM.split("$every$")[1]
+    return next(n for n, line in enumerate(body.splitlines(), 1) if snippet in line)
+
+
+def test_every_statement_form_postgresql_accepts_is_read(db: TestDB) -> None:
+    build(db)
+    db.execute(EVERY_FORM)
+    with connect(db.dsn, SessionLimits()) as conn:
+        claims = [
+            c
+            for c in function_claims(conn, [{"query": "SELECT * FROM app_every_form($1)"}])
+            if c.function == "app.app_every_form"
+        ]
+        found = [(c.line, c.context, c.params, c.param_types, c.skip) for c in claims]
+        assert found == [
+            (line_of("SELECT id FROM app_jobs WHERE queue_name = wanted"), "cursor",
+             ("wanted",), ("text",), None),  # a cursor argument is a variable of its query
+            (line_of("OPEN c_any"), "OPEN ... FOR", ("p_queue",), ("text",), None),
+            (line_of("SELECT * INTO STRICT row_var"), "SQL statement", ("same_id",),
+             ("bigint",), None),
+            (line_of("RETURN QUERY SELECT"), "RETURN QUERY", ("fn_block.ids", "label_text"),
+             ("bigint[]", "text"), None),
+        ]  # fmt: skip
+        for claim in claims:
+            if claim.skip is None:
+                assert "app_jobs" in relations(plan(conn, claim.text, claim.param_types))
 
 
 def test_claims_are_plain_data(db: TestDB) -> None:
