@@ -412,17 +412,17 @@ class _SqlReader(_Reader):
         self.scope = scope
 
     def read(self) -> None:
-        if self.word() == "BEGIN" and self.word(1) == "ATOMIC":
+        atomic = self.word() == "BEGIN" and self.word(1) == "ATOMIC"
+        if atomic:
             self.i += 2
         while not self.at_end():
             if self.kind(self.i) == TokenType.SEMICOLON:
                 self.i += 1
                 continue
             end = self.next_semicolon()
-            if self.word() == "END" and end >= len(self.tokens) - 1 and end == self.i + 1:
+            rest = self.tokens[self.i + 1 :]
+            if atomic and self.word() == "END" and all(_is_semicolon(t) for t in rest):
                 break  # the END of BEGIN ATOMIC
-            if self.word() == "END" and self.i == len(self.tokens) - 1:
-                break
             if self.word() == "RETURN":  # RETURN expression: an SQL-standard body
                 self.add_site("RETURN", self.i + 1, end, self.scope, expression=True)
             else:
@@ -822,6 +822,10 @@ class _PlpgsqlReader(_Reader):
         self.i = end + 1
 
 
+def _is_semicolon(token: Token) -> bool:
+    return bool(token.token_type == TokenType.SEMICOLON)
+
+
 def _assignment_target(tokens: Sequence[Token]) -> bool:
     """``name``, ``r.field``, ``label.name``, ``arr[1]``: a PL/pgSQL assignment target."""
     if not tokens or name_of(tokens[0]) is None:
@@ -843,7 +847,7 @@ def _assignment_target(tokens: Sequence[Token]) -> bool:
             continue
         else:
             return False
-    return previous_name or depth == 0
+    return previous_name and depth == 0
 
 
 def _is_record(variable: Variable) -> bool:

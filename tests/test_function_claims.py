@@ -245,6 +245,12 @@ def test_sql_standard_body_as_pg_get_function_sqlbody_prints_it() -> None:
     claim = only(fn(body, [("n", "integer")], language="sql"))
     assert claim.params == ("n",) and "jobs_1.priority >= $1" in claim.text
     planned(claim)
+    # RETURN expression: the other SQL-standard form.
+    body = "RETURN (SELECT id FROM jobs WHERE queue = f.q LIMIT 1 FOR UPDATE SKIP LOCKED)"
+    claim = only(fn(body, [("q", "text")], language="sql"))
+    assert claim.context == "RETURN" and claim.text.startswith("SELECT (SELECT id FROM jobs")
+    assert claim.params == ("q",)
+    planned(claim)
 
 
 def test_assignments_conditions_and_cursors_are_claims_too() -> None:

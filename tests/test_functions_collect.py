@@ -435,11 +435,13 @@ def test_the_number_of_functions_read_is_bounded(
     build(db)
     monkeypatch.setattr(functions, "MAX_FUNCTIONS", 2)
     unavailable: dict[str, str] = {}
+    calls = [{"query": "SELECT app_count()"}, {"query": "SELECT app_lock_job($1)"}]
     with connect(db.dsn, SessionLimits()) as conn:
-        scan = scan_functions(conn, [{"query": "SELECT app_lock_job($1)"}])
+        scan = scan_functions(conn, calls)
         function_claims(conn, [], unavailable)
     assert scan.truncated and len(scan.functions) == 2
-    assert scan.functions[0] == "app.app_lock_job(bigint)"  # the called one first
+    # The called one first; a called function whose body locks nothing takes no place.
+    assert scan.functions == ("app.app_lock_job(bigint)", "app.app_claim_ambiguous()")
     assert unavailable == {"functions": "only the first 2 candidate functions were read for claims"}
 
 

@@ -1,7 +1,9 @@
--- PL/pgSQL and SQL functions (and procedures) of this database that may claim jobs: those a
--- statement calls (%(schemas)s / %(names)s: (schema or NULL, name) pairs read from statement
--- texts), and those whose body holds a row lock with SKIP LOCKED (a coarse filter: the body
--- is read in Python). pg_proc is readable by every role, pg_monitor-only ones included.
+-- PL/pgSQL and SQL functions (and procedures) of this database that may claim jobs: those
+-- whose body locks rows and that a statement calls (%(schemas)s / %(names)s: (schema or
+-- NULL, name) pairs read from statement texts), and those whose body locks rows with SKIP
+-- LOCKED. The regular expressions are a coarse filter (a comment or a string matches too):
+-- the body is read in Python; they keep the bound for bodies that can hold a claim. pg_proc
+-- is readable by every role, pg_monitor-only ones included.
 -- Bounded: at most %(limit)s functions, the called ones first. The caller formats in the
 -- expression that reads the body of an SQL-standard function (BEGIN ATOMIC, PostgreSQL 14+,
 -- whose prosrc is empty), or NULL before 14.
@@ -30,6 +32,7 @@ SELECT p.oid, n.nspname AS schema, p.proname AS name, l.lanname AS language,
    AND p.prokind IN ('f', 'p')
    AND n.nspname NOT IN ('pg_catalog', 'information_schema')
    AND n.nspname !~ '^pg_(toast|temp_)'
+   AND coalesce(b.sql_body, p.prosrc) ~* 'for\s+(no\s+key\s+)?update|for\s+(key\s+)?share'
    AND (c.called OR coalesce(b.sql_body, p.prosrc) ~* 'skip\s+locked')
  ORDER BY c.called DESC, n.nspname, p.proname, p.oid
  LIMIT %(limit)s
