@@ -346,6 +346,30 @@ def test_a_function_without_skip_locked_is_read_when_a_statement_calls_it(db: Te
     assert other_schema == uncalled
 
 
+def test_an_unqualified_call_is_the_public_function_when_there_is_one(db: TestDB) -> None:
+    build(db)
+    unqualified = [{"query": "SELECT app_lock_job($1)"}]
+    with connect(db.dsn, SessionLimits()) as conn:
+        before = {c.function for c in function_claims(conn, unqualified)}
+        db.execute(
+            """
+            CREATE TABLE public.app_jobs (id bigint PRIMARY KEY);
+            CREATE FUNCTION public.app_lock_job(p_id bigint) RETURNS void LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM 1 FROM public.app_jobs WHERE id = p_id FOR UPDATE;
+            END;
+            $$;
+            """
+        )
+        after = {c.function for c in function_claims(conn, unqualified)}
+        qualified = {
+            c.function for c in function_claims(conn, [{"query": "SELECT app.app_lock_job(1)"}])
+        }
+    assert "app.app_lock_job" in before  # no public one: any schema's
+    assert "public.app_lock_job" in after and "app.app_lock_job" not in after
+    assert "app.app_lock_job" in qualified and "public.app_lock_job" not in qualified
+
+
 def test_nested_statements_recorded_with_track_all_plan_as_their_claim(db: TestDB) -> None:
     build(db)
     run_calls(db, "all")

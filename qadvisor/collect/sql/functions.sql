@@ -26,7 +26,17 @@ SELECT p.oid, n.nspname AS schema, p.proname AS name, l.lanname AS language,
        SELECT EXISTS (
                 SELECT 1
                   FROM unnest(%(schemas)s::text[], %(names)s::text[]) AS f(schema, name)
-                 WHERE f.name = p.proname AND (f.schema IS NULL OR f.schema = n.nspname)
+                 WHERE f.name = p.proname
+                   AND (f.schema = n.nspname
+                        -- Unqualified: public's function if it has one, else any schema's.
+                        OR (f.schema IS NULL
+                            AND (n.nspname = 'public'
+                                 OR NOT EXISTS (
+                                        SELECT 1
+                                          FROM pg_proc o
+                                          JOIN pg_namespace os ON os.oid = o.pronamespace
+                                         WHERE o.proname = p.proname
+                                           AND os.nspname = 'public'))))
               ) AS called) c
  WHERE l.lanname IN ('plpgsql', 'sql')
    AND p.prokind IN ('f', 'p')
