@@ -37,32 +37,26 @@ Interface (the collector is ``qadvisor.collect.functions``)::
 where the statement starts, as PL/pgSQL counts lines in its error messages (for a
 ``BEGIN ATOMIC`` body: of the text pg_get_function_sqlbody() prints). Table names are left
 as the body writes them: plan the text under ``search_path`` when the function sets one,
-else under the application's search_path, as PostgreSQL resolves them when it runs. ``as_run`` is
-the text PL/pgSQL runs, which is what pg_stat_statements records for it with ``track =
-all`` (``toplevel = false``), constants aside. ``match_nested(text, claims)`` finds the claim
-such a recorded text came from: plan that claim's ``text`` with its ``param_types`` (its
-constants are the body's literals, not ``$n``). ``called_functions(texts)`` names the
-functions that statements call.
+else under the application's search_path, as PostgreSQL resolves them when it runs.
+``as_run`` is the text PL/pgSQL runs, which is what pg_stat_statements records for it with
+``track = all`` (``toplevel = false``), constants aside; ``recorded_statements.match_nested``
+finds the claim such a recorded text came from (plan that claim's ``text`` with its
+``param_types``: its constants are the body's literals, not ``$n``).
 
 Nothing here talks to PostgreSQL or does I/O.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-import sqlglot
-from sqlglot import Token, TokenType, exp
+from sqlglot import TokenType, exp
 from sqlglot.dialects.postgres import Postgres
-from sqlglot.errors import ParseError, TokenError
 
 from qadvisor import dequeue
 from qadvisor.plpgsql import (
-    STRING_TOKENS,
     Body,
     BodyError,
     Scope,
@@ -74,22 +68,23 @@ from qadvisor.plpgsql import (
     tokenize,
     word,
 )
+from qadvisor.sqlscope import (
+    cte_columns,
+    cte_named,
+    ident,
+    level_sources,
+    main_query,
+    names_an_output_column,
+    parse,
+    set_targets,
+    source_key,
+    span,
+    table_name,
+    visible_levels,
+)
 from qadvisor.sqltext import qualified
 
 DYNAMIC_SQL = "dynamic SQL (EXECUTE), not analysed"
-# Sites whose SQL is an expression that qadvisor plans as "SELECT <expression>".
-EXPRESSION_CONTEXTS = frozenset(
-    {
-        "assignment",
-        "IF condition",
-        "WHILE condition",
-        "CASE expression",
-        "CASE WHEN",
-        "RETURN",
-        "DECLARE default",
-        "FOREACH array",
-    }
-)
 
 
 # --- data ---------------------------------------------------------------------------------
@@ -242,7 +237,7 @@ class FunctionReading:
     def tree(self, text: str) -> exp.Expr:
         """sqlglot's tree of one site's SQL; _Refused when sqlglot cannot parse it."""
         if text not in self.trees:
-            self.trees[text] = _parse(text)
+            self.trees[text] = parse(text)
         found = self.trees[text]
         if isinstance(found, str):
             raise _Refused(found)
@@ -311,7 +306,7 @@ def names_to_look_up(readings: Iterable[FunctionReading]) -> set[str]:
                 tree = reading.tree(site.planned)
             except _Refused:
                 continue
-            names.update(_table_name(t) for t in tree.find_all(exp.Table) if t.name)
+            names.update(table_name(t) for t in tree.find_all(exp.Table) if t.name)
         declared = [v.declared for scope in _all_scopes(body) for v in scope.names.values()]
         for text in declared + [a.type for a in reading.fn.arguments]:
             ref = _type_reference(text)
@@ -405,9 +400,6 @@ class _Refused(Exception):
     """A statement that cannot be made plannable; the message says why, in one line."""
 
 
-_QUERIES = (exp.Select, exp.Update, exp.Delete)
-
-
 @dataclass(frozen=True)
 class _Ref:
     """What a placeholder stands for."""
@@ -434,14 +426,16 @@ class _Placeholders:
         text = self.site.planned
         tree = self.reading.tree(text)
         edits: list[tuple[int, int, _Ref]] = []  # (start, end inclusive, what)
-        set_targets = {id(c) for c in _set_targets(tree)}
+        targets = {id(c) for c in set_targets(tree)}
         for column in tree.find_all(exp.Column):
-            if id(column) in set_targets:
+            if id(column) in targets:
                 continue
             ref = self.column_ref(column)
             if ref is not None:
-                start, end = _span(column)
-                edits.append((start, end, ref))
+                where = span(column)
+                if where is None:
+                    raise _Refused(f"cannot locate {column.sql(dialect='postgres')} in the text")
+                edits.append((*where, ref))
         tokens = tokenize(text)
         for i, token in enumerate(tokens):
             if is_placeholder(tokens, i):
@@ -471,11 +465,11 @@ class _Placeholders:
         parts = [p for p in column.parts if isinstance(p, exp.Identifier | exp.Star)]
         if any(isinstance(p, exp.Star) for p in parts):
             if len(parts) == 2 and isinstance(parts[0], exp.Identifier):
-                variable = self.variable(_ident(parts[0]))
-                if variable is not None and self.sources_named(column, _ident(parts[0])) == 0:
-                    raise _Refused(f"{_ident(parts[0])}.* of a record variable is not planned")
+                variable = self.variable(ident(parts[0]))
+                if variable is not None and self.sources_named(column, ident(parts[0])) == 0:
+                    raise _Refused(f"{ident(parts[0])}.* of a record variable is not planned")
             return None
-        names = [_ident(p) for p in parts if isinstance(p, exp.Identifier)]
+        names = [ident(p) for p in parts if isinstance(p, exp.Identifier)]
         if len(names) == 1:
             return self.bare(column, names[0])
         if len(names) == 2:
@@ -505,7 +499,7 @@ class _Placeholders:
 
     def bare(self, column: exp.Column, name: str) -> _Ref | None:
         variable = self.variable(name)
-        if variable is None or _names_an_output_column(column, name):
+        if variable is None or names_an_output_column(column, name):
             return None
         owner = self.column_owner(column, name)
         if owner is not None and not self.prefer_variable(name, owner):
@@ -571,19 +565,19 @@ class _Placeholders:
 
     def column_owner(self, column: exp.Column, name: str) -> str | None:
         """The FROM item whose columns include ``name``, at a level the column can see."""
-        for level in _visible_levels(column):
-            for source in _level_sources(level):
+        for level in visible_levels(column):
+            for source in level_sources(level):
                 columns = self.types.source_columns(source, level)
                 if columns is not None and any(c == name for c, _ in columns):
-                    return _source_key(source) or "the statement"
+                    return source_key(source) or "the statement"
         return None
 
     def sources_named(self, column: exp.Column, key: str) -> int:
         return sum(
             1
-            for level in _visible_levels(column)
-            for source in _level_sources(level)
-            if _source_key(source) == key
+            for level in visible_levels(column)
+            for source in level_sources(level)
+            if source_key(source) == key
         )
 
 
@@ -705,7 +699,7 @@ class _Types:
             tree = self.reading.tree(source.planned)
         except _Refused as exc:
             return f"the fields of record {variable.name} are not known: {exc}"
-        outputs = self.query_outputs(_main_query(tree))
+        outputs = self.query_outputs(main_query(tree))
         if outputs is None:
             return (
                 f"the fields of record {variable.name} are not known (the query that fills it "
@@ -723,18 +717,18 @@ class _Types:
             return None
         alias = source.args.get("alias")
         alias_columns = (
-            tuple(_ident(c) for c in alias.columns if isinstance(c, exp.Identifier))
+            tuple(ident(c) for c in alias.columns if isinstance(c, exp.Identifier))
             if isinstance(alias, exp.TableAlias) and alias.columns
             else ()
         )
         if isinstance(source, exp.Table) and isinstance(source.this, exp.Identifier):
-            schema = _ident(source.args["db"]) if source.args.get("db") else None
-            name = _table_name(source)
+            schema = ident(source.args["db"]) if source.args.get("db") else None
+            name = table_name(source)
             if schema is None:
-                cte = _cte_named(level, name)
+                cte = cte_named(level, name)
                 if cte is not None:
                     outputs = self.query_outputs(cte.this, depth + 1)
-                    return _renamed(outputs, _cte_columns(cte))
+                    return _renamed(outputs, cte_columns(cte))
             relation = self.catalog.relation(schema, name, self.fn)
             return _renamed(relation.columns if relation else None, alias_columns)
         inner = source.this if isinstance(source, exp.Lateral) else source
@@ -760,11 +754,11 @@ class _Types:
             items = list(returning.expressions) if returning else []
         else:
             return None
-        sources = _level_sources(query)
+        sources = level_sources(query)
         out: list[tuple[str, str]] = []
         for item in items:
             target = item.this if isinstance(item, exp.Alias) else item
-            alias = _ident(item.args["alias"]) if isinstance(item, exp.Alias) else None
+            alias = ident(item.args["alias"]) if isinstance(item, exp.Alias) else None
             if isinstance(target, exp.Star):
                 for source in sources:
                     columns = self.source_columns(source, query, depth + 1)
@@ -773,8 +767,8 @@ class _Types:
                     out += columns
                 continue
             if isinstance(target, exp.Column) and isinstance(target.this, exp.Star):
-                key = _ident(target.args["table"]) if target.args.get("table") else None
-                owner = next((s for s in sources if _source_key(s) == key), None)
+                key = ident(target.args["table"]) if target.args.get("table") else None
+                owner = next((s for s in sources if source_key(s) == key), None)
                 columns = self.source_columns(owner, query, depth + 1) if owner else None
                 if columns is None:
                     return None
@@ -784,7 +778,7 @@ class _Types:
             if alias is not None:
                 name = alias
             elif isinstance(target, exp.Column) and isinstance(target.this, exp.Identifier):
-                name = _ident(target.this)
+                name = ident(target.this)
             else:
                 name = "?column?"  # not a name a record field can be reached by
             out.append((name, type_))
@@ -796,10 +790,10 @@ class _Types:
         if isinstance(node, exp.Cast) and isinstance(node.to, exp.DataType):
             return node.to.sql(dialect="postgres").lower()
         if isinstance(node, exp.Column) and isinstance(node.this, exp.Identifier):
-            name = _ident(node.this)
-            key = _ident(node.args["table"]) if node.args.get("table") else None
+            name = ident(node.this)
+            key = ident(node.args["table"]) if node.args.get("table") else None
             for source in sources:
-                if key is not None and _source_key(source) != key:
+                if key is not None and source_key(source) != key:
                     continue
                 columns = self.source_columns(source, query, depth + 1)
                 for column, type_ in columns or ():
@@ -816,13 +810,6 @@ def _renamed(
         return columns
     renamed = [(n, t) for n, (_, t) in zip(names, columns, strict=False)]
     return tuple(renamed + list(columns[len(names) :]))
-
-
-def _cte_columns(cte: exp.CTE) -> tuple[str, ...]:
-    alias = cte.args.get("alias")
-    if isinstance(alias, exp.TableAlias) and alias.columns:
-        return tuple(_ident(c) for c in alias.columns if isinstance(c, exp.Identifier))
-    return ()
 
 
 # The tokenizer gives built-in type names (and their aliases) token types of their own.
@@ -869,318 +856,6 @@ def _type_reference(declared: str) -> _TypeRef | None:
     return _TypeRef(tuple(path), suffix, array)
 
 
-# --- sqlglot helpers ----------------------------------------------------------------------
-
-
-class _DropRecords(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    # sqlglot logs a warning for what it only half understands; the statement is refused
-    # anyway and a log line must not reach the user's terminal.
-    logger = logging.getLogger("sqlglot")
-    drop = _DropRecords()
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
-
-
-def _parse(text: str) -> exp.Expr | str:
-    try:
-        with _quiet():
-            tree = sqlglot.parse_one(text, dialect="postgres")
-    except (ParseError, TokenError) as err:
-        first = str(err).replace("\x1b[4m", "").replace("\x1b[0m", "").strip().splitlines()
-        return f"sqlglot cannot parse it: {first[0] if first else type(err).__name__}"
-    if any(isinstance(n, exp.Command) for n in tree.walk()):
-        return "sqlglot cannot parse it (it reads part of it as an opaque command)"
-    return tree
-
-
-def _ident(node: exp.Expr) -> str:
-    if isinstance(node, exp.TableAlias):
-        node = node.this
-    if isinstance(node, exp.Identifier):
-        text = str(node.this)
-        return text if node.quoted else text.lower()
-    return str(node.name).lower()
-
-
-def _table_name(table: exp.Table) -> str:
-    return _ident(table.this) if isinstance(table.this, exp.Identifier) else str(table.name)
-
-
-def _source_key(source: exp.Expr) -> str:
-    alias = source.args.get("alias")
-    if isinstance(alias, exp.TableAlias) and isinstance(alias.this, exp.Identifier):
-        return _ident(alias.this)
-    if isinstance(source, exp.Table):
-        return _table_name(source)
-    return ""
-
-
-def _span(column: exp.Column) -> tuple[int, int]:
-    """Character span (inclusive) of a column reference, qualifiers included."""
-    idents = [p for p in column.parts if isinstance(p, exp.Identifier)]
-    starts = [p.meta.get("start") for p in idents]
-    ends = [p.meta.get("end") for p in idents]
-    if any(s is None for s in starts) or any(e is None for e in ends):
-        raise _Refused(f"cannot locate {column.sql(dialect='postgres')} in the statement")
-    return min(s for s in starts if s is not None), max(e for e in ends if e is not None)
-
-
-def _set_targets(tree: exp.Expr) -> Iterator[exp.Column]:
-    """Columns assigned by UPDATE ... SET (and ON CONFLICT DO UPDATE SET): names of the
-    target table, never variables."""
-    for node in tree.walk():
-        if isinstance(node, exp.Update | exp.OnConflict):
-            for assignment in node.expressions or []:
-                if isinstance(assignment, exp.EQ):
-                    yield from assignment.this.find_all(exp.Column)
-
-
-def _names_an_output_column(column: exp.Column, name: str) -> bool:
-    """``ORDER BY due`` where the SELECT has an output column ``due``: PostgreSQL resolves
-    the name to that column before PL/pgSQL is asked about variables."""
-    ordered = column.parent
-    order = ordered.parent if isinstance(ordered, exp.Ordered) else None
-    select = order.parent if isinstance(order, exp.Order) else None
-    if not isinstance(select, exp.Select):
-        return False
-    for item in select.expressions:
-        if isinstance(item, exp.Alias) and _ident(item.args["alias"]) == name:
-            return True
-    return False
-
-
-def _main_query(tree: exp.Expr) -> exp.Expr:
-    while isinstance(tree, exp.Subquery | exp.Paren) and isinstance(tree.this, exp.Expr):
-        tree = tree.this
-    return tree
-
-
-def _visible_levels(node: exp.Expr) -> Iterator[exp.Expr]:
-    """The query levels whose FROM items a reference at ``node`` can see: its own, and the
-    levels around it for a sub-select in an expression or a LATERAL one. A derived table or a
-    WITH query does not see the level it sits in (levels further out are not followed)."""
-    query: exp.Expr | None = node.find_ancestor(*_QUERIES)
-    while query is not None:
-        yield query
-        query = _outer_level(query)
-
-
-def _outer_level(query: exp.Expr) -> exp.Expr | None:
-    child: exp.Expr = query
-    lateral = False
-    in_expression = False
-    while (parent := child.parent) is not None:
-        if isinstance(child, exp.CTE):
-            return None
-        if isinstance(child, exp.Lateral):
-            lateral = True
-        key = child.arg_key
-        if key == "on" or key == "where":
-            in_expression = True
-        if key in ("from_", "joins", "using") and not in_expression and not lateral:
-            return None
-        if isinstance(parent, _QUERIES):
-            return parent
-        child = parent
-    return None
-
-
-def _level_sources(query: exp.Expr) -> list[exp.Expr]:
-    """The FROM items of one query level: FROM, JOINs, an UPDATE/DELETE target, USING."""
-    roots: list[exp.Expr] = []
-    if isinstance(query, exp.Update | exp.Delete) and isinstance(query.this, exp.Expr):
-        roots.append(query.this)
-    from_ = query.args.get("from_")
-    if isinstance(from_, exp.From):
-        roots.append(from_.this)
-        roots += list(from_.expressions or [])
-    roots += [j.this for j in query.args.get("joins") or []]
-    roots += list(query.args.get("using") or [])
-    out: list[exp.Expr] = []
-    for root in roots:
-        out.append(root)
-        out += [j.this for j in root.args.get("joins") or [] if isinstance(j, exp.Join)]
-    return out
-
-
-def _cte_named(level: exp.Expr, name: str) -> exp.CTE | None:
-    node: exp.Expr | None = level
-    while node is not None:
-        with_ = node.args.get("with_")
-        if isinstance(with_, exp.With):
-            for cte in with_.expressions:
-                if isinstance(cte, exp.CTE) and _ident(cte.args["alias"]) == name:
-                    return cte
-        node = node.parent
-    return None
-
-
-# --- nested statements and calls ----------------------------------------------------------
-
-
-def match_nested(text: str, claims: Sequence[FunctionClaim]) -> FunctionClaim | None:
-    """The claim whose body statement pg_stat_statements recorded as ``text``.
-
-    With ``track = all`` a function's statement is recorded as PL/pgSQL runs it (an
-    expression without the ``SELECT`` qadvisor plans it with, an assignment with its
-    target), its constants turned into ``$n`` (numbered after the function's own
-    parameters, so with gaps), and its variables left as names; PostgreSQL 18 also turns the
-    variables into ``$n`` in a statement where it squashes a list (``IN ($3 /*, ... */)``).
-    So a recorded ``$n`` matches a constant of the claim (a signed number, a string,
-    TRUE/FALSE/NULL, or a whole squashed list), and a placeholder of the claim matches a
-    recorded ``$n`` or name (``target_queue_names``, ``r.id``); everything else must be the
-    same token. Returns the first claim that matches (plan its ``text`` with its
-    ``param_types``: its constants are the body's literals), or None.
-    """
-    try:
-        recorded = tokenize(text)
-    except BodyError:
-        return None
-    for claim in claims:
-        if not claim.text:
-            continue
-        try:
-            written = tokenize(claim.text)
-        except BodyError:
-            continue
-        mine = recorded
-        if claim.context == "assignment":
-            mine = _assigned_value(recorded)
-        if _same_statement(_as_recorded(written, claim.context), mine):
-            return claim
-    return None
-
-
-def _as_recorded(tokens: list[Token], context: str) -> list[Token]:
-    """The claim's tokens as PL/pgSQL runs them: an expression or an assignment's value
-    without the SELECT qadvisor put in front."""
-    if context in EXPRESSION_CONTEXTS and tokens and word(tokens[0]) == "SELECT":
-        return tokens[1:]
-    return tokens
-
-
-def _assigned_value(tokens: list[Token]) -> list[Token]:
-    """The value of a recorded assignment ``v := value`` / ``r.f = value`` / ``a[1] := v``."""
-    for k, token in enumerate(tokens):
-        if token.token_type in (TokenType.COLON_EQ, TokenType.EQ):
-            return tokens[k + 1 :]
-    return tokens
-
-
-def _name_path_length(tokens: Sequence[Token], j: int) -> int:
-    """Tokens of ``a``, ``a.b`` or ``a.b.c`` at ``j`` (not a function call); 0 if none."""
-    k = j
-    # Any word: a variable or field may be spelled like a keyword sqlglot knows (job.lock).
-    while k < len(tokens) and name_of(tokens[k]) is not None:
-        k += 1
-        if k + 1 < len(tokens) and tokens[k].token_type == TokenType.DOT:
-            k += 1
-            continue
-        break
-    if k == j or (k < len(tokens) and tokens[k].token_type == TokenType.L_PAREN):
-        return 0
-    return k - j
-
-
-def _same_statement(written: Sequence[Token], recorded: Sequence[Token]) -> bool:
-    i = j = 0
-    while i < len(written) and j < len(recorded):
-        if is_placeholder(written, i):
-            # A variable of the function: recorded as its name, or as $n by PostgreSQL 18.
-            n = 2 if is_placeholder(recorded, j) else _name_path_length(recorded, j)
-            if not n:
-                return False
-            i += 2
-            j += n
-        elif is_placeholder(recorded, j):
-            n = _constant_length(written, i)
-            if not n:
-                return False
-            i += n
-            j += 2
-        elif _same_token(written[i], recorded[j]):
-            i += 1
-            j += 1
-            continue
-        else:
-            return False
-        # PostgreSQL 18 records IN (1, 2, 3) and ARRAY[1, x] as one "$n /*, ... */".
-        if j < len(recorded) and recorded[j].token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
-            while i < len(written) and written[i].token_type == TokenType.COMMA:
-                n = 2 if is_placeholder(written, i + 1) else _constant_length(written, i + 1)
-                if not n:
-                    break
-                i += 1 + n
-    return i == len(written) and j == len(recorded)
-
-
-def _constant_length(tokens: Sequence[Token], i: int) -> int:
-    if i >= len(tokens):
-        return 0
-    token = tokens[i]
-    if token.token_type in STRING_TOKENS or token.token_type == TokenType.NUMBER:
-        return 1
-    if word(token) in ("TRUE", "FALSE", "NULL"):
-        return 1
-    if (
-        token.token_type == TokenType.DASH
-        and i + 1 < len(tokens)
-        and tokens[i + 1].token_type == TokenType.NUMBER
-    ):
-        return 2
-    return 0
-
-
-def _same_token(a: Token, b: Token) -> bool:
-    if a.token_type != b.token_type:
-        return False
-    if a.token_type in STRING_TOKENS or a.token_type == TokenType.IDENTIFIER:
-        return bool(a.text == b.text)
-    return str(a.text).lower() == str(b.text).lower()
-
-
-# Words before "name(" that make it something other than a call: INSERT INTO t(...),
-# ... AS t(a, b), CREATE TABLE t(...), CREATE FUNCTION f(...).
-_NOT_CALLS = frozenset({"INTO", "AS", "TABLE", "FUNCTION", "PROCEDURE"})
-
-
-def called_functions(texts: Iterable[str]) -> set[tuple[str | None, str]]:
-    """(schema or None, name) of every function called in these statements, as PostgreSQL
-    folds the names; the catalog decides which of them are functions of this database."""
-    found: set[tuple[str | None, str]] = set()
-    for text in texts:
-        try:
-            tokens = tokenize(text)
-        except BodyError:
-            continue
-        for k, token in enumerate(tokens):
-            if token.token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
-                continue
-            if k + 1 >= len(tokens) or tokens[k + 1].token_type != TokenType.L_PAREN:
-                continue
-            name = name_of(token)
-            if name is None:
-                continue
-            schema = None
-            before = k - 1
-            if k >= 2 and tokens[k - 1].token_type == TokenType.DOT:
-                schema = name_of(tokens[k - 2])
-                before = k - 3
-            if before >= 0 and word(tokens[before]) in _NOT_CALLS:
-                continue
-            found.add((schema, name))
-    return found
-
-
 __all__ = [
     "DYNAMIC_SQL",
     "Argument",
@@ -1190,9 +865,7 @@ __all__ = [
     "FunctionSource",
     "NamedType",
     "Relation",
-    "called_functions",
     "extract",
-    "match_nested",
     "names_to_look_up",
     "read",
 ]

@@ -130,6 +130,21 @@ def mentions_lock(tokens: Sequence[Token]) -> bool:
     return False
 
 
+# Sites whose SQL is an expression that qadvisor plans as "SELECT <expression>".
+EXPRESSION_CONTEXTS = frozenset(
+    {
+        "assignment",
+        "IF condition",
+        "WHILE condition",
+        "CASE expression",
+        "CASE WHEN",
+        "RETURN",
+        "DECLARE default",
+        "FOREACH array",
+    }
+)
+
+
 # --- data -------------------------------------------------------------------------------
 
 

@@ -20,13 +20,12 @@ from qadvisor.function_claims import (
     FunctionSource,
     NamedType,
     Relation,
-    called_functions,
     extract,
-    match_nested,
     names_to_look_up,
     read,
 )
 from qadvisor.plpgsql import BodyError, read_body
+from qadvisor.recorded_statements import called_functions, match_nested
 
 JOBS = Relation(
     "public",

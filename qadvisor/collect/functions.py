@@ -18,7 +18,7 @@ Each returned ``FunctionClaim`` (qadvisor.function_claims) is one row-locking st
 body: ``text`` to ``PREPARE`` with ``param_types`` (``$k`` has type ``param_types[k-1]``), or
 a ``skip`` saying why it cannot be planned. A statement that pg_stat_statements recorded
 inside a function (``track = all``, ``toplevel = false``) is found among them with
-``function_claims.match_nested(text, claims)``.
+``recorded_statements.match_nested(text, claims)``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from qadvisor.function_claims import (
     FunctionSource,
     NamedType,
     Relation,
-    called_functions,
     extract,
     names_to_look_up,
     read,
 )
+from qadvisor.recorded_statements import called_functions
 
 Conn = psycopg.Connection[Any]
 
