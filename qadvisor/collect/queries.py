@@ -39,8 +39,11 @@ def pg_stat_statements(conn: Conn, unavailable: dict[str, str]) -> list[dict[str
     if not found:
         unavailable["pg_stat_statements"] = "pg_stat_statements is not installed in this database"
         return []
+    # pg_stat_statements 1.9 (PostgreSQL 14) added toplevel.
+    toplevel = "bool_or(toplevel)" if conn.info.server_version >= 140000 else "true"
     query = sql.SQL(query_text("statement_pgss")).format(
-        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements")
+        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements"),
+        toplevel=sql.SQL(toplevel),
     )
     try:
         with conn.cursor(row_factory=dict_row) as cur:

@@ -1,8 +1,9 @@
 -- Row-locking statements of this database from pg_stat_statements ({pgss} is the view,
 -- schema-qualified by the caller), one row per queryid: the same statement run by several
--- roles, or at top level and nested, is one statement here (toplevel: run by a client at
--- least once; RI-trigger checks are only ever nested). Bounded: the 200 most called.
--- qadvisor's own EXPLAIN / PREPARE statements are left out.
+-- roles, or at top level and nested, is one statement here. Bounded: the 200 most called.
+-- qadvisor's own EXPLAIN / PREPARE statements are left out. toplevel is false when every
+-- call was nested (inside a function, with pg_stat_statements.track = all, or PostgreSQL's
+-- own foreign-key checks); it is true before PostgreSQL 14, which does not record it.
 SELECT queryid,
        (array_agg(query ORDER BY calls DESC))[1] AS query,
        array_agg(DISTINCT pg_get_userbyid(userid) ORDER BY pg_get_userbyid(userid)) AS roles,
@@ -10,7 +11,7 @@ SELECT queryid,
        sum(total_exec_time) / sum(calls) AS mean_exec_ms,
        sum(shared_blks_hit + shared_blks_read)::float8 / sum(calls) AS shared_blks_per_call,
        sum(plans)::bigint AS plans,
-       bool_or(toplevel) AS toplevel,
+       {toplevel} AS toplevel,
        coalesce(current_setting('pg_stat_statements.track_planning', true), 'off') = 'on'
          AS track_planning
   FROM {pgss}
