@@ -23,6 +23,7 @@ from qadvisor.api import (
     ident,
     index_name,
     indexes_used,
+    operand_values,
     order_keys_sql,
     parse_index_predicate,
     plan_outline,
@@ -68,7 +69,9 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
 
     ## When it stays quiet
     The partial index selects finished or running rows (a pruner's `WHERE state =
-    'completed'`, a lock index): a claim is not meant to use it. The custom plan uses a
+    'completed'`, a lock index), or waiting rows the statement does not want (a stager's
+    index of scheduled jobs against a claim of available ones): the claim is not meant to use
+    it. The custom plan uses a
     partial index of the queue table; the planner uses a partial index
     when asked (then the chosen plan avoided it for its cost, such as a sort order: see
     QA303); the statement's predicate implies a partial index's predicate (equality to one of
@@ -100,7 +103,11 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
                 continue  # a pruner's index on finished states is not one a claim should use
             judged = predicate_implies(stmt.parsed.predicates, target, stmt.custom_values)
             usable = usable or judged.implies is True
-            if judged.implies is False and judged.predicates:
+            if (
+                judged.implies is False
+                and judged.predicates
+                and _meant_for(target, judged.predicates, queue.live, stmt.custom_values)
+            ):
                 candidates.append((idx, target, judged.predicates))
         if usable or not candidates:
             continue
@@ -120,6 +127,30 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
         confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
         idx, target, preds = confirmed[0]
         yield _issue(stmt, table, idx, target, preds)
+
+
+def _meant_for(
+    target: LivePredicate,
+    preds: tuple[Predicate, ...],
+    live: LivePredicate | None,
+    values: dict[str, str],
+) -> bool:
+    """The partial index holds rows the statement wants: the live set's own index, or one
+    whose values the statement's condition shares (``IN ('pending', 'retry')`` against
+    ``'pending'``). A stager's index of scheduled jobs is not meant for a claim of available
+    ones, so its not being usable is no finding."""
+    if live is not None and live.column == target.column and set(live.values) & set(target.values):
+        return True
+    wanted: set[str] = set()
+    for pred in preds:
+        got = operand_values(pred, values)
+        if got is None:
+            continue
+        if pred.op in ("=", "in", "any"):
+            wanted |= set(got)
+        elif pred.op in ("<>", "not in") and set(target.values) - set(got):
+            return True
+    return bool(wanted & set(target.values))
 
 
 def _issue(

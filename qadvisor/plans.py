@@ -261,7 +261,8 @@ def statement_label(statement: Statement) -> str:
         where = f"pg_stat_statements {statement.fingerprint or statement.queryid}"
         return where + (f" ({', '.join(facts)})" if facts else "")
     if statement.function:
-        return f"{statement.source} (in function {statement.function})"
+        runs = f" ({statement.calls:,} calls)" if statement.calls is not None else ""
+        return statement.source + runs
     return statement.source
 
 

@@ -44,7 +44,7 @@ from psycopg import sql
 from qadvisor import dequeue
 from qadvisor.collect.queries import first_line
 from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
-from qadvisor.plans import index_predicate_columns, indexes_used, parse_explain
+from qadvisor.plans import SORT_NODES, index_predicate_columns, indexes_used, parse_explain
 from qadvisor.sqltext import RANGE_OPS, ident, literal
 
 Conn = psycopg.Connection[Any]
@@ -260,10 +260,12 @@ class _Planner:
             used = indexes_used(plan, table.schema, table.name)
             if idx.name in used:
                 out[idx.name] = "proved"
-            elif used:
-                out[idx.name] = f"undecided: the planner chose {used[0]}"
-            else:
+            elif not used or any(n.node_type in SORT_NODES for n in plan.walk()):
+                # With sorts disabled the planner still sorts: no index delivers the key's
+                # order, so the partial index, which would, is not usable for the conditions.
                 out[idx.name] = "not proved"
+            else:
+                out[idx.name] = f"undecided: the planner chose {used[0]}, which has the same order"
         return out
 
     def _set_path(self, search_path: str | None) -> None:

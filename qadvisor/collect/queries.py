@@ -52,3 +52,27 @@ def pg_stat_statements(conn: Conn, unavailable: dict[str, str]) -> list[dict[str
     except psycopg.Error as exc:
         unavailable["pg_stat_statements"] = f"pg_stat_statements is not readable: {first_line(exc)}"
         return []
+
+
+def function_calls(
+    conn: Conn, names: list[str], unavailable: dict[str, str]
+) -> list[dict[str, Any]]:
+    """pg_stat_statements rows that call one of the functions ``names`` (function_calls.sql);
+    none when the extension is missing (already recorded by pg_stat_statements())."""
+    if not names or "pg_stat_statements" in unavailable:
+        return []
+    found = rows(conn, "pgss_schema")
+    if not found:
+        return []
+    query = sql.SQL(query_text("function_calls")).format(
+        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements")
+    )
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query, {"names": names})
+            return cur.fetchall()
+    except psycopg.Error as exc:
+        unavailable["function_calls"] = (
+            f"calls of claiming functions could not be read: {first_line(exc)}"
+        )
+        return []

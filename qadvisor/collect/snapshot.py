@@ -18,8 +18,9 @@ import psycopg
 from qadvisor import discover, names
 from qadvisor.collect import queries as q
 from qadvisor.collect import statements
+from qadvisor.collect.functions import MAX_FUNCTIONS, scan_functions
 from qadvisor.collect.planner import plan_statements
-from qadvisor.collect.queries import first_line, pg_stat_statements
+from qadvisor.collect.queries import first_line, function_calls, pg_stat_statements
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.model import (
     Column,
@@ -77,7 +78,17 @@ def collect(
     role_settings = tuple(_role_settings(conn, unavailable))
     pgss = pg_stat_statements(conn, unavailable)
 
-    found = statements.found_statements(pgss, queries)
+    scan = scan_functions(conn, pgss)
+    if scan.error:
+        unavailable["functions"] = scan.error
+    elif scan.truncated:
+        unavailable["functions"] = (
+            f"only the first {MAX_FUNCTIONS} candidate functions were read for claims"
+        )
+    function_names = sorted({c.function.rpartition(".")[2] for c in scan.claims})
+    calls = function_calls(conn, function_names, unavailable)
+    early_left_out: list[LeftOut] = []
+    found = statements.found_statements(pgss, queries, scan.claims, calls, early_left_out)
     catalog = _catalog(conn, statements.relation_names(found))
     server_path = _server_search_path(conn)
 
@@ -100,6 +111,7 @@ def collect(
     )
     horizon = _horizon(conn, unavailable)
     judged, left_out = _on_queues(gathered, queues, rejected, explicit=bool(tables))
+    left_out = early_left_out + left_out
     planned = plan_statements(conn, judged, queues, table_facts, analyze)
     tenants = collect_tenants(conn, queues, table_facts, planned, unavailable)
     sample = None

@@ -32,8 +32,10 @@ from typing import Any
 
 from qadvisor import claims, dequeue, names
 from qadvisor.discover import Claim
+from qadvisor.function_claims import FunctionClaim
 from qadvisor.model import LeftOut, Statement
 from qadvisor.plans import statement_label
+from qadvisor.recorded_statements import called_functions, match_nested
 
 # pg_stat_statements keeps a SQL-level PREPARE with its statement: "PREPARE s(text) AS ...".
 _PREPARE_PREFIX = re.compile(
@@ -59,12 +61,92 @@ def strip_prepare(text: str) -> str:
 
 
 def found_statements(
-    pgss: Sequence[Mapping[str, Any]], queries: Sequence[tuple[str, str]]
+    pgss: Sequence[Mapping[str, Any]],
+    queries: Sequence[tuple[str, str]],
+    function_claims: Sequence[FunctionClaim] = (),
+    calls: Sequence[Mapping[str, Any]] = (),
+    left_out: list[LeftOut] | None = None,
 ) -> list[Statement]:
-    """Statements from pg_stat_statements rows and the user's (source, text) pairs, parsed;
+    """Statements from pg_stat_statements rows, the user's (source, text) pairs and the
+    claims of functions (with the pg_stat_statements ``calls`` of those functions), parsed;
     not yet resolved. A user's statement that cannot be judged keeps its reason in
-    ``plan_error``."""
-    return [*_from_pg_stat_statements(pgss), *_from_queries(queries)]
+    ``plan_error``; a function's that cannot be analysed goes to ``left_out``.
+
+    A statement pg_stat_statements recorded inside a function (``track = all``) is the
+    function's claim: its counters go to the claim, whose text has the body's literals and
+    typed placeholders for the variables (the recorded text names the variables and fails to
+    plan).
+    """
+    nested: dict[int, list[Mapping[str, Any]]] = {}
+    top = []
+    for r in pgss:
+        claim = (
+            match_nested(strip_prepare(str(r["query"])), function_claims)
+            if r.get("toplevel") is False and function_claims
+            else None
+        )
+        if claim is not None:
+            nested.setdefault(id(claim), []).append(r)
+        else:
+            top.append(r)
+    in_functions = _from_functions(function_claims, nested, calls, left_out)
+    return [*_from_pg_stat_statements(top), *in_functions, *_from_queries(queries)]
+
+
+def _from_functions(
+    claims: Sequence[FunctionClaim],
+    nested: Mapping[int, Sequence[Mapping[str, Any]]],
+    calls: Sequence[Mapping[str, Any]],
+    left_out: list[LeftOut] | None,
+) -> list[Statement]:
+    callers: dict[str, list[Mapping[str, Any]]] = {}
+    for r in calls:
+        for schema, name in called_functions([str(r["query"])]):
+            for fc in claims:
+                fschema, _, fname = fc.function.rpartition(".")
+                if fname == name and schema in (None, fschema):
+                    callers.setdefault(fc.function, []).append(r)
+    out = []
+    for fc in claims:
+        where = f"function {fc.function}, line {fc.line}"
+        if fc.skip:
+            if left_out is not None:
+                left_out.append(LeftOut(where, fc.text, f"not analysed: {fc.skip}", None))
+            continue
+        try:
+            parsed = dequeue.analyse(fc.text)
+            fingerprint = dequeue.fingerprint(fc.text)
+        except dequeue.StatementError as exc:
+            if left_out is not None:
+                left_out.append(LeftOut(where, fc.text, f"not analysed: {exc}", None))
+            continue
+        if parsed is None:
+            continue
+        # The claim's own executions when pg_stat_statements saw them nested, else the
+        # calls of the function (each call runs the claim once, or not at all).
+        rows = list(nested.get(id(fc), ())) or list(
+            {id(r): r for r in callers.get(fc.function, ())}.values()
+        )
+        n = sum(int(r["calls"]) for r in rows)
+        mean = sum(float(r["mean_exec_ms"] or 0) * int(r["calls"]) for r in rows) / n if n else None
+        roles = tuple(sorted({str(x) for r in rows for x in r.get("roles") or () if x}))
+        out.append(
+            Statement(
+                source=where,
+                text=fc.text,
+                parsed=parsed,
+                fingerprint=fingerprint,
+                function=fc.signature,
+                line=fc.line,
+                param_types=fc.param_types,
+                calls=n or None,
+                mean_exec_ms=_round(mean),
+                roles=roles,
+                role=roles[0] if len(roles) == 1 else None,
+                search_path=names.path_setting(fc.search_path) if fc.search_path else None,
+            )
+        )
+    return out
 
 
 def relation_names(statements: Iterable[Statement]) -> list[str]:
@@ -94,7 +176,11 @@ def gather(
         if parsed is None:
             out.statements.append(stmt)
             continue
-        if stmt.source == "pg_stat_statements":
+        if stmt.function is not None and stmt.search_path is not None:
+            # The function's own SET search_path: its names resolve under it.
+            tried = [names.SearchPath(None, stmt.search_path, f"SET of {stmt.function}")]
+        elif stmt.source == "pg_stat_statements" or stmt.function is not None:
+            # A function's names resolve under its caller's search_path.
             tried = [path_of(r) for r in stmt.roles] or [path_of(None)]
         else:
             tried = [session_path]
