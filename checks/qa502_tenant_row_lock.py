@@ -8,7 +8,13 @@ from checks.qa501_lock_without_skip_locked import healthy_lock_sql, job_table, s
 from qadvisor.api import Fix, Issue, Severity, Snapshot, Unmet, check, statement_id
 
 
-@check("QA502", "tenant-row-lock", severity=Severity.WARNING, category="locking")
+@check(
+    "QA502",
+    "tenant-row-lock",
+    severity=Severity.WARNING,
+    category="locking",
+    requires=("statements",),
+)
 def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     """The claim locks the tenant's (or rotation) row instead of, or as well as, the job.
 
