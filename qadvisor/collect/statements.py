@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -74,12 +74,15 @@ def collect_statements(
     pgss: Sequence[dict[str, Any]],
     queries: Sequence[tuple[str, str]],
     analyze: bool,
+    refuse: Callable[[Queue, dequeue.DequeueStatement], str | None] | None = None,
 ) -> tuple[Statement, ...]:
     """Statements from pg_stat_statements rows (``queries.pg_stat_statements``) and from
     ``queries`` ((source, text) pairs), each with its custom and generic plan (and, with
-    ``analyze``, the analyzed custom plan)."""
+    ``analyze``, the analyzed custom plan). ``refuse`` says why a statement on a queue must
+    not be planned now (another session's lock, a missing grant): it gets that as its
+    ``plan_error`` instead."""
     found = [*_from_pg_stat_statements(pgss, queues), *_from_queries(queries)]
-    planner = _Planner(conn, queues, tables, analyze)
+    planner = _Planner(conn, queues, tables, analyze, refuse)
     return tuple(planner.plan(s) for s in found)
 
 
@@ -189,18 +192,28 @@ class _Param:
 
 class _Planner:
     def __init__(
-        self, conn: Conn, queues: Sequence[Queue], tables: Sequence[Table], analyze: bool
+        self,
+        conn: Conn,
+        queues: Sequence[Queue],
+        tables: Sequence[Table],
+        analyze: bool,
+        refuse: Callable[[Queue, dequeue.DequeueStatement], str | None] | None = None,
     ) -> None:
         self.conn = conn
         self.queues = queues
         self.tables = tables
         self.analyze = analyze
+        self.refuse = refuse
         self.version = conn.info.server_version
         self.cache: dict[str, _Result] = {}
 
     def plan(self, stmt: Statement) -> Statement:
         if stmt.parsed is None:
             return stmt
+        queue = _queue_of(stmt.parsed, self.queues)
+        refused = self.refuse(queue, stmt.parsed) if self.refuse and queue else None
+        if refused:
+            return replace(stmt, plan_error=refused)
         try:
             text, renumbered = dequeue.normalise_for_planning(stmt.parsed.text)
             planned = dequeue.analyse(text)
