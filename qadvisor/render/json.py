@@ -29,7 +29,26 @@ def report_dict(report: Report) -> dict[str, Any]:
             for q in snap.queues
         ],
         "findings": [_finding(f) for f in report.findings],
-        "skipped": [{"code": s.code, "reason": s.reason, "queue": s.queue} for s in report.skipped],
+        "skipped": [
+            {
+                "code": s.code,
+                "reason": s.reason,
+                "queue": s.queue,
+                "fact": s.fact,
+                "grants": list(s.grants),
+            }
+            for s in report.skipped
+        ],
+        "hidden": [
+            {
+                "fact": h.fact,
+                "queue": h.queue,
+                "reason": h.reason,
+                "grants": list(h.grants),
+                "blocker_pid": h.blocker_pid,
+            }
+            for h in snap.hidden
+        ],
         "summary": {**report.summary(), "skipped": len(report.skipped)},
     }
 
