@@ -125,9 +125,9 @@ FACTS: dict[str, Fact] = {
             "tenant_rotation",
             "idle tenants in the rotation table of a round-robin dequeue",
             "a bounded read of the rotation table, one index probe per row",
-            "what tenant_counts needs, plus USAGE on the rotation table's schema and SELECT "
-            "on its tenant column",
-            {"usage": _USAGE, "select": _SELECT_COLUMNS},
+            "what tenant_counts needs, plus USAGE on the rotation table's schema and SELECT on "
+            "the rotation table (planning the round-robin claim reads it too)",
+            {"usage": _USAGE, "select": "GRANT SELECT ON {table} TO {role};"},
             lock="ACCESS SHARE on the rotation table and the queue table",
             when_locked="the rotation is not probed, and a skip names the lock",
         ),

@@ -24,10 +24,14 @@ from qadvisor.connect import SessionLimits, connect
 from qadvisor.model import Snapshot
 from tests.conftest import TestDB
 from tests.helpers import Run, build_archive_queue, qadvisor
+from tests.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.test_statements_collect import CLAIM, build_claim_queue
 
 # The measured claims, naming the queue table with its schema.
 CLAIM_APP = CLAIM.replace("UPDATE jobs", "UPDATE app.jobs").replace("FROM jobs", "FROM app.jobs")
+RR_APP = RR_BY_ID.replace("from queue_tenants", "from app.queue_tenants").replace(
+    "from jobs", "from app.jobs"
+)
 SELECT_APP = (
     "SELECT id FROM app.jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
     "FOR UPDATE SKIP LOCKED"
@@ -198,6 +202,33 @@ def test_pg_monitor_role_with_the_documented_grants_judges_the_claim_as_the_dba_
     assert seen.report["hidden"] == []
     # The session stayed read-only: planning the UPDATE claim changed nothing.
     assert prod.db.execute("SELECT count(*) FROM app.jobs WHERE status = 'running'") == [(0,)]
+
+
+def test_the_round_robin_trap_as_a_monitoring_role_needs_the_rotation_table_too(
+    prod: Prod,
+) -> None:
+    build_trap(prod.app)
+    dba = prod.check(prod.db, "--query", RR_APP)
+    assert {"QA401", "QA402"} <= {c for c, _, _ in keys(dba)}
+
+    m = prod.monitor.user
+    prod.db.execute(
+        f"GRANT USAGE ON SCHEMA app TO {m}; GRANT SELECT ON app.jobs TO {m}; "
+        f"GRANT UPDATE ON app.jobs TO {m};"
+    )
+    part = prod.check(prod.monitor, "--query", RR_APP)
+    (rotation,) = [s for s in part.report["skipped"] if s["fact"] == "tenant_rotation"]
+    assert rotation["code"] == "QA402" and rotation["queue"] == "app.jobs"
+    assert rotation["grants"] == [f"GRANT SELECT ON app.queue_tenants TO {m};"]
+    assert "QA402" not in {c for c, _, _ in keys(part)}
+    # The plan reads the rotation table too: the server refuses it, and the skip says so.
+    plan = next(s for s in part.report["skipped"] if s["code"] == "QA401")
+    assert "permission denied for table queue_tenants" in plan["reason"]
+
+    prod.db.execute(f"GRANT SELECT ON app.queue_tenants TO {m}")  # docs/privileges.md
+    seen = prod.check(prod.monitor, "--query", RR_APP)
+    assert keys(seen) == keys(dba) and skips(seen) == skips(dba)
+    assert seen.report["hidden"] == []
 
 
 def test_a_role_with_nothing_but_connect_gets_a_report_of_what_it_could_not_see(
