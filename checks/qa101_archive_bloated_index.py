@@ -44,7 +44,8 @@ class Options:
 
 
 @check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
-       options=Options)  # fmt: skip
+       options=Options,
+       requires=("table_facts", "sizes", "index_definitions", "live_set"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """A non-partial index on the dequeue path covers the archive of finished jobs.
 
@@ -184,6 +185,7 @@ def _judge(
         ),
         evidence={
             "index_bytes": idx.bytes,
+            **({"index_bytes_source": idx.bytes_source} if idx.bytes_source else {}),
             "index_definition": idx.definition,
             "table_rows": round(table.reltuples),
             "live_rows": round(rows),

@@ -37,7 +37,8 @@ class Options:
 
 
 @check("QA102", "dead-entry-bloated-partial-index", severity=Severity.WARNING,
-       category="indexes", options=Options)  # fmt: skip
+       category="indexes", options=Options,
+       requires=("table_facts", "sizes", "index_definitions"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """A partial index on a queue table is far larger than the live rows it holds need.
 
@@ -107,6 +108,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 ),
                 evidence={
                     "index_bytes": idx.bytes,
+                    **({"index_bytes_source": idx.bytes_source} if idx.bytes_source else {}),
                     "index_definition": idx.definition,
                     "index_entries": round(idx.reltuples),
                     "estimated_fresh_bytes": fresh,

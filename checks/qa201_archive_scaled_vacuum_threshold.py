@@ -38,7 +38,8 @@ class Options:
 
 
 @check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
-       category="vacuum", options=Options)  # fmt: skip
+       category="vacuum", options=Options,
+       requires=("table_facts", "live_set"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """Autovacuum's trigger on a queue table is set by the archive, not by the live set.
 

@@ -33,7 +33,8 @@ class Options:
 
 
 @check("QA202", "vacuum-horizon-held", severity=Severity.WARNING, category="vacuum",
-       options=Options)  # fmt: skip
+       options=Options,
+       requires=("horizon",))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """A long transaction, replication slot or prepared transaction keeps dead queue rows.
 

@@ -22,7 +22,8 @@ _OFF = ("false", "off", "0", "no")
 
 
 @check("QA203", "queue-autovacuum-disabled", severity=Severity.WARNING, category="vacuum",
-       options=NoOptions)  # fmt: skip
+       options=NoOptions,
+       requires=("table_facts",))  # fmt: skip
 def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     """Autovacuum is switched off for a queue table, or for the whole server.
 

@@ -53,7 +53,8 @@ class Options:
 
 
 @check("QA301", "generic-plan-misses-partial-index", severity=Severity.WARNING,
-       category="statements", options=Options)  # fmt: skip
+       category="statements", options=Options,
+       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """A parameterized predicate hides the partial index from generic plans.
 

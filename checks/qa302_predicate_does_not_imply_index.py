@@ -41,7 +41,8 @@ from qadvisor.api import (
 
 # No options: the custom plan itself says whether a partial index is used.
 @check("QA302", "predicate-does-not-imply-index", severity=Severity.WARNING,
-       category="statements", options=NoOptions)  # fmt: skip
+       category="statements", options=NoOptions,
+       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
 def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     """The dequeue predicate cannot use the partial index even with a custom plan.
 

@@ -46,7 +46,8 @@ class Options:
 
 
 @check("QA303", "dequeue-sorts-backlog", severity=Severity.WARNING, category="statements",
-       options=Options)  # fmt: skip
+       options=Options,
+       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """No index supplies the dequeue's ORDER BY, so every claim reads and sorts the backlog.
 

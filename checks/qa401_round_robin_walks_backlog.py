@@ -63,7 +63,8 @@ class Options:
 
 
 @check("QA401", "round-robin-walks-backlog", severity=Severity.WARNING, category="tenants",
-       options=Options)  # fmt: skip
+       options=Options,
+       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """The per-tenant sub-select of a round-robin dequeue walks the backlog.
 

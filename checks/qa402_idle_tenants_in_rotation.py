@@ -44,7 +44,8 @@ class Options:
 
 
 @check("QA402", "idle-tenants-in-rotation", severity=Severity.WARNING, category="tenants",
-       options=Options)  # fmt: skip
+       options=Options,
+       requires=("table_facts", "statements", "tenant_counts", "tenant_rotation"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """The rotation table of a round-robin dequeue holds many tenants with nothing queued.
 

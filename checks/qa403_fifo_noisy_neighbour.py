@@ -59,7 +59,8 @@ class Options:
 
 
 @check("QA403", "fifo-noisy-neighbour", severity=Severity.WARNING, category="tenants",
-       options=Options)  # fmt: skip
+       options=Options,
+       requires=("table_facts", "tenant_counts"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     """A multi-tenant queue is dequeued in global order while one tenant fills the backlog.
 

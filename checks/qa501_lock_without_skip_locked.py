@@ -28,7 +28,13 @@ from qadvisor.api import (
 DIALECT = "postgres"
 
 
-@check("QA501", "lock-without-skip-locked", severity=Severity.WARNING, category="locking")
+@check(
+    "QA501",
+    "lock-without-skip-locked",
+    severity=Severity.WARNING,
+    category="locking",
+    requires=("statements",),
+)
 def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     """A dequeue statement locks rows with FOR UPDATE (or NOWAIT) but without SKIP LOCKED.
 

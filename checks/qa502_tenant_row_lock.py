@@ -17,7 +17,13 @@ from qadvisor.api import (
 )
 
 
-@check("QA502", "tenant-row-lock", severity=Severity.WARNING, category="locking")
+@check(
+    "QA502",
+    "tenant-row-lock",
+    severity=Severity.WARNING,
+    category="locking",
+    requires=("statements",),
+)
 def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     """The claim locks the tenant's (or rotation) row instead of, or as well as, the job.
 

@@ -39,7 +39,13 @@ _TENANT = re.compile(
 )
 
 
-@check("QA503", "window-with-for-update", severity=Severity.CRITICAL, category="locking")
+@check(
+    "QA503",
+    "window-with-for-update",
+    severity=Severity.CRITICAL,
+    category="locking",
+    requires=("statements",),
+)
 def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     """FOR UPDATE at the same query level as a window function: PostgreSQL refuses it.
 

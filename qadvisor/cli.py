@@ -1,7 +1,8 @@
 """Command line: `qadvisor check`, `snapshot`, `demo`, `explain`.
 
 Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
-above it; 2 usage, connection or input error.
+above it (or, with --fail-on-skip, a check that could not judge a queue, or no queue found);
+2 usage, connection or input error.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ app = typer.Typer(
     help=(
         "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
         "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
-        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it, "
+        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (or, "
+        "with --fail-on-skip, a check that could not judge a queue, or no queue found), "
         "2 usage, connection or input error."
     ),
     no_args_is_help=True,
@@ -172,9 +174,20 @@ def check(
         FailOn | None,
         typer.Option(
             "--fail-on",
-            help="Exit 1 when a finding is at or above this severity (never: always exit 0 "
-            "unless an error occurs). Default: the config file's fail_on, else warning.",
+            help="Exit 1 when a finding is at or above this severity (never: no finding fails "
+            "the run). Default: the config file's fail_on, else warning.",
             case_sensitive=False,
+            show_default=False,
+        ),
+    ] = None,
+    fail_on_skip: Annotated[
+        bool | None,
+        typer.Option(
+            "--fail-on-skip/--no-fail-on-skip",
+            help="Also exit 1 when a check could not judge a discovered or named queue (a "
+            "hidden fact, another session's lock, an unknown claim) or when no queue was "
+            "found: a CI gate that refuses a blind pass. Default: the config file's "
+            "fail_on_skip, else off.",
             show_default=False,
         ),
     ] = None,
@@ -227,10 +240,11 @@ def check(
             snap = _collect(dsn, table or list(cfg.tables), sample, limits, queries, analyze)
         report = _run(snap, [*cfg.ignore, *(ignore or [])], cfg)
         gate = fail_on or FailOn(cfg.fail_on or "warning")
+        blind = fail_on_skip if fail_on_skip is not None else bool(cfg.fail_on_skip)
     except UserError as exc:
         _fail(str(exc))
     _print_report(report, fmt)
-    raise typer.Exit(_exit_code(report, gate))
+    raise typer.Exit(_exit_code(report, gate, blind))
 
 
 @app.command("snapshot")
@@ -330,9 +344,11 @@ def explain(
     typer.echo(check_page(match[0]))
 
 
-def _exit_code(report: Report, fail_on: FailOn) -> int:
+def _exit_code(report: Report, fail_on: FailOn, fail_on_skip: bool = False) -> int:
     from qadvisor.model import Severity
 
+    if fail_on_skip and not report.fully_judged:
+        return EXIT_FINDINGS
     if fail_on is FailOn.never:
         return EXIT_OK
     floor = Severity.parse(fail_on.value)

@@ -4,6 +4,7 @@ The config file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` tabl
 ``pyproject.toml``, found in the current directory, or the file given with ``--config``::
 
     fail_on = "critical"
+    fail_on_skip = true      # exit 1 when a check could not judge a queue
     tables = ["public.jobs"]
     ignore = ["QA201:public.audit_jobs"]
     query_files = ["sql/dequeue.sql"]
@@ -26,7 +27,7 @@ from typing import Any
 
 from qadvisor.registry import Check
 
-_KEYS = {"fail_on", "tables", "ignore", "queries", "query_files", "options"}
+_KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "queries", "query_files", "options"}
 
 
 class ConfigError(ValueError):
@@ -37,6 +38,7 @@ class ConfigError(ValueError):
 class Config:
     source: Path | None = None
     fail_on: str | None = None
+    fail_on_skip: bool | None = None
     tables: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()
@@ -80,9 +82,13 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
     fail_on = _str(data, "fail_on", path)
     if fail_on not in (None, "critical", "warning", "info", "never"):
         raise ConfigError(f"{path}: fail_on must be one of critical, warning, info, never")
+    fail_on_skip = data.get("fail_on_skip")
+    if fail_on_skip is not None and not isinstance(fail_on_skip, bool):
+        raise ConfigError(f"{path}: fail_on_skip must be true or false")
     return Config(
         source=path,
         fail_on=fail_on,
+        fail_on_skip=fail_on_skip,
         tables=_strs(data, "tables", path),
         ignore=_strs(data, "ignore", path),
         queries=_strs(data, "queries", path),

@@ -1,7 +1,10 @@
-"""The docs page of a check, made from the check itself (docstring, options and their comments).
+"""The docs page of a check, made from the check itself (docstring, options and their comments,
+the facts it reads), and the privileges page, made from qadvisor.facts and every check's
+``requires``.
 
-``python -m qadvisor.docs docs/checks`` writes one page per installed check; a test keeps the
-pages in the repository identical to what this produces, so the docs cannot drift from the code.
+``python -m qadvisor.docs docs/checks`` writes one page per installed check, and
+``docs/privileges.md`` next to that directory; a test keeps the pages in the repository
+identical to what this produces, so the docs cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ import re
 import sys
 from pathlib import Path
 
+from qadvisor.facts import FACTS, Fact
 from qadvisor.registry import Check, load_checks
+
+PRIVILEGES_PAGE = "privileges.md"
 
 
 def option_rows(chk: Check) -> list[tuple[str, str, str]]:
@@ -58,6 +64,18 @@ def check_page(chk: Check) -> str:
     body = chk.doc.split("\n", 1)[1].strip() if "\n" in chk.doc else ""
     if body:
         lines += ["", body]
+    if chk.requires:
+        lines += [
+            "",
+            "## What it reads",
+            "",
+            "Where one of these is hidden from the role or behind another session's lock for a "
+            "queue, the check reports a skip for that queue naming the GRANT or the lock.",
+            "",
+            "| fact | needs | locks |",
+            "|---|---|---|",
+        ]
+        lines += [_fact_row(FACTS[name]) for name in chk.requires]
     rows = option_rows(chk)
     if rows:
         lines += ["", "## Options", "", "| option | default | why |", "|---|---|---|"]
@@ -73,13 +91,110 @@ def check_page(chk: Check) -> str:
     return "\n".join(lines)
 
 
+def _lock_text(fact: Fact) -> str:
+    if not fact.lock:
+        return "none taken"
+    return f"takes {fact.lock}; when another session's lock conflicts, {fact.when_locked}"
+
+
+def _fact_row(fact: Fact) -> str:
+    lock = _lock_text(fact)
+    return f"| `{fact.name}`: {fact.title} | {fact.privilege} | {lock} |"
+
+
+def privileges_page(checks: tuple[Check, ...]) -> str:
+    """What each check reads, what each fact needs, and the GRANTs, as one page."""
+    lines = [
+        "# Privileges and locks",
+        "",
+        "qadvisor reads catalogs, statistics and plans. A role with `pg_monitor` sees most of",
+        "it: the catalogs and the `pg_stat_get_*` counters are read by OID, which needs no",
+        "USAGE on the application's schemas. The rest needs a grant, and some of it cannot be",
+        "read while another session holds (or waits for) a conflicting lock. qadvisor checks",
+        "the role's privileges (by OID) and the other sessions' locks (`pg_locks`) before it",
+        "sends a query: what it may not read is not sent, and every check that needs it reports",
+        "a skip for that queue, with the exact GRANT (the real role name, identifiers quoted)",
+        "or the blocking pid, its lock mode, its state and the start of its query. The report",
+        "lists the GRANTs together at the end of what could not be judged.",
+        "",
+        "This page is generated from `qadvisor/facts.py` and each check's `requires`",
+        "(`python -m qadvisor.docs docs/checks`); a test keeps it in sync.",
+        "",
+        "## What each check reads",
+        "",
+        "| check | reads | GRANTs beyond pg_monitor |",
+        "|---|---|---|",
+    ]
+    for chk in checks:
+        facts = [FACTS[name] for name in chk.requires]
+        grants = dict.fromkeys(
+            g for f in facts for kind, g in f.grants.items() if kind != "read_all_stats"
+        )
+        reads = ", ".join(f"`{f.name}`" for f in facts) or "nothing"
+        need = "<br>".join(f"`{g}`" for g in grants) or "none"
+        lines.append(f"| {chk.code} {chk.name} | {reads} | {need} |")
+    lines += [
+        "",
+        "In a GRANT, `{role}` is the role qadvisor connects as, `{schema}` the queue table's",
+        "schema (or the rotation table's), `{table}` the table, `{columns}` the columns the",
+        "fact reads; the report prints each one filled in. Only what is missing is asked for.",
+        "",
+        "## The facts",
+        "",
+        "| fact | read from | needs | locks |",
+        "|---|---|---|---|",
+    ]
+    for fact in FACTS.values():
+        lock = _lock_text(fact)
+        lines.append(f"| `{fact.name}`: {fact.title} | {fact.source} | {fact.privilege} | {lock} |")
+    lines += [
+        "",
+        "A lock conflicts when PostgreSQL's table of conflicting lock modes says so: ACCESS",
+        "SHARE (reading a size or a definition) waits only for ACCESS EXCLUSIVE (`ALTER TABLE`,",
+        "`VACUUM FULL`, `LOCK TABLE`, `DROP`, `REINDEX` of an index); ROW SHARE (planning a",
+        "`SELECT ... FOR UPDATE`) also for EXCLUSIVE; ROW EXCLUSIVE (planning an `UPDATE` or",
+        "`DELETE` claim) also for SHARE and SHARE ROW EXCLUSIVE (a plain `CREATE INDEX`). A",
+        "request still waiting counts as much as one granted: every later conflicting request",
+        "queues behind it. Row locks (workers holding `FOR UPDATE` on jobs) conflict with none",
+        "of these: qadvisor never executes a statement (unless `--analyze`, which skips locked",
+        "rows).",
+        "",
+        "## A monitoring role",
+        "",
+        "```sql",
+        "CREATE ROLE monitor LOGIN IN ROLE pg_monitor;  -- statistics, statement texts, sessions",
+        "-- For each queue table (app.jobs here), what the report asks for:",
+        "GRANT USAGE ON SCHEMA app TO monitor;          -- plans and tenant probes name the table",
+        "GRANT SELECT ON app.jobs TO monitor;           -- pg_stats of its columns, plans, probes",
+        "GRANT UPDATE ON app.jobs TO monitor;           -- EXPLAIN of a row-locking claim",
+        "-- The rotation table of a round-robin dequeue (QA401 plans it, QA402 probes it):",
+        "GRANT SELECT ON app.queue_tenants TO monitor;",
+        "```",
+        "",
+        "`SELECT` on single columns is enough where the report names them (the live column for",
+        "the live-set estimate, the tenant and job-duration columns for the tenant probes);",
+        "planning needs `SELECT` on every column the statement reads, in every table it reads.",
+        "PostgreSQL checks a statement's privileges for `EXPLAIN` too, which is why planning a",
+        "claim needs `UPDATE`: qadvisor's session stays read-only",
+        "(`default_transaction_read_only`), so the grant lets it plan the claim, never run it.",
+        "Without these grants the report still comes: the checks that need no hidden fact judge,",
+        "the others are skipped with the GRANT.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def write_pages(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for chk in load_checks():
+    checks = load_checks()
+    for chk in checks:
         path = directory / f"{chk.code}.md"
         path.write_text(check_page(chk))
         written.append(path)
+    privileges = directory.resolve().parent / PRIVILEGES_PAGE
+    privileges.write_text(privileges_page(checks))
+    written.append(privileges)
     return written
 
 

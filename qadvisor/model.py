@@ -98,6 +98,9 @@ class Index:
     include_columns: tuple[str, ...] = ()
     # Per key column: stored in descending order (pg_index.indoption).
     descending: tuple[bool, ...] = ()
+    # None: measured with pg_relation_size; else how ``bytes`` was estimated instead (another
+    # session's lock kept the index from being opened).
+    bytes_source: str | None = None
 
     @property
     def is_partial(self) -> bool:
@@ -140,6 +143,8 @@ class Table:
     column_stats: tuple[ColumnStats, ...] = ()
     # pg_stats shows a table's rows only to roles that may SELECT its columns.
     stats_visible: bool = True
+    # None: measured with pg_table_size; else how ``bytes`` was estimated instead.
+    bytes_source: str | None = None
 
     @property
     def qualified(self) -> str:
@@ -334,6 +339,23 @@ class HorizonHolder:
 
 
 @dataclass(frozen=True)
+class HiddenFact:
+    """A fact the collector did not read for one queue (``queue`` "schema.table") or for the
+    whole database (None): hidden from the role (``grants`` are the GRANTs that show it) or
+    behind another session's lock (``blocker_pid``; None for a prepared transaction).
+
+    ``fact`` is a name of ``qadvisor.facts.FACTS``; a check that requires it reports a skip
+    for that queue with ``reason``.
+    """
+
+    fact: str
+    queue: str | None
+    reason: str
+    grants: tuple[str, ...] = ()
+    blocker_pid: int | None = None
+
+
+@dataclass(frozen=True)
 class Snapshot:
     server: ServerInfo
     settings: dict[str, str]
@@ -348,10 +370,12 @@ class Snapshot:
     rejected: tuple[Rejected, ...] = ()
     # Row-locking statements seen but not judged as claims (foreign-key checks, key locks).
     left_out: tuple[LeftOut, ...] = ()
-    # Facts that could not be collected, by name, with the reason: a check that needs one
-    # reports a skip with this reason.
+    # Facts that could not be collected, by name ("horizon") or by name and queue
+    # ("live_set:app.jobs"), with the reason: a check that needs one reports a skip with it.
     unavailable: dict[str, str] = field(default_factory=dict)
     format: int = SNAPSHOT_FORMAT
+    # Facts hidden from the role or behind another session's lock, with the GRANT or the lock.
+    hidden: tuple[HiddenFact, ...] = ()
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)
@@ -414,6 +438,8 @@ class Skip:
     code: str
     reason: str
     queue: str | None = None  # "schema.table" of the queue it could not judge
+    fact: str | None = None  # the required fact that was missing, when that is why
+    grants: tuple[str, ...] = ()  # GRANTs that would show the fact
 
 
 @dataclass(frozen=True)
@@ -428,6 +454,31 @@ class Report:
         for f in self.findings:
             counts[f.severity.label] += 1
         return counts
+
+    @property
+    def fully_judged(self) -> bool:
+        """Queues were found and every check that ran judged every one of them: only then
+        may a report call the queues healthy."""
+        return bool(self.snapshot.queues) and not self.skipped
+
+    def not_judged(self) -> list[tuple[str | None, tuple[str, ...]]]:
+        """(queue, codes of the checks that could not judge it), queues in report order;
+        None stands for skips of the whole snapshot (every queue)."""
+        by_queue: dict[str | None, list[str]] = {}
+        for s in self.skipped:
+            codes = by_queue.setdefault(s.queue, [])
+            if s.code not in codes:
+                codes.append(s.code)
+        order = [None, *(q.qualified for q in self.snapshot.queues)]
+        known = [q for q in order if q in by_queue]
+        rest = sorted(q for q in by_queue if q not in order and q is not None)
+        return [(q, tuple(by_queue[q])) for q in [*known, *rest]]
+
+    def grants(self) -> tuple[str, ...]:
+        """Every GRANT that would show a fact this report lacked, once each, in order."""
+        found = [g for s in self.skipped for g in s.grants]
+        found += [g for h in self.snapshot.hidden for g in h.grants]
+        return tuple(dict.fromkeys(found))
 
 
 # --- generic dataclass loading --------------------------------------------------------

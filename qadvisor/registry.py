@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from qadvisor.facts import FACTS
 from qadvisor.model import Fix, Severity, Snapshot, Target
 
 ENTRY_POINT_GROUP = "qadvisor.checks"
@@ -67,6 +68,9 @@ class Check:
     run: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]
     min_server_version: int | None = None
     docs: str | None = None  # where its page lives; built-in pages by default
+    # Facts it reads (names of qadvisor.facts.FACTS): where one is hidden from the role or
+    # behind a lock for a queue, the engine reports the check as skipped for that queue.
+    requires: tuple[str, ...] = ()
 
     @property
     def docs_path(self) -> str:
@@ -85,11 +89,14 @@ def check(
     options: type[Any] = NoOptions,
     min_server_version: int | None = None,
     docs: str | None = None,
+    requires: Iterable[str] = (),
 ) -> Callable[[Callable[[Snapshot, Any], Iterable[Issue | Unmet]]], Check]:
     """Make a check out of a pure function; its docstring is its user documentation.
 
     The first docstring line is the one-line summary; the rest uses the headings
-    "What it finds", "Why it matters", "How to fix", "When it stays quiet".
+    "What it finds", "Why it matters", "How to fix", "When it stays quiet". ``requires``
+    names the facts it reads (``qadvisor.facts.FACTS``): the privileges page of the docs
+    lists them, and a queue for which one is missing is reported as skipped, not healthy.
     """
     if not _CODE.match(code):
         raise ValueError(f"check code {code!r} must look like QA101")
@@ -97,6 +104,13 @@ def check(
         raise ValueError(f"check name {name!r} must be kebab-case")
     if not dataclasses.is_dataclass(options):
         raise TypeError("options must be a dataclass with a default for every field")
+    needs = tuple(requires)
+    unknown = [f for f in needs if f not in FACTS]
+    if unknown:
+        raise ValueError(
+            f"check {code} requires unknown fact(s) {', '.join(unknown)} "
+            f"(known: {', '.join(FACTS)})"
+        )
 
     def wrap(fn: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]) -> Check:
         doc = inspect.cleandoc(fn.__doc__ or "")
@@ -112,6 +126,7 @@ def check(
             run=fn,
             min_server_version=min_server_version,
             docs=docs,
+            requires=needs,
         )
 
     return wrap

@@ -131,7 +131,7 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert run.rc == 1
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
                            "checks_run", "queues", "rejected", "left_out", "findings",
-                           "skipped", "summary"}  # fmt: skip
+                           "skipped", "hidden", "summary"}  # fmt: skip
     assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1
     assert report["server"]["version_num"] == db.version_num
@@ -197,7 +197,41 @@ def test_no_queue_found_says_so(db: TestDB) -> None:
     db.execute("CREATE TABLE customers (id int primary key, name text)")
     run = qadvisor("check", db.dsn)
     assert run.rc == 0
-    assert "No queue tables found" in run.stdout
+    assert "No queue tables found" in run.stdout and "No problems found" not in run.stdout
+    # A gate that refuses a blind pass: nothing was judged.
+    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 1
+
+
+HEALTHY_CLAIM = (
+    "SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED"
+)
+
+
+def test_fail_on_skip_refuses_a_blind_pass_and_lets_an_earned_one_through(
+    db: TestDB, tmp_path: Path
+) -> None:
+    build_archive_queue(db, archive=2_000, composite=False, partial=True)
+    # Every check judged the queue (the claim is given): an earned all-clear.
+    clean = check(db, "--query", HEALTHY_CLAIM, "--fail-on-skip")
+    assert clean.rc == 0 and clean.report["findings"] == [] and clean.report["skipped"] == []
+    text = qadvisor("check", db.dsn, "--query", HEALTHY_CLAIM, "--fail-on-skip")
+    assert text.rc == 0 and "No problems found on the queue tables." in text.stdout
+    # Without the claim the statement checks cannot judge it: a skip, so not an all-clear.
+    blind = check(db)
+    assert blind.rc == 0 and blind.report["findings"] == [] and blind.report["skipped"]
+    assert blind.report["summary"]["skipped"] == len(blind.report["skipped"])
+    text = qadvisor("check", db.dsn)
+    assert text.rc == 0 and "No problems found" not in text.stdout
+    assert "Not an all-clear" in text.stdout
+    assert check(db, "--fail-on-skip").rc == 1
+    assert check(db, "--fail-on-skip", "--fail-on", "never").rc == 1
+    cfg = tmp_path / "qadvisor.toml"
+    cfg.write_text("fail_on_skip = true\n")
+    assert check(db, "--config", str(cfg)).rc == 1
+    assert check(db, "--config", str(cfg), "--no-fail-on-skip").rc == 0
+    junit = qadvisor("check", db.dsn, "--format", "junit")
+    assert junit.rc == 0 and 'skipped="0"' not in junit.stdout
 
 
 def test_measured_state_reports_both_then_nothing_after_the_printed_fixes(db: TestDB) -> None:

@@ -13,8 +13,11 @@ from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 
 
 def test_qadvisor_toml_and_pyproject_table(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[tool.qadvisor]\nfail_on = "critical"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.qadvisor]\nfail_on = "critical"\nfail_on_skip = true\n'
+    )
     assert find_config(None, tmp_path).fail_on == "critical"
+    assert find_config(None, tmp_path).fail_on_skip is True
     (tmp_path / "qadvisor.toml").write_text(
         'tables = ["public.jobs"]\nquery_files = ["sql/q.sql"]\n[options.QA201]\nmin_ratio = 20\n'
     )
@@ -32,6 +35,7 @@ def test_qadvisor_toml_and_pyproject_table(tmp_path: Path) -> None:
     ("text", "message"),
     [
         ("fail_on = 3\n", "fail_on must be a string"),
+        ('fail_on_skip = "yes"\n', "fail_on_skip must be true or false"),
         ('fail_on = "sometimes"\n', "fail_on must be one of"),
         ("colour = true\n", "unknown setting(s) colour"),
         ("[options.QA201]\nmin_ratoi = 3\n", "QA201 has no option 'min_ratoi'"),

@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from qadvisor.docs import check_page
-from qadvisor.registry import load_checks
+import pytest
+
+from qadvisor.docs import PRIVILEGES_PAGE, check_page, privileges_page
+from qadvisor.facts import FACTS
+from qadvisor.model import Severity
+from qadvisor.registry import check, load_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 # The public contract of codes and names (design notes): a code is never reused.
@@ -51,6 +55,28 @@ def test_docs_pages_match_the_code() -> None:
         assert page.read_text() == check_page(chk), (
             f"{page} is stale: run python -m qadvisor.docs docs/checks"
         )
+
+
+def test_privileges_page_matches_the_facts_and_what_each_check_reads() -> None:
+    page = ROOT / "docs" / PRIVILEGES_PAGE
+    assert page.is_file(), f"missing {page}: run python -m qadvisor.docs docs/checks"
+    assert page.read_text() == privileges_page(load_checks()), (
+        f"{page} is stale: run python -m qadvisor.docs docs/checks"
+    )
+
+
+def test_every_check_declares_the_facts_it_reads_and_only_known_ones() -> None:
+    for chk in load_checks():
+        assert chk.requires, f"{chk.code} declares no facts (requires=...)"
+        assert set(chk.requires) <= set(FACTS), chk.code
+    # A fact a grant or a lock can hide names what to do about it.
+    for fact in FACTS.values():
+        assert fact.privilege, fact.name
+        assert bool(fact.lock) == bool(fact.when_locked), fact.name
+        for template in fact.grants.values():
+            assert template.startswith("GRANT ") and template.endswith(" TO {role};")
+    with pytest.raises(ValueError, match="unknown fact"):
+        check("QA999", "made-up", severity=Severity.INFO, category="x", requires=("nope",))
 
 
 def test_every_check_has_its_own_test_module() -> None:

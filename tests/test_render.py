@@ -25,6 +25,7 @@ from qadvisor.engine import run_checks
 from qadvisor.model import (
     Finding,
     Fix,
+    HiddenFact,
     LeftOut,
     LivePredicate,
     Queue,
@@ -210,13 +211,36 @@ def full_report() -> Report:
             ),
             Skip("QA201", "public.jobs: [stats] are *stale*", "public.jobs"),
             Skip("QA301", "pg_stat_statements is not installed"),
+            Skip(
+                "QA101",
+                "public.mail: indexes not read: pid 4242 holds AccessExclusiveLock on "
+                "public.mail (idle in transaction, transaction open 12 s: LOCK TABLE public.mail "
+                "IN ACCESS EXCLUSIVE MODE)",
+                "public.mail",
+                "index_definitions",
+            ),
+            Skip(
+                "QA102",
+                "public.jobs: live set unknown: pg_stats of status is hidden from monitor: "
+                "GRANT SELECT (status) ON public.jobs TO monitor;",
+                "public.jobs",
+                "live_set",
+                ("GRANT SELECT (status) ON public.jobs TO monitor;",),
+            ),
         ),
         checks_run=("QA101", "QA102", "QA201", "QA203", "QA999"),
     )
 
 
 def empty_report() -> Report:
-    snap = replace(_snapshot(), queues=(), tables=())
+    gap = HiddenFact(
+        "discovery",
+        None,
+        "app.events was not judged as a queue: the values of status are hidden from monitor: "
+        "GRANT SELECT (status) ON app.events TO monitor;",
+        ("GRANT SELECT (status) ON app.events TO monitor;",),
+    )
+    snap = replace(_snapshot(), queues=(), tables=(), hidden=(gap,))
     return Report(snapshot=snap, findings=(), skipped=(), checks_run=("QA101", "QA102"))
 
 
@@ -350,7 +374,8 @@ def test_sarif_structure_levels_and_fingerprints() -> None:
         "postgresql/Odd%20Schema/we%7Crd%60jobs"
     )
     notes = run["invocations"][0]["toolExecutionNotifications"]
-    assert [n["associatedRule"]["id"] for n in notes] == ["QA201", "QA201", "QA301"]
+    assert [n["associatedRule"]["id"] for n in notes] == ["QA201", "QA201", "QA301", "QA101",
+                                                          "QA102"]  # fmt: skip
     qa101 = next(r for r in run["tool"]["driver"]["rules"] if r["id"] == "QA101")
     assert qa101["fullDescription"]["text"].startswith("## What it finds")
 
@@ -380,9 +405,12 @@ def _junit_counts(xml: str, report: Report) -> ET.Element:
     cases = suite.findall("testcase")
     failures = [c for c in cases if c.find("failure") is not None]
     skipped = [c for c in cases if c.find("skipped") is not None]
+    # A run that found no queue has one more skipped case: discovery.
+    discovery = [] if report.snapshot.queues else ["discovery"]
     assert suite.get("tests") == root.get("tests") == str(len(cases))
     assert suite.get("failures") == str(len(failures)) == str(len(report.findings))
-    assert suite.get("skipped") == str(len(skipped)) == str(len(report.skipped))
+    assert suite.get("skipped") == str(len(skipped)) == str(len(report.skipped) + len(discovery))
+    assert [c.get("name") for c in skipped if c.get("classname") == "qadvisor"] == discovery
     assert suite.get("errors") == "0"
     assert [c.get("name") for c in failures] == [f.key for f in report.findings]
     assert [c.get("classname") for c in failures] == [f.code for f in report.findings]
@@ -395,10 +423,14 @@ def test_junit_parses_and_counts_match() -> None:
     report = full_report()
     suite = _junit_counts(junit.render(report), report)
     cases = {c.get("name"): c for c in suite.findall("testcase")}
-    # QA102 ran and found nothing: the only passing case. QA201 has a finding and two skips.
+    # Every check that ran has a finding or a skip: none passes. A skip names its queue.
     passing = [n for n, c in cases.items() if len(c) == 0]
-    assert passing == ["QA102"]
-    assert cases["QA201 #1"].find("skipped") is not None
+    assert passing == []
+    assert cases["QA201 public.mail"].find("skipped") is not None
+    assert cases["QA102 public.jobs"].find("skipped") is not None
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["not_judged public.jobs"] == "QA201, QA102"
+    assert props["not_judged (whole database)"] == "QA301"
     skip = cases["QA301"].find("skipped")
     assert skip is not None and skip.get("message") == "pg_stat_statements is not installed"
     failure = cases["QA101:public.jobs_status_created_at_idx"].find("failure")
@@ -411,10 +443,11 @@ def test_junit_parses_and_counts_match() -> None:
     assert info is not None and info.get("message") == "Just so you know.\ufffd"
 
 
-def test_junit_empty_report_is_all_passing() -> None:
+def test_junit_report_without_a_queue_is_not_all_green() -> None:
     report = empty_report()
     suite = _junit_counts(junit.render(report), report)
-    assert [c.get("name") for c in suite.findall("testcase")] == ["QA101", "QA102"]
+    assert [c.get("name") for c in suite.findall("testcase")] == ["QA101", "QA102", "discovery"]
+    assert suite.get("skipped") == "1"
 
 
 # --- real checks on a snapshot, every format -----------------------------------------------

@@ -139,12 +139,14 @@ def test_options_ignores_and_unmet_work_as_for_built_in_checks(install: Install)
     (skip,) = run_checks(dataclasses.replace(quiet, tables=()), [chk]).skipped
     assert skip.queue == "public.jobs"
 
-    reason = "pg_stat_all_tables has no row for some queue tables"
-    blind = S.snapshot(S.jobs_table())
-    blind.unavailable["table_statistics"] = reason
+    # It requires table_facts: when they could not be read, it is a skip, not a pass.
+    reason = "the queue tables' catalog facts could not be read: canceling statement"
+    blind = S.snapshot(S.jobs_table(stats=TableStats(n_dead_tup=1_753_949)))
+    blind.unavailable["table_facts"] = reason
     report = run_checks(blind, [chk])
     assert report.findings == ()
-    assert report.skipped == (Skip("ACME101", reason),)
+    assert report.skipped == (Skip("ACME101", reason, None, "table_facts"),)
+    assert chk.requires == ("table_facts",)
 
 
 def test_explain_documents_the_third_party_check(install: Install) -> None:

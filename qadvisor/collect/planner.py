@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,10 +62,13 @@ def plan_statements(
     queues: Sequence[Queue],
     tables: Sequence[Table],
     analyze: bool,
+    refuse: Callable[[Queue, dequeue.DequeueStatement], str | None] | None = None,
 ) -> tuple[Statement, ...]:
     """Each statement with its custom and generic plan (and, with ``analyze``, the analyzed
-    custom plan), or a ``plan_error`` saying why not."""
-    planner = _Planner(conn, queues, tables, analyze)
+    custom plan), or a ``plan_error`` saying why not. ``refuse`` says why a statement on a
+    queue must not be planned now (another session's lock, a missing grant): it gets that as
+    its ``plan_error`` instead, and nothing is sent."""
+    planner = _Planner(conn, queues, tables, analyze, refuse)
     return tuple(planner.plan(s) for s in statements)
 
 
@@ -117,12 +120,18 @@ class _Param:
 
 class _Planner:
     def __init__(
-        self, conn: Conn, queues: Sequence[Queue], tables: Sequence[Table], analyze: bool
+        self,
+        conn: Conn,
+        queues: Sequence[Queue],
+        tables: Sequence[Table],
+        analyze: bool,
+        refuse: Callable[[Queue, dequeue.DequeueStatement], str | None] | None = None,
     ) -> None:
         self.conn = conn
         self.queues = queues
         self.tables = tables
         self.analyze = analyze
+        self.refuse = refuse
         self.version = conn.info.server_version
         self.cache: dict[tuple[str, str, str, tuple[str, ...]], _Result] = {}
 
@@ -139,6 +148,9 @@ class _Planner:
         queue = next((q for q in self.queues if q.qualified == stmt.queue), None)
         if queue is None:
             return stmt  # its table is not a queue of this report (--table named others)
+        refused = self.refuse(queue, stmt.parsed) if self.refuse else None
+        if refused:
+            return replace(stmt, plan_error=refused)
         table = _table_of(queue, self.tables)
         given = _given_types(stmt, renumbered)
         key = (text, stmt.search_path or "", stmt.queue or "", given)

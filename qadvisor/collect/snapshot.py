@@ -1,9 +1,20 @@
 """Connection -> Snapshot: every fact the checks need, in a fixed number of queries.
 
 The number of queries does not grow with the number of tables: discovery reads the whole
-catalog in three queries, and the facts of all queue tables come in one query per kind.
-A fact that cannot be read (missing extension, missing grant, a timeout) is recorded in
-``Snapshot.unavailable`` and the rest of the snapshot is still collected.
+catalog in three queries, other sessions' locks and the role's privileges take one each, and
+the facts of all queue tables come in one query per kind.
+
+Nothing here waits on the application. Other sessions' locks are read first (locks.py) and
+the role's privileges on the queue tables right after discovery (access.py); a query that
+would wait for a lock or fail for a missing privilege is not sent, and the fact is recorded in
+``Snapshot.hidden`` with the blocking pid or the exact GRANT. Every fact query runs in a
+transaction of its own (the session is in autocommit): one that fails (a timeout, a lock taken
+since) is recorded in ``Snapshot.unavailable`` and the rest of the snapshot is still collected.
+Only a failure to read the server itself (or a lost connection) ends collection.
+
+Statements are found before discovery (collect/statements.py): pg_stat_statements, the
+user's SQL and the claims inside functions, their names resolved under the application's
+search_path; the claims among them are discovery's strongest evidence.
 """
 
 from __future__ import annotations
@@ -11,16 +22,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
 from qadvisor import discover, names
 from qadvisor.collect import queries as q
 from qadvisor.collect import statements
+from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
+from qadvisor.collect.errors import CollectError, TableNotFound
 from qadvisor.collect.functions import MAX_FUNCTIONS, scan_functions
+from qadvisor.collect.locks import ACCESS_SHARE, Locks, describe_all, read_locks
 from qadvisor.collect.planner import plan_statements
 from qadvisor.collect.queries import first_line, function_calls, pg_stat_statements
+from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.model import (
     Column,
@@ -41,14 +56,9 @@ from qadvisor.model import (
 from qadvisor.plans import statement_label
 
 Conn = psycopg.Connection[Any]
+T = TypeVar("T")
 
-
-class CollectError(Exception):
-    """A fact every check needs could not be read; the message is safe to print."""
-
-
-class TableNotFound(CollectError):
-    pass
+__all__ = ["CollectError", "TableNotFound", "collect"]
 
 
 def collect(
@@ -74,8 +84,15 @@ def collect(
         user=server_row["user"],
         is_superuser=bool(server_row["is_superuser"]),
     )
-    settings = {r["name"]: r["setting"] for r in q.rows(conn, "settings")}
+    reads_all_stats = bool(server_row["reads_all_stats"])
+    settings = {
+        r["name"]: r["setting"]
+        for r in _rows(conn, unavailable, "settings", "server settings", "settings")
+    }
     role_settings = tuple(_role_settings(conn, unavailable))
+    locks = _read(
+        conn, unavailable, "locks", "other sessions' locks", lambda: read_locks(conn), Locks()
+    )
     pgss = pg_stat_statements(conn, unavailable)
 
     scan = scan_functions(conn, pgss)
@@ -89,8 +106,15 @@ def collect(
     calls = function_calls(conn, function_names, unavailable)
     early_left_out: list[LeftOut] = []
     found = statements.found_statements(pgss, queries, scan.claims, calls, early_left_out)
-    catalog = _catalog(conn, statements.relation_names(found))
-    server_path = _server_search_path(conn)
+    catalog = _read(
+        conn,
+        unavailable,
+        "statement_names",
+        "the relations the statements name",
+        lambda: _catalog(conn, statements.relation_names(found)),
+        names.Catalog(()),
+    )
+    server_path = _server_search_path(conn, unavailable)
 
     def path_of(role: str | None) -> names.SearchPath:
         return names.role_search_path(role, server.database, role_settings, server_path)
@@ -100,23 +124,51 @@ def collect(
     )
     gathered = statements.gather(found, catalog, path_of, session_path)
     rejected: list[Rejected] = []
-    decisions = _discover(conn, tables, gathered.claims, rejected)
+    columns: list[discover.CandidateColumn] = []
+    decisions = _discover(
+        conn, tables, gathered.claims, rejected, columns, locks.blocked(ACCESS_SHARE)
+    )
     relids = [d.relid for d in decisions]
-    table_facts = _tables(conn, relids) if relids else []
-    # Rates are measured from the moment the first counters were read.
-    counters_read = time.monotonic()
     queues = tuple(
         Queue(d.schema, d.table, d.live, d.reason)
         for d in sorted(decisions, key=lambda d: (d.schema, d.table))
     )
+    no_access: dict[int, TableAccess] | None = None
+    access = _read(
+        conn,
+        unavailable,
+        "privileges",
+        "the role's privileges on the queue tables",
+        lambda: read_access(conn, relids),
+        no_access,
+    )
+    guard = Guard(server.user, locks, access, {f"{d.schema}.{d.table}": d.relid for d in decisions})
+    for queue in queues:
+        guard.index_definitions(queue)
+    table_facts = _tables(conn, relids, locks, server.user, unavailable) if relids else []
+    # Rates are measured from the moment the first counters were read.
+    counters_read = time.monotonic()
+    for queue in queues:
+        table = next((t for t in table_facts if t.qualified == queue.qualified), None)
+        guard.live_set(queue, table, columns)
+    guard.discovery(columns, gathered.claims, queues)
     horizon = _horizon(conn, unavailable)
+    guard.horizon(reads_all_stats)
     judged, left_out = _on_queues(gathered, queues, rejected, explicit=bool(tables))
-    left_out = early_left_out + left_out
-    planned = plan_statements(conn, judged, queues, table_facts, analyze)
-    tenants = collect_tenants(conn, queues, table_facts, planned, unavailable)
+    planned = plan_statements(conn, judged, queues, table_facts, analyze, guard.plan_refusal)
+    _claims(queues, planned, unavailable, guard, reads_all_stats)
+    tenants = collect_tenants(conn, queues, table_facts, planned, unavailable, guard)
     sample = None
     if sample_seconds and relids:
-        sample = _sample(conn, relids, counters_read, sample_seconds, progress)
+        no_sample: Sample | None = None
+        sample = _read(
+            conn,
+            unavailable,
+            "sample",
+            "the second read of the counters",
+            lambda: _sample(conn, relids, counters_read, sample_seconds, progress),
+            no_sample,
+        )
     return Snapshot(
         server=server,
         settings=settings,
@@ -129,7 +181,171 @@ def collect(
         horizon=horizon,
         unavailable=unavailable,
         rejected=tuple(rejected),
-        left_out=tuple(left_out),
+        left_out=tuple(early_left_out + left_out),
+        hidden=tuple(guard.hidden),
+    )
+
+
+def _read(
+    conn: Conn,
+    unavailable: dict[str, str],
+    fact: str,
+    what: str,
+    read: Callable[[], T],
+    default: T,
+) -> T:
+    """One fact, on its own: a failure is recorded under ``fact`` and the rest goes on; a
+    lost connection ends collection."""
+    try:
+        return read()
+    except psycopg.Error as exc:
+        if conn.broken or conn.closed:
+            raise
+        unavailable[fact] = f"{what} could not be read: {first_line(exc)}"
+        return default
+
+
+def _rows(
+    conn: Conn,
+    unavailable: dict[str, str],
+    fact: str,
+    what: str,
+    name: str,
+    params: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """The rows of one fact query (an SQL file), read on its own as :func:`_read` does."""
+    empty: list[dict[str, Any]] = []
+    return _read(conn, unavailable, fact, what, lambda: q.rows(conn, name, params), empty)
+
+
+def _claims(
+    queues: Sequence[Queue],
+    statements: Sequence[Statement],
+    unavailable: dict[str, str],
+    guard: Guard,
+    reads_all_stats: bool,
+) -> None:
+    """Record the queues whose claim is unknown: the statement checks cannot judge them."""
+    missing = unavailable.get("pg_stat_statements")
+    if not statements:
+        if missing:
+            unavailable["statements"] = missing
+        elif queues and not reads_all_stats:
+            guard.statements(None)
+        elif queues:
+            unavailable["statements"] = (
+                "no dequeue statement of the queue tables in pg_stat_statements: give the "
+                "application's with --query or --query-file"
+            )
+        return
+    without = unclaimed(queues, statements)
+    if missing:
+        for queue in without:
+            unavailable[f"statements:{queue.qualified}"] = (
+                f"no dequeue statement of this queue was given ({missing})"
+            )
+    elif not reads_all_stats:
+        guard.statements(without)
+    else:
+        for queue in without:
+            unavailable[f"statements:{queue.qualified}"] = (
+                "no dequeue statement of this queue is known (in pg_stat_statements, --query "
+                "or --query-file)"
+            )
+
+
+def _server_search_path(conn: Conn, unavailable: dict[str, str]) -> str | None:
+    """The search_path a role without its own setting starts with (None: PostgreSQL's)."""
+    rows = _rows(conn, unavailable, "search_path", "the server's search_path", "search_path")
+    if not rows:
+        return None
+    row = rows[0]
+    if row["source"] in ("default", "configuration file", "command line", "environment variable"):
+        return str(row["setting"])
+    try:
+        configured = q.rows(conn, "search_path_file")
+    except psycopg.Error:
+        configured = []
+    if configured:
+        return str(configured[0]["setting"])
+    return str(row["boot_val"]) if row["boot_val"] else None
+
+
+def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]:
+    try:
+        rows = q.rows(conn, "role_settings")
+    except psycopg.errors.InsufficientPrivilege:
+        unavailable["role_settings"] = "pg_db_role_setting is not readable by this role"
+        return []
+    out = []
+    for r in rows:
+        name, _, value = str(r["cfg"]).partition("=")
+        out.append(RoleSetting(r["database"], r["role"], name, value))
+    return out
+
+
+def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
+    try:
+        rows = q.rows(conn, "horizon")
+        (hidden,) = q.rows(conn, "horizon_hidden")
+    except psycopg.Error as exc:
+        unavailable["horizon"] = f"the xmin horizon could not be read: {first_line(exc)}"
+        return ()
+    if hidden["sessions"]:
+        # Hidden, not failed: the query worked, but these rows came back without their facts.
+        unavailable["horizon_hidden"] = (
+            f"{hidden['sessions']} session(s) of other roles hold the xmin horizon, but "
+            "pg_stat_activity hides their transaction start and state from this role: "
+            f"GRANT pg_read_all_stats TO {hidden['role']} (part of pg_monitor)"
+        )
+    return tuple(HorizonHolder(**r) for r in rows)
+
+
+def _discover(
+    conn: Conn,
+    table_names: Sequence[str],
+    claims: Sequence[discover.Claim],
+    rejected: list[Rejected],
+    columns: list[discover.CandidateColumn],
+    blocked: list[int],
+) -> list[discover.Decision]:
+    candidates = q.rows(conn, "candidate_columns")
+    claimed = sorted({c.relid for c in claims})
+    if claimed:
+        candidates += q.rows(conn, "claim_columns", {"relids": claimed})
+    columns += [_candidate(r) for r in candidates]
+    all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
+    partials = [
+        discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
+        for r in q.rows(conn, "partial_indexes", {"blocked": blocked})
+    ]
+    explicit = []
+    for t in resolve_tables(conn, table_names) if table_names else []:
+        if _system_schema(t.schema):
+            name = f"{t.schema}.{t.table}"
+            what = t.arg if t.arg == name else f"{t.arg} ({name})"
+            raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
+        explicit.append((t.schema, t.table, t.relid))
+    return discover.decide(columns, partials, claims, all_columns, explicit, rejected)
+
+
+def _system_schema(schema: str) -> bool:
+    """PostgreSQL's own tables: the catalogs, information_schema and TOAST tables."""
+    return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_toast")
+
+
+def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
+    return discover.CandidateColumn(
+        schema=r["schema"],
+        table=r["table"],
+        relid=r["relid"],
+        column=r["column"],
+        type=r["type"],
+        not_null=r["not_null"],
+        enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
+        indexed=r["indexed"],
+        common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
+        readable=r["readable"],
     )
 
 
@@ -174,110 +390,25 @@ def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:
     return names.Catalog(relations)
 
 
-def _server_search_path(conn: Conn) -> str | None:
-    """The search_path a role without its own setting starts with (None: PostgreSQL's)."""
-    row = q.rows(conn, "search_path")[0]
-    if row["source"] in ("default", "configuration file", "command line", "environment variable"):
-        return str(row["setting"])
-    try:
-        configured = q.rows(conn, "search_path_file")
-    except psycopg.Error:
-        configured = []
-    if configured:
-        return str(configured[0]["setting"])
-    return str(row["boot_val"]) if row["boot_val"] else None
-
-
-def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]:
-    try:
-        rows = q.rows(conn, "role_settings")
-    except psycopg.errors.InsufficientPrivilege:
-        unavailable["role_settings"] = "pg_db_role_setting is not readable by this role"
-        return []
-    out = []
-    for r in rows:
-        name, _, value = str(r["cfg"]).partition("=")
-        out.append(RoleSetting(r["database"], r["role"], name, value))
-    return out
-
-
-def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
-    try:
-        rows = q.rows(conn, "horizon")
-        (hidden,) = q.rows(conn, "horizon_hidden")
-    except psycopg.Error as exc:
-        unavailable["horizon"] = f"the xmin horizon could not be read: {first_line(exc)}"
-        return ()
-    if hidden["sessions"]:
-        # Hidden, not failed: the query worked, but these rows came back without their facts.
-        unavailable["horizon_hidden"] = (
-            f"{hidden['sessions']} session(s) of other roles hold the xmin horizon, but "
-            "pg_stat_activity hides their transaction start and state from this role: "
-            f"GRANT pg_read_all_stats TO {hidden['role']} (part of pg_monitor)"
-        )
-    return tuple(HorizonHolder(**r) for r in rows)
-
-
-def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
-    return discover.CandidateColumn(
-        schema=r["schema"],
-        table=r["table"],
-        relid=r["relid"],
-        column=r["column"],
-        type=r["type"],
-        not_null=r["not_null"],
-        enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
-        indexed=r["indexed"],
-        common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
-        readable=r["readable"],
-    )
-
-
-def _discover(
-    conn: Conn,
-    table_names: Sequence[str],
-    claims: Sequence[discover.Claim],
-    rejected: list[Rejected],
-) -> list[discover.Decision]:
-    candidates = q.rows(conn, "candidate_columns")
-    claimed = sorted({c.relid for c in claims})
-    if claimed:
-        candidates += q.rows(conn, "claim_columns", {"relids": claimed})
-    columns = [_candidate(r) for r in candidates]
-    all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
-    partials = [
-        discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
-        for r in q.rows(conn, "partial_indexes")
-    ]
-    explicit: list[tuple[str, str, int]] = []
-    if table_names:
-        for r in q.rows(conn, "resolve_tables", {"names": list(table_names)}):
-            if r["relid"] is None:
-                raise TableNotFound(f"table {r['arg']} does not exist (or is not visible)")
-            if r["relkind"] not in ("r", "p"):
-                raise TableNotFound(f"{r['arg']} is not a table")
-            if _system_schema(r["schema"]):
-                name = f"{r['schema']}.{r['table']}"
-                what = r["arg"] if r["arg"] == name else f"{r['arg']} ({name})"
-                raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
-            explicit.append((r["schema"], r["table"], r["relid"]))
-    return discover.decide(columns, partials, claims, all_columns, explicit, rejected)
-
-
-def _system_schema(schema: str) -> bool:
-    """PostgreSQL's own tables: the catalogs, information_schema and TOAST tables."""
-    return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_toast")
-
-
-def _tables(conn: Conn, relids: list[int]) -> list[Table]:
-    params = {"relids": relids}
+def _tables(
+    conn: Conn, relids: list[int], locks: Locks, role: str, unavailable: dict[str, str]
+) -> list[Table]:
+    """Facts of the queue tables, one query per kind, each on its own: without columns or
+    the table row there is no Table (``table_facts`` unavailable); without indexes or pg_stats
+    the tables come without them and the fact is recorded."""
+    blocked = locks.blocked(ACCESS_SHARE)
+    params = {"relids": relids, "blocked": blocked}
     columns: dict[int, list[Column]] = {}
-    for r in q.rows(conn, "columns", params):
+    for r in _rows(
+        conn, unavailable, "table_facts", "the queue tables' columns", "columns", params
+    ):
         columns.setdefault(r["relid"], []).append(
             Column(r["column"], r["type"], r["not_null"], tuple(r["enum_labels"] or ()))
         )
     indexes: dict[int, list[Index]] = {}
-    for r in q.rows(conn, "indexes", params):
+    for r in _rows(
+        conn, unavailable, "index_definitions", "the queue tables' indexes", "indexes", params
+    ):
         indexes.setdefault(r["relid"], []).append(
             Index(
                 name=r["name"],
@@ -294,16 +425,24 @@ def _tables(conn: Conn, relids: list[int]) -> list[Table]:
                 idx_tup_read=r["idx_tup_read"],
                 idx_tup_fetch=r["idx_tup_fetch"],
                 include_columns=tuple(r["include_columns"]),
-                descending=tuple(r["descending"]),
+                bytes_source=_estimated(locks, r["index_relid"], role)
+                if r["bytes_estimated"]
+                else None,
             )
         )
-    table_rows = q.rows(conn, "tables", params)
+    table_rows = _rows(
+        conn, unavailable, "table_facts", "the queue tables' catalog facts", "tables", params
+    )
+    if "table_facts" in unavailable:
+        return []
     names = {
         "schemas": [r["schema"] for r in table_rows],
         "tables": [r["table"] for r in table_rows],
     }
     stats: dict[tuple[str, str], list[ColumnStats]] = {}
-    for r in q.rows(conn, "column_stats", names):
+    for r in _rows(
+        conn, unavailable, "live_set", "pg_stats of the queue tables", "column_stats", names
+    ):
         stats.setdefault((r["schema"], r["table"]), []).append(
             ColumnStats(
                 column=r["column"],
@@ -330,9 +469,17 @@ def _tables(conn: Conn, relids: list[int]) -> list[Table]:
                 indexes=tuple(indexes.get(relid, ())),
                 column_stats=tuple(stats.get((r["schema"], r["table"]), ())),
                 stats_visible=r["stats_visible"],
+                bytes_source=_estimated(locks, relid, role) if r["bytes_estimated"] else None,
             )
         )
     return out
+
+
+def _estimated(locks: Locks, relid: int, role: str) -> str:
+    blocking = locks.on_relation(relid, ACCESS_SHARE)
+    return "estimate: pg_class.relpages x block_size, not opened because " + describe_all(
+        blocking, role
+    )
 
 
 def _tuple(value: list[Any] | None) -> tuple[Any, ...] | None:
@@ -371,6 +518,7 @@ def _sample(
     measured = time.monotonic() - start
     tables = {
         f"{r['schema']}.{r['table']}": _table_stats(r)
-        for r in q.rows(conn, "tables", {"relids": relids})
+        # The sizes are not needed: every table counts as blocked, so none is opened.
+        for r in q.rows(conn, "tables", {"relids": relids, "blocked": relids})
     }
     return Sample(seconds=round(measured, 3), tables=tables)

@@ -15,8 +15,12 @@ the column of a per-tenant predicate, or a column named like ``tenant_id``):
 
 Every query runs in its own read-only transaction with seq scans disabled (``SET LOCAL``), so
 a plan that would read the archive becomes an index plan or fails on statement_timeout; a
-failure is recorded in ``TenantFacts.error`` and ``unavailable`` and the rest goes on. The
-number of queries is fixed per queue table (at most four), however many tenants there are.
+failure is recorded in ``TenantFacts.error`` and ``unavailable`` and the rest goes on. Before
+reading, the collector's guard says whether the role may read the columns involved and whether
+another session's lock would make the read wait: then nothing is read, and the fact is
+recorded with the GRANT or the lock. The rotation table is found by a catalog lookup (its name
+resolved along the session's search_path) and its privileges read by OID. The number of
+queries is fixed per queue table (at most six), however many tenants there are.
 Identifiers are composed with psycopg.sql; the live predicate is rendered by
 qadvisor.sqltext.predicate_sql, which quotes its identifiers and literals.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -32,10 +37,13 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from qadvisor.collect.access import Guard, read_access
 from qadvisor.collect.queries import query_text
+from qadvisor.collect.table_names import Resolved, find_table
+from qadvisor.dequeue import Lateral
 from qadvisor.estimates import parse_index_predicate, same_predicate
 from qadvisor.model import Index, LivePredicate, Queue, Statement, Table, TenantCount, TenantFacts
-from qadvisor.sqltext import predicate_sql
+from qadvisor.sqltext import predicate_sql, qualified
 
 Conn = psycopg.Connection[Any]
 
@@ -80,6 +88,7 @@ def collect_tenants(
     tables: Sequence[Table],
     statements: Sequence[Statement],
     unavailable: dict[str, str],
+    guard: Guard | None = None,
 ) -> tuple[TenantFacts, ...]:
     """TenantFacts for each queue table that has a tenant column."""
     out = []
@@ -91,7 +100,7 @@ def collect_tenants(
         tenant = tenant_column(table, mine)
         if tenant is None:
             continue
-        facts = _Collector(conn, queue, table, tenant, mine).run()
+        facts = _Collector(conn, queue, table, tenant, mine, guard).run()
         if facts.error:
             unavailable[f"tenants:{queue.qualified}"] = facts.error
         out.append(facts)
@@ -155,9 +164,16 @@ def _first_line(exc: BaseException) -> str:
 
 class _Collector:
     def __init__(
-        self, conn: Conn, queue: Queue, table: Table, tenant: str, statements: list[Statement]
+        self,
+        conn: Conn,
+        queue: Queue,
+        table: Table,
+        tenant: str,
+        statements: list[Statement],
+        guard: Guard | None = None,
     ) -> None:
         self.conn = conn
+        self.guard = guard
         self.queue = queue
         self.table = table
         self.tenant = tenant
@@ -171,6 +187,14 @@ class _Collector:
         self.tenants_seen: int | None = None  # tenants seen, when more than are listed
 
     def run(self) -> TenantFacts:
+        refused = self._refusal()
+        if refused:
+            return TenantFacts(
+                schema=self.table.schema,
+                table=self.table.name,
+                tenant_column=self.tenant,
+                notes=(f"live rows per tenant not counted: {refused}",),
+            )
         facts: dict[str, Any] = {}
         if self.queue.live is None:
             self.notes.append("live rows per tenant not counted: no live predicate is known")
@@ -192,6 +216,21 @@ class _Collector:
         )
 
     # --- helpers -------------------------------------------------------------------------
+
+    def _refusal(self) -> str | None:
+        """Why the queue table cannot be read now (a missing grant, another session's lock)."""
+        relid = self.guard.relids.get(self.queue.qualified) if self.guard else None
+        if self.guard is None or relid is None:
+            return None
+        columns = [self.tenant]
+        if self.queue.live is not None:
+            columns.append(self.queue.live.column)
+        durations = self._duration_columns()
+        if durations is not None and durations[2] is not None:  # read only through an index
+            columns += durations[:2]
+        return self.guard.read_refusal(
+            "tenant_counts", self.queue.qualified, relid, columns, "live rows per tenant"
+        )
 
     def _ident(self) -> dict[str, sql.Composable]:
         live = self.queue.live
@@ -312,12 +351,20 @@ class _Collector:
             else lateral.outer_table
         )
         schema, _, table = stmt.names.get(written, written).rpartition(".")
-        name = sql.Identifier(schema, table) if schema else sql.Identifier(table)
+        lateral = replace(lateral, outer_schema=schema or lateral.outer_schema, outer_table=table)
+        facts: dict[str, Any] = {
+            "rotation_schema": lateral.outer_schema,
+            "rotation_table": lateral.outer_table,
+        }
+        found = self._rotation_table(lateral)
+        if found is None:
+            return facts
+        facts |= {"rotation_schema": found.schema, "rotation_table": found.table}
         idents: dict[str, sql.Composable] = {
-            "rotation": name,
+            "rotation": sql.Identifier(found.schema, found.table),
             "rotation_tenant": sql.Identifier(lateral.outer_column),
         }
-        params = {"limit": ROTATION_LIMIT, "rotation_name": name.as_string(self.conn)}
+        params = {"limit": ROTATION_LIMIT, "rotation_oid": found.relid}
         by_tenant = tenant_index(self.table, self.tenant, live)
         if by_tenant is not None:
             # One descent of the per-tenant index per rotation row.
@@ -332,10 +379,6 @@ class _Collector:
             rows = self._fetch(
                 "rotation table", "tenant_rotation_list", params, settings=(), **idents
             )
-        facts: dict[str, Any] = {
-            "rotation_schema": schema or None,
-            "rotation_table": table,
-        }
         if not rows:
             return facts
         row = rows[0]
@@ -376,9 +419,37 @@ class _Collector:
         facts |= {"rotation_rows": rotation_rows, "idle_tenants": idle, "rotation_probed": probed}
         return facts
 
+    def _rotation_table(self, lateral: Lateral) -> Resolved | None:
+        """The rotation table, found in the catalog; None (with the reason kept) when it is
+        missing, or the role may not read it, or another session's lock is on it."""
+        shown = qualified(lateral.outer_schema, lateral.outer_table)
+        try:
+            found = find_table(self.conn, lateral.outer_schema, lateral.outer_table)
+            if found is not None and self.guard is not None:
+                self.guard.remember(read_access(self.conn, [found.relid]))
+        except psycopg.Error as exc:
+            self.errors.append(f"rotation table {shown}: {_first_line(exc)}")
+            return None
+        if found is None:
+            self.errors.append(f"rotation table {shown} not found (or not a table)")
+            return None
+        if self.guard is not None:
+            refused = self.guard.read_refusal(
+                "tenant_rotation",
+                self.queue.qualified,
+                found.relid,
+                [lateral.outer_column],
+                f"rotation table {qualified(found.schema, found.table)}",
+            )
+            if refused:
+                self.notes.append(f"idle tenants not counted: {refused}")
+                return None
+        return found
+
     # --- job durations ----------------------------------------------------------------------
 
-    def _durations(self) -> dict[str, Any]:
+    def _duration_columns(self) -> tuple[str, str, Index | None] | None:
+        """(start, finish) columns of a job's run and the index led by finish (None: none)."""
         cols = {c.name: c for c in self.table.columns}
         for started, finished in DURATION_COLUMNS:
             a, b = cols.get(started), cols.get(finished)
@@ -394,6 +465,13 @@ class _Collector:
                 ),
                 None,
             )
+            return started, finished, idx
+        return None
+
+    def _durations(self) -> dict[str, Any]:
+        found = self._duration_columns()
+        if found is not None:
+            started, finished, idx = found
             if idx is None:
                 self.notes.append(
                     f"mean job duration not measured: no index led by {finished} makes reading "

@@ -37,7 +37,26 @@ def report_dict(report: Report) -> dict[str, Any]:
         ],
         "checks_run": list(report.checks_run),
         "findings": [_finding(f) for f in report.findings],
-        "skipped": [{"code": s.code, "reason": s.reason, "queue": s.queue} for s in report.skipped],
+        "skipped": [
+            {
+                "code": s.code,
+                "reason": s.reason,
+                "queue": s.queue,
+                "fact": s.fact,
+                "grants": list(s.grants),
+            }
+            for s in report.skipped
+        ],
+        "hidden": [
+            {
+                "fact": h.fact,
+                "queue": h.queue,
+                "reason": h.reason,
+                "grants": list(h.grants),
+                "blocker_pid": h.blocker_pid,
+            }
+            for h in snap.hidden
+        ],
         "summary": {**report.summary(), "skipped": len(report.skipped)},
     }
 

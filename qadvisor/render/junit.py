@@ -2,8 +2,10 @@
 
 One ``<testsuite name="qadvisor">``: a failing test case per finding (classname = check code,
 name = finding key, so a finding keeps its identity across runs), a passing one per check that
-ran cleanly, and a ``<skipped>`` one per skip reason. A check that ran but could not judge
-part of the database is reported as skipped, not as passing.
+ran cleanly, and a ``<skipped>`` one per skip reason (name = the code and the queue it could
+not judge). A check that ran but could not judge part of the database is reported as skipped,
+not as passing; the properties say how many checks could not judge which queue; and a run
+that found no queue at all has a skipped ``discovery`` case, so it never shows all green.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 
 from qadvisor import __version__
-from qadvisor.model import Finding, Report
+from qadvisor.model import Finding, Report, Skip
 from qadvisor.render.values import evidence_text
 
+_NO_QUEUE = "no queue table was found, so no check judged one (name them with --table)"
 # XML 1.0 allows no other control characters, not even as character references.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
@@ -24,12 +27,17 @@ def render(report: Report) -> str:
     snap = report.snapshot
     suite = ET.Element("testsuite", name="qadvisor")
     props = ET.SubElement(suite, "properties")
+    not_judged = [
+        (f"not_judged {queue or '(whole database)'}", ", ".join(codes))
+        for queue, codes in report.not_judged()
+    ]
     for name, value in (
         ("qadvisor_version", __version__),
         ("database", snap.server.database),
         ("server_version", snap.server.version),
+        *not_judged,
     ):
-        ET.SubElement(props, "property", name=name, value=_clean(value))
+        ET.SubElement(props, "property", name=_clean(name), value=_clean(value))
 
     for f in report.findings:
         case = ET.SubElement(suite, "testcase", classname=_clean(f.code), name=_clean(f.key))
@@ -42,19 +50,28 @@ def render(report: Report) -> str:
     for code in passed:
         ET.SubElement(suite, "testcase", classname=_clean(code), name=_clean(code))
 
-    per_code = Counter(s.code for s in report.skipped)
+    def where(sk: Skip) -> str:
+        return f"{sk.code} {sk.queue}" if sk.queue else sk.code
+
+    per_name = Counter(where(s) for s in report.skipped)
     seen: Counter[str] = Counter()
     for sk in report.skipped:
-        seen[sk.code] += 1
-        name = sk.code if per_code[sk.code] == 1 else f"{sk.code} #{seen[sk.code]}"
+        base = where(sk)
+        seen[base] += 1
+        name = base if per_name[base] == 1 else f"{base} #{seen[base]}"
         case = ET.SubElement(suite, "testcase", classname=_clean(sk.code), name=_clean(name))
         ET.SubElement(case, "skipped", message=_clean(sk.reason))
+    skipped = len(report.skipped)
+    if not snap.queues:
+        case = ET.SubElement(suite, "testcase", classname="qadvisor", name="discovery")
+        ET.SubElement(case, "skipped", message=_NO_QUEUE)
+        skipped += 1
 
-    tests = len(report.findings) + len(passed) + len(report.skipped)
+    tests = len(report.findings) + len(passed) + skipped
     suite.set("tests", str(tests))
     suite.set("failures", str(len(report.findings)))
     suite.set("errors", "0")
-    suite.set("skipped", str(len(report.skipped)))
+    suite.set("skipped", str(skipped))
 
     root = ET.Element("testsuites", name="qadvisor")
     for key in ("tests", "failures", "errors", "skipped"):

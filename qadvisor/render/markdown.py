@@ -3,6 +3,7 @@
 GitHub-flavoured Markdown. Everything that comes from the database or from a check (names,
 messages, reasons, evidence values) is escaped, so an identifier or a message cannot turn
 into markup; SQL goes into fenced ``sql`` blocks verbatim. Same report in, same bytes out.
+What could not be judged comes before the findings, and the all-clear only when it was earned.
 """
 
 from __future__ import annotations
@@ -12,6 +13,13 @@ import re
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Severity
 from qadvisor.render.values import evidence_text
+from qadvisor.render.verdict import (
+    ALL_CLEAR,
+    checks_run_note,
+    discovery_gaps,
+    not_judged_lines,
+    verdict,
+)
 from qadvisor.sqltext import predicate_sql
 
 _SAFETY = {
@@ -37,8 +45,7 @@ def render(report: Report) -> str:
         f"{_text(snap.server.version)}",
         "",
         f"**Summary:** {s['critical']} critical, {s['warning']} warning, {s['info']} info "
-        f"({_plural(len(report.checks_run), 'check')} run, "
-        f"{len(report.skipped)} skipped).",
+        f"({checks_run_note(report)}; {_plural(len(report.skipped), 'skip')}).",
         "",
         "## Queue tables",
         "",
@@ -54,7 +61,24 @@ def render(report: Report) -> str:
             "index on it, row-locking statements in pg_stat_statements, or waiting and finished "
             "status values. Name them with `--table schema.name`."
         )
+        gaps = discovery_gaps(report)
+        if gaps:
+            out.append("")
+            out += [f"- {_text(g.reason)}" for g in gaps]
     out.append("")
+
+    if report.skipped:
+        # Before any finding or all-clear: what the report cannot vouch for.
+        out += ["## Not judged", ""]
+        for line in not_judged_lines(report):
+            out += [_paragraph(line + "."), ""]
+        out += [f"- **{_text(sk.code)}**: {_text(sk.reason)}" for sk in report.skipped]
+        out.append("")
+        grants = report.grants()
+        if grants:
+            out += ["GRANTs that would show what was hidden from this role:", ""]
+            out += _sql_block(grants)
+            out.append("")
 
     for sev in sorted(Severity, reverse=True):
         group = [f for f in report.findings if f.severity == sev]
@@ -62,13 +86,11 @@ def render(report: Report) -> str:
             out += [f"## {sev.label.capitalize()} ({len(group)})", ""]
             for f in group:
                 out += _finding(f)
+    closing = verdict(report)
     if not report.findings:
-        out += ["## Findings", "", "No problems found on the queue tables.", ""]
-
-    if report.skipped:
-        out += ["## Skipped checks", ""]
-        out += [f"- **{_text(sk.code)}**: {_text(sk.reason)}" for sk in report.skipped]
-        out.append("")
+        out += ["## Findings", "", closing if closing == ALL_CLEAR else "No finding.", ""]
+    if closing and closing != ALL_CLEAR:
+        out += [f"**{_text(closing)}**", ""]
     out.append(f"*Report by qadvisor {__version__}.*")
     return "\n".join(out) + "\n"
 

@@ -1,4 +1,5 @@
-"""The terminal report: summary first, findings by severity, fixes as highlighted SQL."""
+"""The terminal report: summary first, then what could not be judged and why, findings by
+severity with fixes as highlighted SQL, and the all-clear only when it was earned."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from rich.text import Text
 
 from qadvisor.model import Finding, Report, Severity
 from qadvisor.render.values import evidence_text
+from qadvisor.render.verdict import checks_run_note, discovery_gaps, not_judged_lines, verdict
 from qadvisor.sqltext import predicate_sql
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -29,22 +31,36 @@ def render(report: Report, console: Console) -> None:
             (f"{s['warning']} warning", _STYLE[Severity.WARNING] if s["warning"] else "dim"),
             ", ",
             (f"{s['info']} info", _STYLE[Severity.INFO] if s["info"] else "dim"),
-            f"  ({len(report.checks_run)} checks run)",
+            f"  ({checks_run_note(report)})",
         )
     )
     _queues(report, console)
+    _not_judged(report, console)
     for sev in sorted(Severity, reverse=True):
         group = [f for f in report.findings if f.severity == sev]
         if group:
             console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
             for f in group:
                 console.print(_finding(f))
-    if report.skipped:
-        console.print(Text("skipped", style="dim bold"))
-        for sk in report.skipped:
-            console.print(Text(f"  {sk.code} skipped: {sk.reason}", style="dim"))
-    if not report.findings and snap.queues:
-        console.print(Text("No problems found on the queue tables.", style="green"))
+    closing = verdict(report)
+    if closing:
+        console.print(Text(closing, style="yellow" if report.skipped else "green"))
+
+
+def _not_judged(report: Report, console: Console) -> None:
+    """Which checks could not judge which queue, and why: before anything reads as fine."""
+    if not report.skipped:
+        return
+    console.rule(Text("not judged", style="yellow"), align="left")
+    for line in not_judged_lines(report):
+        console.print(Text(line, style="yellow"))
+    for sk in report.skipped:
+        console.print(Text(f"  {sk.code} skipped: {sk.reason}", style="dim"))
+    grants = report.grants()
+    if grants:
+        console.print(Text("GRANTs that would show what was hidden from this role:", style="bold"))
+        for grant in grants:
+            console.print(Text(f"  {grant}"))
 
 
 def _queues(report: Report, console: Console) -> None:
@@ -58,6 +74,8 @@ def _queues(report: Report, console: Console) -> None:
                 style="yellow",
             )
         )
+        for gap in discovery_gaps(report):
+            console.print(Text(f"  {gap.reason}", style="yellow"))
         return
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     table.add_column("queue table")

@@ -1,6 +1,10 @@
 -- Every index of the queue tables, with size and usage (per-index pg_stat_get_* functions,
 -- not the pg_stat_all_indexes view, which computes every index of the database).
-SELECT x.indrelid AS relid, i.relname AS name, pg_get_indexdef(x.indexrelid) AS definition,
+-- pg_get_indexdef and pg_get_expr open the table, pg_relation_size the index (ACCESS SHARE):
+-- the indexes of a blocked table (another session's lock would make them wait) are not
+-- read, and the size of a blocked index is estimated from relpages.
+SELECT x.indrelid AS relid, x.indexrelid AS index_relid, i.relname AS name,
+       pg_get_indexdef(x.indexrelid) AS definition,
        ARRAY(SELECT a.attname::text
                FROM generate_subscripts(x.indkey::int2[], 1) AS k(pos)
                LEFT JOIN pg_attribute a
@@ -21,11 +25,16 @@ SELECT x.indrelid AS relid, i.relname AS name, pg_get_indexdef(x.indexrelid) AS 
        x.indisunique AS is_unique, x.indisprimary AS is_primary,
        EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid) AS is_constraint,
        x.indisvalid AS is_valid,
-       pg_relation_size(x.indexrelid) AS bytes, i.reltuples::float8 AS reltuples,
+       CASE WHEN x.indexrelid = ANY(%(blocked)s::oid[])
+            THEN i.relpages::bigint * current_setting('block_size')::bigint
+            ELSE pg_relation_size(x.indexrelid) END AS bytes,
+       x.indexrelid = ANY(%(blocked)s::oid[]) AS bytes_estimated,
+       i.reltuples::float8 AS reltuples,
        pg_stat_get_numscans(x.indexrelid) AS idx_scan,
        pg_stat_get_tuples_returned(x.indexrelid) AS idx_tup_read,
        pg_stat_get_tuples_fetched(x.indexrelid) AS idx_tup_fetch
   FROM pg_index x
   JOIN pg_class i ON i.oid = x.indexrelid
  WHERE x.indrelid = ANY(%(relids)s::oid[])
+   AND NOT x.indrelid = ANY(%(blocked)s::oid[])
  ORDER BY x.indrelid, i.relname

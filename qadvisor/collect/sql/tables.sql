@@ -1,9 +1,14 @@
 -- Catalog facts and cumulative statistics of the queue tables (read again after --sample
 -- for rates). The pg_stat_get_* functions read one table's counters each; the
--- pg_stat_all_tables view would compute every table's.
+-- pg_stat_all_tables view would compute every table's. pg_table_size opens the table (ACCESS
+-- SHARE): for the blocked tables, which another session's lock would make it wait for,
+-- the size is estimated from relpages instead.
 SELECT n.nspname AS schema, c.relname AS table, c.oid AS relid,
        c.reltuples::float8 AS reltuples, c.relpages::bigint AS relpages,
-       pg_table_size(c.oid) AS bytes,
+       CASE WHEN c.oid = ANY(%(blocked)s::oid[])
+            THEN c.relpages::bigint * current_setting('block_size')::bigint
+            ELSE pg_table_size(c.oid) END AS bytes,
+       c.oid = ANY(%(blocked)s::oid[]) AS bytes_estimated,
        coalesce(c.reloptions, '{}') AS reloptions,
        has_table_privilege(c.oid, 'SELECT') AS stats_visible,
        pg_stat_get_live_tuples(c.oid) AS n_live_tup,

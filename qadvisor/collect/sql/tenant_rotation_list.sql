@@ -6,4 +6,4 @@ SELECT n.nspname AS schema, c.relname AS table, c.reltuples::float8 AS reltuples
        ARRAY(SELECT {rotation_tenant}::text FROM {rotation} LIMIT %(limit)s) AS tenants
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace
- WHERE c.oid = %(rotation_name)s::regclass
+ WHERE c.oid = %(rotation_oid)s::oid

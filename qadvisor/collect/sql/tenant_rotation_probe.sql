@@ -18,4 +18,4 @@ SELECT n.nspname AS schema, c.relname AS table, c.reltuples::float8 AS reltuples
                    LIMIT 1) IS DISTINCT FROM r.qadvisor_tenant) AS idle
          FROM (SELECT {rotation_tenant} AS qadvisor_tenant FROM {rotation}
                 LIMIT %(limit)s) r) p
- WHERE c.oid = %(rotation_name)s::regclass
+ WHERE c.oid = %(rotation_oid)s::oid

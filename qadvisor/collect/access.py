@@ -1,0 +1,328 @@
+"""What the role may read and what other sessions' locks allow, decided before reading it.
+
+The collector reads the role's privileges on the queue tables once (access.sql, by OID) and
+other sessions' locks once (:mod:`qadvisor.collect.locks`). A :class:`Guard` holds both and
+answers, before a query is sent, whether it can run at once; when it cannot, the fact is
+recorded as a :class:`~qadvisor.model.HiddenFact` with the exact GRANT that would show it (the
+role's real name, identifiers quoted) or the lock that blocks it, and the query is not sent.
+Checks that require the fact then report a skip for that queue naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from qadvisor import discover
+from qadvisor.collect import queries as q
+from qadvisor.collect.locks import (
+    ACCESS_SHARE,
+    ROW_EXCLUSIVE,
+    ROW_SHARE,
+    HeldLock,
+    Locks,
+    describe_all,
+)
+from qadvisor.dequeue import DequeueStatement
+from qadvisor.estimates import live_index
+from qadvisor.facts import FACTS
+from qadvisor.model import HiddenFact, Queue, Statement, Table
+from qadvisor.plans import queues_named
+from qadvisor.sqltext import ident, qualified
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class TableAccess:
+    relid: int
+    schema: str
+    table: str
+    schema_usage: bool
+    any_select: bool
+    any_update: bool
+    readable: frozenset[str]  # columns the role may SELECT (and see in pg_stats)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.table}"
+
+
+def unclaimed(queues: Sequence[Queue], statements: Sequence[Statement]) -> list[Queue]:
+    """Queues that no known row-locking statement (from pg_stat_statements or given) names:
+    the statement checks cannot judge them. A statement counts for every queue table it
+    names, wherever (a join that locks only the tenant row still claims from the queue)."""
+    known: set[str] = set()
+    for stmt in statements:
+        if stmt.parsed is None:
+            continue
+        if stmt.queue is not None:
+            known.add(stmt.queue)  # where its names resolved
+            continue
+        known |= {q.qualified for q in queues_named(stmt.parsed, queues)}
+        for schema, name in _tables_named(stmt.text):
+            known |= {q.qualified for q in queues if q.table == name and schema in (None, q.schema)}
+    return [q for q in queues if q.qualified not in known]
+
+
+def _tables_named(text: str) -> set[tuple[str | None, str]]:
+    """(schema, table) of every table a statement names, unquoted names folded to lower case."""
+    try:
+        tree = sqlglot.parse_one(text, dialect="postgres")
+    except (ParseError, TokenError):
+        return set()
+    found = set()
+    for node in tree.find_all(exp.Table):
+        name = _folded(node.args.get("this"))
+        if name is not None:
+            found.add((_folded(node.args.get("db")), name))
+    return found
+
+
+def _folded(node: object) -> str | None:
+    if not isinstance(node, exp.Identifier):
+        return None
+    return str(node.this) if node.quoted else str(node.this).lower()
+
+
+def read_access(conn: Conn, relids: Sequence[int]) -> dict[int, TableAccess]:
+    """The role's privileges on these tables (access.sql), by relid."""
+    if not relids:
+        return {}
+    return {
+        int(r["relid"]): TableAccess(
+            relid=int(r["relid"]),
+            schema=r["schema"],
+            table=r["table"],
+            schema_usage=bool(r["schema_usage"]),
+            any_select=bool(r["any_select"]),
+            any_update=bool(r["any_update"]),
+            readable=frozenset(r["readable_columns"] or ()),
+        )
+        for r in q.rows(conn, "access", {"relids": list(relids)})
+    }
+
+
+class Guard:
+    """Privileges and locks of one snapshot; collects the facts it kept from being read."""
+
+    def __init__(
+        self,
+        role: str,
+        locks: Locks,
+        access: dict[int, TableAccess] | None,
+        relids: dict[str, int],
+    ) -> None:
+        self.role = role
+        self.locks = locks
+        # None: the privileges could not be read; queries are then sent and their errors kept.
+        self.access = access
+        self.relids = relids  # queue "schema.table" -> relid
+        self.hidden: list[HiddenFact] = []
+
+    # --- recording ---------------------------------------------------------------------------
+
+    def add(
+        self,
+        fact: str,
+        queue: str | None,
+        reason: str,
+        grants: Iterable[str] = (),
+        blocking: Sequence[HeldLock] = (),
+    ) -> HiddenFact:
+        found = HiddenFact(
+            fact, queue, reason, tuple(grants), blocking[0].pid if blocking else None
+        )
+        if all((h.fact, h.queue, h.reason) != (fact, queue, reason) for h in self.hidden):
+            self.hidden.append(found)
+        return found
+
+    def _locked(self, fact: str, queue: str, what: str, blocking: Sequence[HeldLock]) -> str:
+        reason = f"{what}: {describe_all(blocking, self.role)}"
+        return self.add(fact, queue, reason, blocking=blocking).reason
+
+    # --- before reading -----------------------------------------------------------------------
+
+    def index_definitions(self, queue: Queue) -> None:
+        """Record the queue table's index definitions as hidden when a lock blocks them (the
+        indexes query leaves such a table out)."""
+        relid = self.relids.get(queue.qualified)
+        blocking = self.locks.on_relation(relid, ACCESS_SHARE) if relid is not None else []
+        if blocking:
+            self._locked("index_definitions", queue.qualified, "indexes not read", blocking)
+
+    def plan_refusal(self, queue: Queue, parsed: DequeueStatement) -> str | None:
+        """Why a statement on this queue must not be planned now, or None."""
+        relid = self.relids.get(queue.qualified)
+        if relid is None:
+            return None
+        mode = ROW_EXCLUSIVE if parsed.kind in ("update", "delete") else ROW_SHARE
+        blocking = self.locks.on_table(relid, mode)
+        if blocking:
+            return self._locked("plans", queue.qualified, "not planned", blocking)
+        acc = self.access.get(relid) if self.access is not None else None
+        if acc is None:
+            return None
+        fact = FACTS["plans"]
+        missing: list[tuple[str, str]] = []
+        if not acc.schema_usage:
+            missing.append((f"USAGE on schema {ident(acc.schema)}", "usage"))
+        if not acc.any_select:
+            missing.append((f"SELECT on {qualified(acc.schema, acc.table)}", "select"))
+        if not acc.any_update:
+            missing.append((f"UPDATE on {qualified(acc.schema, acc.table)}", "update"))
+        if not missing:
+            return None
+        grants = [fact.grant(kind, self.role, acc.schema, acc.table) for _, kind in missing]
+        reason = (
+            f"not planned: EXPLAIN of a row-locking statement needs "
+            f"{', '.join(m for m, _ in missing)}, which {ident(self.role)} lacks: "
+            + " ".join(grants)
+        )
+        return self.add("plans", queue.qualified, reason, grants).reason
+
+    def read_refusal(
+        self, fact: str, queue: str, relid: int, columns: Iterable[str], what: str
+    ) -> str | None:
+        """Why ``what`` (a read of these columns of the table ``relid``, through its indexes)
+        cannot run at once, recorded as ``fact`` of ``queue``; None when it can."""
+        blocking = self.locks.on_table(relid, ACCESS_SHARE)
+        if blocking:
+            return self._locked(fact, queue, f"{what} not read", blocking)
+        acc = self.access.get(relid) if self.access is not None else None
+        if acc is None:
+            return None
+        unreadable = [c for c in dict.fromkeys(columns) if c not in acc.readable]
+        grants = []
+        if not acc.schema_usage:
+            grants.append(FACTS[fact].grant("usage", self.role, acc.schema))
+        if unreadable:
+            grants.append(FACTS[fact].grant("select", self.role, acc.schema, acc.table, unreadable))
+        if not grants:
+            return None
+        needs = []
+        if not acc.schema_usage:
+            needs.append(f"USAGE on schema {ident(acc.schema)}")
+        if unreadable:
+            needs.append(f"SELECT on {', '.join(ident(c) for c in unreadable)}")
+        reason = (
+            f"{what} not read: {ident(self.role)} lacks {' and '.join(needs)} of "
+            f"{qualified(acc.schema, acc.table)}: " + " ".join(grants)
+        )
+        return self.add(fact, queue, reason, grants).reason
+
+    def remember(self, extra: dict[int, TableAccess]) -> None:
+        """Privileges of tables found later (a rotation table)."""
+        if self.access is not None:
+            self.access.update(extra)
+
+    # --- after reading: what the snapshot lacks -------------------------------------------------
+
+    def live_set(
+        self,
+        queue: Queue,
+        table: Table | None,
+        candidates: Sequence[discover.CandidateColumn],
+    ) -> None:
+        relid = self.relids.get(queue.qualified)
+        if relid is None or table is None:
+            return
+        acc = self.access.get(relid) if self.access is not None else None
+        fact = FACTS["live_set"]
+        if queue.live is None:
+            hidden = [
+                c.column
+                for c in candidates
+                if c.relid == relid and c.is_status and not c.readable and not c.enum_labels
+            ]
+            if hidden:
+                grant = fact.grant("select", self.role, table.schema, table.name, hidden[:1])
+                self.add(
+                    "live_set",
+                    queue.qualified,
+                    f"live predicate unknown: the values of {ident(hidden[0])} are hidden "
+                    f"from {ident(self.role)} (pg_stats shows a column only to roles that may "
+                    f"read it): {grant}",
+                    (grant,),
+                )
+                return
+            blocking = self.locks.on_relation(relid, ACCESS_SHARE)
+            if blocking:
+                self._locked(
+                    "live_set",
+                    queue.qualified,
+                    "live predicate unknown: the partial index predicates were not read",
+                    blocking,
+                )
+            return
+        idx = live_index(table, queue.live)
+        if idx is not None and idx.reltuples >= 0:
+            return
+        if acc is not None and queue.live.column not in acc.readable:
+            column = queue.live.column
+            grant = fact.grant("select", self.role, table.schema, table.name, [column])
+            self.add(
+                "live_set",
+                queue.qualified,
+                f"live set unknown: pg_stats of {ident(column)} is hidden from "
+                f"{ident(self.role)} (it shows a column only to roles that may read it) and "
+                f"no partial index on the live predicate counts the live rows: {grant}",
+                (grant,),
+            )
+
+    def discovery(
+        self,
+        candidates: Sequence[discover.CandidateColumn],
+        statements: Sequence[discover.Claim],
+        queues: Sequence[Queue],
+    ) -> None:
+        """Tables discovery could not judge because their status values are hidden: those
+        with an index on the status column or row-locking statements on them."""
+        taken = {q.qualified for q in queues}
+        fact = FACTS["discovery"]
+        for c in candidates:
+            name = f"{c.schema}.{c.table}"
+            if name in taken or not c.is_status or c.readable or c.enum_labels:
+                continue
+            claimed = any(s.table == c.table and s.schema in (None, c.schema) for s in statements)
+            if not (c.indexed or claimed):
+                continue
+            grant = fact.grant("select", self.role, c.schema, c.table, [c.column])
+            self.add(
+                "discovery",
+                None,
+                f"{qualified(c.schema, c.table)} was not judged as a queue: the values of "
+                f"{ident(c.column)} are hidden from {ident(self.role)}: {grant}",
+                (grant,),
+            )
+
+    def statements(self, unclaimed: Sequence[Queue] | None) -> None:
+        """Queues without a known claim (None: no statement at all) while pg_stat_statements
+        hides other roles' texts."""
+        grant = FACTS["statements"].grant("read_all_stats", self.role)
+        reason = (
+            f"no dequeue statement known: pg_stat_statements shows {ident(self.role)} the "
+            f"text of its own statements only: {grant} (pg_monitor includes it), or give the "
+            "claim with --query"
+        )
+        for queue in unclaimed if unclaimed is not None else [None]:
+            self.add("statements", queue.qualified if queue else None, reason, (grant,))
+
+    def horizon(self, reads_all_stats: bool) -> None:
+        if reads_all_stats:
+            return
+        grant = FACTS["horizon"].grant("read_all_stats", self.role)
+        self.add(
+            "horizon",
+            None,
+            f"sessions of other roles show {ident(self.role)} no transaction ids in "
+            f"pg_stat_activity, so a transaction holding the xmin horizon would go unseen: "
+            f"{grant} (pg_monitor includes it)",
+            (grant,),
+        )

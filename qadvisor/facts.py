@@ -1,0 +1,150 @@
+"""The facts checks read, and what the collector needs to read each one.
+
+A check names the facts it reads (``@check(..., requires=("live_set", ...))``). This table says,
+for each fact, where it comes from, which privilege the role needs (with the GRANT that gives
+it) and which lock of another session keeps it from being read at once. The collector words its
+records of hidden facts with these GRANTs; ``docs/privileges.md`` is generated from this table
+and the checks' declarations (``python -m qadvisor.docs``), and a test keeps it in sync.
+
+A GRANT is a template: ``{role}`` is the role qadvisor connects as, ``{schema}`` a schema,
+``{table}`` a schema-qualified table, ``{columns}`` a list of columns, all quoted as needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from qadvisor.sqltext import ident, qualified
+
+
+@dataclass(frozen=True)
+class Fact:
+    name: str
+    title: str  # what it is, a few words
+    source: str  # where the collector reads it
+    privilege: str  # what the role needs to see it
+    # GRANT templates by what they give: "usage", "select", "update", "read_all_stats".
+    grants: dict[str, str] = field(default_factory=dict)
+    # The lock qadvisor takes to read it ("" for none); a lock of another session that
+    # conflicts with it, held or requested, keeps the fact from being read.
+    lock: str = ""
+    when_locked: str = ""  # what happens then
+
+    def grant(
+        self,
+        kind: str,
+        role: str,
+        schema: str = "",
+        table: str = "",
+        columns: Iterable[str] = (),
+    ) -> str:
+        """One GRANT of this fact with the names filled in, quoted where PostgreSQL needs it
+        (``table`` is qualified with ``schema``)."""
+        return self.grants[kind].format(
+            role=ident(role),
+            schema=ident(schema) if schema else "",
+            table=qualified(schema, table) if table else "",
+            columns=", ".join(ident(c) for c in columns),
+        )
+
+
+_USAGE = "GRANT USAGE ON SCHEMA {schema} TO {role};"
+_SELECT_COLUMNS = "GRANT SELECT ({columns}) ON {table} TO {role};"
+_READ_ALL_STATS = "GRANT pg_read_all_stats TO {role};"
+
+FACTS: dict[str, Fact] = {
+    f.name: f
+    for f in (
+        Fact(
+            "table_facts",
+            "catalog facts and counters of the queue table",
+            "pg_class, pg_attribute and the pg_stat_get_* functions, by OID",
+            "none beyond CONNECT",
+        ),
+        Fact(
+            "sizes",
+            "table and index sizes",
+            "pg_table_size and pg_relation_size",
+            "none beyond CONNECT",
+            lock="ACCESS SHARE on the table or index",
+            when_locked="the size is estimated from pg_class.relpages x block_size, and the "
+            "evidence says so",
+        ),
+        Fact(
+            "index_definitions",
+            "definitions and predicates of the queue table's indexes",
+            "pg_get_indexdef and pg_get_expr",
+            "none beyond CONNECT",
+            lock="ACCESS SHARE on the table",
+            when_locked="the indexes of that table are not read, and a skip names the lock",
+        ),
+        Fact(
+            "live_set",
+            "the live-set estimate (rows waiting to be claimed)",
+            "reltuples of a partial index on the live predicate, else pg_stats of the live column",
+            "SELECT on the live column, unless a partial index on the live predicate counts "
+            "the live rows (pg_stats shows a column only to roles that may read it)",
+            {"select": _SELECT_COLUMNS},
+        ),
+        Fact(
+            "statements",
+            "dequeue statements from pg_stat_statements",
+            "pg_stat_statements",
+            "pg_read_all_stats (part of pg_monitor) to see the statements of other roles; "
+            "or give the claim with --query / --query-file",
+            {"read_all_stats": _READ_ALL_STATS},
+        ),
+        Fact(
+            "plans",
+            "custom and generic plans of the dequeue statements",
+            "PREPARE and EXPLAIN in a rolled-back read-only transaction",
+            "USAGE on the schema, SELECT on the columns the statement reads, and UPDATE on "
+            "the queue table for a row-locking claim (PostgreSQL checks a statement's "
+            "privileges for EXPLAIN too; the session stays read-only)",
+            {
+                "usage": _USAGE,
+                "select": "GRANT SELECT ON {table} TO {role};",
+                "update": "GRANT UPDATE ON {table} TO {role};",
+            },
+            lock="ROW SHARE (ROW EXCLUSIVE for an UPDATE or DELETE claim) on the table and "
+            "its indexes",
+            when_locked="the statement is not planned, and a skip names the lock",
+        ),
+        Fact(
+            "tenant_counts",
+            "live rows per tenant and recent job durations",
+            "bounded reads of the queue table through its indexes",
+            "USAGE on the schema and SELECT on the columns read (tenant, live predicate, "
+            "start and finish of a job)",
+            {"usage": _USAGE, "select": _SELECT_COLUMNS},
+            lock="ACCESS SHARE on the table and its indexes",
+            when_locked="the tenants are not counted, and a skip names the lock",
+        ),
+        Fact(
+            "tenant_rotation",
+            "idle tenants in the rotation table of a round-robin dequeue",
+            "a bounded read of the rotation table, one index probe per row",
+            "what tenant_counts needs, plus USAGE on the rotation table's schema and SELECT on "
+            "the rotation table (planning the round-robin claim reads it too)",
+            {"usage": _USAGE, "select": "GRANT SELECT ON {table} TO {role};"},
+            lock="ACCESS SHARE on the rotation table and the queue table",
+            when_locked="the rotation is not probed, and a skip names the lock",
+        ),
+        Fact(
+            "horizon",
+            "what holds back the xmin horizon",
+            "pg_stat_activity, pg_prepared_xacts, pg_replication_slots, pg_stat_replication",
+            "pg_read_all_stats (part of pg_monitor): without it other roles' sessions show "
+            "no transaction ids",
+            {"read_all_stats": _READ_ALL_STATS},
+        ),
+        Fact(
+            "discovery",
+            "the status values that tell a queue table from another table",
+            "pg_stats of status-like columns",
+            "SELECT on the status column (or name the table with --table and give its claim)",
+            {"select": _SELECT_COLUMNS},
+        ),
+    )
+}

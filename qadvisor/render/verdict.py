@@ -1,0 +1,54 @@
+"""What a report may say about the queues as a whole, shared by the human-readable renderers.
+
+A report says which checks could not judge which queue before it says anything is fine, and
+"No problems found" only when queues were found and every check that ran judged every one.
+"""
+
+from __future__ import annotations
+
+from qadvisor.model import HiddenFact, Report
+
+ALL_CLEAR = "No problems found on the queue tables."
+
+
+def _checks(n: int) -> str:
+    return f"{n} check" if n == 1 else f"{n} checks"
+
+
+def not_judged_count(report: Report) -> int:
+    """Checks that could not judge at least one queue."""
+    return len({s.code for s in report.skipped})
+
+
+def checks_run_note(report: Report) -> str:
+    """ "14 checks run", and how many of them could not judge every queue."""
+    text = f"{_checks(len(report.checks_run))} run"
+    n = not_judged_count(report)
+    return f"{text}, {n} could not judge every queue" if n else text
+
+
+def not_judged_lines(report: Report) -> list[str]:
+    """One line per queue (and one for skips of the whole database) naming the checks."""
+    lines = []
+    for queue, codes in report.not_judged():
+        where = queue if queue is not None else "any queue (the whole database)"
+        lines.append(f"{_checks(len(codes))} could not judge {where}: {', '.join(codes)}")
+    return lines
+
+
+def verdict(report: Report) -> str | None:
+    """The closing line: the all-clear when earned, a warning when not, None with findings
+    and nothing skipped (the findings speak)."""
+    if not report.snapshot.queues:
+        return None  # the report already says no queue was found
+    if report.skipped:
+        return (
+            f"Not an all-clear: {_checks(not_judged_count(report))} could not judge every "
+            "queue (see what was not judged, and why)."
+        )
+    return None if report.findings else ALL_CLEAR
+
+
+def discovery_gaps(report: Report) -> list[HiddenFact]:
+    """Tables discovery could not judge as queues (their status values are hidden)."""
+    return [h for h in report.snapshot.hidden if h.fact == "discovery"]
