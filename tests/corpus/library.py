@@ -1,7 +1,8 @@
 """A queue library's database, built by the library itself, and what qadvisor says about it.
 
 `build_fresh` gives the library an empty database of its own (owned by the role its workers
-log in as, with pg_stat_statements at production's default ``track = top``), lets it create
+log in as, with pg_stat_statements at production's default ``track = top`` unless the library
+asks for ``all``), lets it create
 its schema with its own migrations, enqueues a skewed workload through its public API and runs
 its real worker until most due jobs are done. `build_aged` clones that database (a template
 copy: data and pg_stats, but not the cumulative statistics that pg_stat_statements and
@@ -68,6 +69,9 @@ class Library:
     rerun: Workload  # enqueued and worked on the aged clone
     extra_env: Mapping[str, str] = field(default_factory=dict)
     worker_timeout: float = 120
+    # pg_stat_statements.track for the library's sessions: production's default "top" shows
+    # only what the client sends; "all" adds statements run inside functions and triggers.
+    track: str = "top"
     # Clone this library's aged database instead of aging our own (the same table written
     # by the same library in another mode): the archive is built once.
     aged_from: Library | None = None
@@ -119,7 +123,7 @@ def build_fresh(server: LocalServer, lib: Library, installed: envs.Installed) ->
         )
     with admin(server, lib.name) as conn:
         conn.execute("CREATE EXTENSION pg_stat_statements")
-    _track_top(server, lib.name)
+    _set_track(server, lib.name, lib.track)
 
     started = time.monotonic()
     _driver(server, lib, installed, lib.name, "migrate", lib.workload)
@@ -147,7 +151,7 @@ def build_aged(
             )
         )
     # Per-database settings are not part of what a template copies.
-    _track_top(server, aged)
+    _set_track(server, aged, lib.track)
     if age:
         started = time.monotonic()
         with admin(server, aged) as conn:
@@ -187,10 +191,12 @@ def observe(
     return observed
 
 
-def _track_top(server: LocalServer, dbname: str) -> None:
+def _set_track(server: LocalServer, dbname: str, track: str) -> None:
     with admin(server, dbname) as conn:
         conn.execute(
-            sql.SQL("ALTER DATABASE {} SET pg_stat_statements.track = 'top'").format(_ident(dbname))
+            sql.SQL("ALTER DATABASE {} SET pg_stat_statements.track = {}").format(
+                _ident(dbname), sql.Literal(track)
+            )
         )
         # Only what the library runs from here on: not our CREATE EXTENSION.
         conn.execute(

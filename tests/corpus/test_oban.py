@@ -74,8 +74,8 @@ class TestOban(CorpusSuite):
                 "public.oban_jobs",
                 (
                     "with locked_jobs",
-                    "from oban_jobs",
-                    "queue =",
+                    "public.oban_jobs",
+                    "and queue =",
                     "order by priority asc, scheduled_at asc, id asc",
                     "for update skip locked",
                 ),

@@ -10,6 +10,8 @@ stay in the table (status succeeded/failed/cancelled/aborted), with three rows e
 ``procrastinate_events`` (deferred, started, succeeded), whose job_id references the job.
 """
 
+import dataclasses
+
 from tests.corpus import envs
 from tests.corpus.expect import Claim, Codes, CorpusSuite, Expect, Live, NotClaim
 from tests.corpus.library import Library, Workload
@@ -86,3 +88,22 @@ class TestProcrastinate(CorpusSuite):
         codes={"fresh": FRESH, "aged": AGED},
         targets={"aged": {"QA201": "public.procrastinate_jobs"}},
     )
+
+
+TRACK_ALL = dataclasses.replace(
+    PROCRASTINATE,
+    name="procrastinate_track_all",
+    track="all",
+    # The same table aged once; the clone's worker run is recorded with track = all.
+    aged_from=PROCRASTINATE,
+)
+
+
+class TestProcrastinateTrackAll(CorpusSuite):
+    """With ``track = all`` pg_stat_statements also records what runs inside the function and
+    the triggers: the claim itself (toplevel false, its constants as ``$n`` but the function's
+    variables ``target_queue_names`` and ``p_worker_id`` as names) and PostgreSQL's foreign-key
+    check of procrastinate_events.job_id (``... FOR KEY SHARE OF x``, toplevel false)."""
+
+    library = TRACK_ALL
+    expect = TestProcrastinate.expect
