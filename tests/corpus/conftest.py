@@ -38,6 +38,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/corpus/" in item.nodeid.replace("\\", "/"):
             item.add_marker(pytest.mark.corpus)
+            if "observed" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.server)  # `-m "not server"` leaves them out too
 
 
 @dataclass
@@ -47,6 +49,7 @@ class _Corpus:
     observed: dict[tuple[int, str, str], Observed] = field(default_factory=dict)
     started: set[int] = field(default_factory=set)
     building: dict[tuple[int, str], threading.Lock] = field(default_factory=dict)
+    installing: dict[str, threading.Lock] = field(default_factory=dict)
     timings: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,13 +123,13 @@ class _Corpus:
     def _install(self, lib: Library) -> envs.Installed:
         name = lib.env.name
         with self.lock:
+            installing = self.installing.setdefault(name, threading.Lock())
+        with installing:  # one thread per environment; the others then find it here
             got = self.installed.get(name)
-        if got is None:
-            got = envs.ensure(lib.env)  # a file lock serialises two builds of one environment
-            how = "installed" if got.built else "reused from the cache"
-            with self.lock:
-                if name not in self.installed:
-                    self.installed[name] = got
+            if got is None:
+                got = self.installed[name] = envs.ensure(lib.env)
+                how = "installed" if got.built else "reused from the cache"
+                with self.lock:
                     self.timings.append(f"{name}: {how} in {got.seconds:.1f} s")
         return got
 

@@ -31,8 +31,6 @@ COMMON_FORBIDDEN = {
     "QA401": "no round-robin over a tenant rotation table walks the backlog",
     "QA402": "there is no tenant rotation table",
 }
-# Skip reasons that mean a statement check could not judge a queue's claim.
-_STATEMENT_SKIP = re.compile(r"dequeue statement|plan|could not|cannot", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -173,11 +171,11 @@ class CorpusSuite:
             f"{n.why}: {_squash(s['text'])[:160]}" for n, s in judged
         )
 
-    def test_no_statement_check_skipped(self, observed: Observed) -> None:
-        skipped = [
-            s for s in observed.report["skipped"] if _STATEMENT_SKIP.search(str(s["reason"]))
-        ]
-        assert not skipped, "statement checks skipped: " + "; ".join(
+    def test_no_check_skipped(self, observed: Observed) -> None:
+        # Run as a superuser on a database the library built and worked: every check has what
+        # it needs, so a skip is a claim not found or not planned, or a table wrongly taken.
+        skipped = observed.report["skipped"]
+        assert not skipped, "checks skipped: " + "; ".join(
             f"{s['code']} ({s.get('queue')}): {s['reason']}" for s in skipped
         )
 
