@@ -46,7 +46,13 @@ class Live:
     labels: tuple[str, ...] = ()
 
     def admits(self, predicate_sql: str) -> bool:
-        return _live_values(predicate_sql, self.column, self.labels) == self.values
+        judged = _evaluate(predicate_sql, self.column, self.labels)
+        if judged is None:
+            return False
+        admits_null, values = judged
+        if not self.values:  # IS NULL
+            return admits_null and not values
+        return not admits_null and values == self.values
 
 
 @dataclass(frozen=True)
@@ -207,28 +213,49 @@ class CorpusSuite:
         assert not problems, "\n".join(problems) + _findings(observed)
 
 
-def _live_values(predicate_sql: str, column: str, labels: Sequence[str]) -> frozenset[str] | None:
-    """The values of `column` the predicate admits, among `labels` (or those it names)."""
+def _evaluate(
+    predicate_sql: str, column: str, labels: Sequence[str]
+) -> tuple[bool, frozenset[str]] | None:
+    """Whether the predicate admits NULL in `column`, and which of `labels` (or, without
+    labels, of the values it names) it admits; None when it cannot be judged."""
     try:
         tree = sqlglot.parse_one(predicate_sql, read="postgres")
     except sqlglot.errors.ParseError:
         return None
     named = {lit.this for lit in tree.find_all(exp.Literal) if lit.is_string}
+    for any_ in tree.find_all(exp.Any):
+        named |= _array_values(any_.this) or set()
     universe = list(labels) or sorted(named)
 
     def holds(node: exp.Expression, value: str | None) -> bool | None:
         if isinstance(node, exp.Paren):
             return holds(node.this, value)
+        if isinstance(node, exp.Not):
+            inner = holds(node.this, value)
+            return None if inner is None else not inner
         if isinstance(node, exp.Or):
             a, b = holds(node.left, value), holds(node.right, value)
             return None if a is None or b is None else a or b
         if isinstance(node, exp.And):
+            # A condition on other columns (NOT blocked, a time) narrows the live set without
+            # changing which values of this column are live.
+            if not _mentions(node.left, column):
+                return holds(node.right, value)
+            if not _mentions(node.right, column):
+                return holds(node.left, value)
             a, b = holds(node.left, value), holds(node.right, value)
             return None if a is None or b is None else a and b
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            return value is None if _is_column(node.this, column) else None
+            if not _is_column(node.this, column):
+                return None
+            return (value is None) != bool(node.args.get("negate"))
         if isinstance(node, exp.In) and _is_column(node.this, column):
             return value in {e.this for e in node.expressions if isinstance(e, exp.Literal)}
+        if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+            if not _is_column(node.this, column):
+                return None
+            listed = _array_values(node.expression.this)
+            return None if listed is None else value in listed
         comparisons = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
         if isinstance(node, comparisons) and _is_column(node.left, column):
             other = _literal(node.right)
@@ -244,8 +271,6 @@ def _live_values(predicate_sql: str, column: str, labels: Sequence[str]) -> froz
             return {exp.LT: a < b, exp.LTE: a <= b, exp.GT: a > b, exp.GTE: a >= b}[type(node)]
         return None
 
-    if holds(tree, None):
-        return frozenset()  # IS NULL
     admitted = set()
     for value in universe:
         verdict = holds(tree, value)
@@ -253,7 +278,26 @@ def _live_values(predicate_sql: str, column: str, labels: Sequence[str]) -> froz
             return None
         if verdict:
             admitted.add(value)
-    return frozenset(admitted)
+    return holds(tree, None) is True, frozenset(admitted)
+
+
+def _array_values(node: exp.Expression) -> set[str] | None:
+    """The strings of ``'{a,b}'`` or ``ARRAY['a', 'b']`` (inside ANY's parentheses)."""
+    while isinstance(node, exp.Paren | exp.Cast):
+        node = node.this
+    if isinstance(node, exp.Literal) and node.is_string:
+        text = str(node.this)
+        if text.startswith("{") and text.endswith("}"):
+            return {part.strip().strip('"') for part in text[1:-1].split(",") if part.strip()}
+        return None
+    if isinstance(node, exp.Array):
+        found = [_literal(e) for e in node.expressions]
+        return None if any(v is None for v in found) else {v for v in found if v is not None}
+    return None
+
+
+def _mentions(node: exp.Expression, column: str) -> bool:
+    return any(c.name == column for c in node.find_all(exp.Column))
 
 
 def _is_column(node: exp.Expression, column: str) -> bool:
