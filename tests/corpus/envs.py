@@ -3,10 +3,11 @@
 Each library is installed from its registry into a directory of its own under the cache
 (``$QADVISOR_CORPUS_CACHE``, default ``~/.cache/qadvisor-corpus``): a venv for a Python
 library, a ``node_modules`` (with a Node binary from the npm registry) for a JavaScript one.
-The directory is named by the library and a hash of everything pinned, so a changed pin
-builds a new one (and removes the old); a marker written after a successful install tells a
-complete environment from one that a killed run left half-built. A file lock lets two test
-sessions share the cache.
+The directory is named by the library and a hash of everything pinned (the packages and the
+Python installation, not the venv the tests run in), so a changed pin builds a new one; another
+pin's directory is removed once unused for a week (another checkout may still run it). A marker
+written after a successful install tells a complete environment from one that a killed run left
+half-built. A file lock per library lets test sessions share the cache.
 
 Every install, migration, enqueue and worker runs as a subprocess with a timeout; a failure
 fails the test with the command and the tail of its output, never a hang or a silent skip.
@@ -35,6 +36,7 @@ import pytest
 CACHE_ENV = "QADVISOR_CORPUS_CACHE"
 INSTALL_TIMEOUT = 600.0
 _MARKER = ".qadvisor-corpus-complete"
+_STALE_DAYS = 7
 _OUTPUT_TAIL = 40
 
 DRIVERS = Path(__file__).parent / "drivers"
@@ -84,7 +86,9 @@ def ensure(env: PythonEnv | NodeEnv) -> Installed:
     if isinstance(env, PythonEnv):
         python = find_python(env.min_python)
         version = ".".join(map(str, _python_version(python) or ()))
-        key = {"python": str(python), "version": version, "pins": env.requirements}
+        # The installation, not the venv the tests happen to run in: every checkout's venv
+        # (and CI's) shares one environment per pin.
+        key = {"python": _base_interpreter(python), "version": version, "pins": env.requirements}
     else:
         python = None
         key = {"node": env.node, "pins": env.packages}
@@ -100,9 +104,13 @@ def ensure(env: PythonEnv | NodeEnv) -> Installed:
             else:
                 _build_node(target, env)
             (target / _MARKER).write_text(json.dumps(key, sort_keys=True) + "\n")
-            for stale in root.glob(f"{env.name}-*"):
-                if stale != target and stale.is_dir():
-                    shutil.rmtree(stale, ignore_errors=True)
+        os.utime(target / _MARKER)  # last use, for the clean-up below
+        # Other pins of this library (an older checkout's, another branch's) may still be in
+        # use by another session: only those unused for a week go.
+        for stale in root.glob(f"{env.name}-*"):
+            marker = stale / _MARKER
+            if stale != target and (not marker.exists() or _age_days(marker) > _STALE_DAYS):
+                shutil.rmtree(stale, ignore_errors=True)
     if isinstance(env, PythonEnv):
         interpreter = target / "bin" / "python"
     else:
@@ -121,7 +129,8 @@ def find_python(minimum: tuple[int, int]) -> Path:
             candidates.append(Path(found))
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     if pyenv.is_dir():
-        for version in sorted(pyenv.iterdir(), key=_version_key, reverse=True):
+        # The oldest that is new enough: the version the library's own minimum was tested on.
+        for version in sorted(pyenv.iterdir(), key=_version_key):
             if _version_key(version) >= minimum:
                 candidates.append(version / "bin" / "python3")
     for candidate in candidates:
@@ -134,6 +143,16 @@ def find_python(minimum: tuple[int, int]) -> Path:
         f"{pyenv})",
         pytrace=False,
     )
+
+
+def _base_interpreter(python: Path) -> str:
+    if Path(python) == Path(sys.executable):
+        python = Path(getattr(sys, "_base_executable", sys.executable))
+    return os.path.realpath(python)
+
+
+def _age_days(path: Path) -> float:
+    return (time.time() - path.stat().st_mtime) / 86400
 
 
 def _version_key(path: Path) -> tuple[int, ...]:
