@@ -188,6 +188,7 @@ class CorpusSuite:
     def test_codes(self, observed: Observed, stage: str) -> None:
         codes = self.expect.codes[stage]
         found = observed.codes()
+        report = observed.report
         problems = [
             f"{code} must fire: {why}" for code, why in codes.required.items() if code not in found
         ]
@@ -203,6 +204,20 @@ class CorpusSuite:
             for f in observed.check.findings(code):
                 if f["severity"] != "info":
                     problems.append(f"{code} at most info ({why}): {f['severity']}: {f['message']}")
+        # Quiet means judged: a code that stayed silent on a queue it never saw, or skipped,
+        # or did not run, has not said the library's database is fine.
+        queues = {self.expect.aliases.get(t, t) for t in observed.queues()}
+        for table in sorted(set(self.expect.queues) - queues):
+            problems.append(f"no code judged {table}: it is not among the queues found")
+        ran = report.get("checks_run")
+        for code in sorted({*forbidden, *codes.info_only}):
+            if ran is not None and code not in ran:
+                problems.append(f"{code} did not run, so its silence says nothing")
+            for skip in report["skipped"]:
+                if skip["code"] == code:
+                    problems.append(
+                        f"{code} skipped, so its silence says nothing: {skip['reason']}"
+                    )
         for code, target in self.expect.targets.get(stage, {}).items():
             named = {
                 f"{f['target']['schema']}.{f['target']['name'] or f['target']['table']}"
