@@ -1,0 +1,183 @@
+"""Fixtures of the corpus tier: each library's database, built once per session and server.
+
+A test class names its `library` (a `tests.corpus.library.Library`); its tests take
+`observed`, what qadvisor said about that library's database in one `stage`: ``fresh`` (the
+library's own migrations, enqueue and worker) or ``aged`` (a clone with an archive of about
+1 M finished rows). The first test that needs one builds every collected library's databases
+on that server, a few at a time, and every test of the session shares them; a build that
+failed fails its tests with the same message.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import pytest
+
+from qadvisor.pgserver import LocalServer
+from tests.conftest import _bin_dirs
+from tests.corpus import envs
+from tests.corpus.library import Library, Observed, build_aged, build_fresh, observe
+
+STAGES = ("fresh", "aged")
+# Every library on two servers takes twice the time: PostgreSQL 18 unless this names more.
+MAJORS_ENV = "QADVISOR_CORPUS_PG"
+
+
+# Builds at once: installs and workers wait on the network, on polls and on PostgreSQL more
+# than they compute, so three overlap well on two cores.
+_PARALLEL_BUILDS = 3
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/corpus/" in item.nodeid.replace("\\", "/"):
+            item.add_marker(pytest.mark.corpus)
+            if "observed" in getattr(item, "fixturenames", ()):
+                item.add_marker(pytest.mark.server)  # `-m "not server"` leaves them out too
+
+
+@dataclass
+class _Corpus:
+    installed: dict[str, envs.Installed] = field(default_factory=dict)
+    failed: dict[tuple[int, str, str], str] = field(default_factory=dict)
+    observed: dict[tuple[int, str, str], Observed] = field(default_factory=dict)
+    started: set[int] = field(default_factory=set)
+    building: dict[tuple[int, str], threading.Lock] = field(default_factory=dict)
+    installing: dict[str, threading.Lock] = field(default_factory=dict)
+    timings: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe(
+        self, server: LocalServer, lib: Library, stage: str, items: list[pytest.Item]
+    ) -> Observed:
+        major = server.version_num // 10000
+        if major not in self.started:
+            self.started.add(major)
+            # Every library a selected test of this session needs, this one first.
+            wanted = {lib.name: lib}
+            for item in items:
+                other = getattr(getattr(item, "cls", None), "library", None)
+                if isinstance(other, Library):
+                    wanted.setdefault(other.name, other)
+            libs = list(wanted.values())
+            with ThreadPoolExecutor(_PARALLEL_BUILDS, thread_name_prefix="corpus") as pool:
+                for _ in pool.map(lambda one: self._build(server, one), libs):
+                    pass
+        key = (major, lib.name, stage)
+        if key in self.failed:
+            pytest.fail(self.failed[key], pytrace=False)
+        if key not in self.observed:
+            self._build(server, lib)  # not collected with the others (a -k selection)
+        if key in self.failed:
+            pytest.fail(self.failed[key], pytrace=False)
+        return self.observed[key]
+
+    def _build(self, server: LocalServer, lib: Library) -> None:
+        major = server.version_num // 10000
+        with self.lock:
+            building = self.building.setdefault((major, lib.name), threading.Lock())
+        with building:  # another thread may be building it as the base of a clone
+            self._build_stages(server, lib, major)
+
+    def _build_stages(self, server: LocalServer, lib: Library, major: int) -> None:
+        for stage in STAGES:
+            key = (major, lib.name, stage)
+            if key in self.observed or key in self.failed:
+                continue
+            started = time.monotonic()
+            try:
+                installed = self._install(lib)
+                if stage == "fresh":
+                    seconds = build_fresh(server, lib, installed)
+                    dbname = lib.name
+                else:
+                    base = lib.aged_from or lib
+                    if base is not lib:
+                        self._build(server, base)
+                        if (major, base.name, "aged") in self.failed:
+                            raise RuntimeError(self.failed[(major, base.name, "aged")])
+                    if base is lib:
+                        seconds = build_aged(server, lib, installed, lib.name, age=True)
+                    else:
+                        seconds = build_aged(server, lib, installed, f"{base.name}_aged", age=False)
+                    dbname = f"{lib.name}_aged"
+                self.observed[key] = observe(
+                    server, dbname, f"{lib.name}-{stage}-pg{major}", seconds
+                )
+            except (Exception, pytest.fail.Exception) as exc:
+                message = f"building {lib.name} ({stage}, pg{major}): {exc}"
+                for later in STAGES[STAGES.index(stage) :]:
+                    self.failed[(major, lib.name, later)] = message
+                return
+            parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())
+            total = time.monotonic() - started
+            with self.lock:
+                self.timings.append(f"{lib.name} {stage} pg{major}: {total:.1f} s ({parts})")
+
+    def _install(self, lib: Library) -> envs.Installed:
+        name = lib.env.name
+        with self.lock:
+            installing = self.installing.setdefault(name, threading.Lock())
+        with installing:  # one thread per environment; the others then find it here
+            got = self.installed.get(name)
+            if got is None:
+                got = self.installed[name] = envs.ensure(lib.env)
+                how = "installed" if got.built else "reused from the cache"
+                with self.lock:
+                    self.timings.append(f"{name}: {how} in {got.seconds:.1f} s")
+        return got
+
+
+_CORPUS = _Corpus()
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Iterator[_Corpus]:
+    yield _CORPUS
+
+
+@pytest.fixture(params=STAGES)
+def stage(request: pytest.FixtureRequest) -> str:
+    value: str = request.param
+    return value
+
+
+def _corpus_majors() -> list[int]:
+    """The server majors the corpus runs on: 18 unless QADVISOR_CORPUS_PG names others, and
+    only those the suite tests at all (QADVISOR_TEST_PG)."""
+    wanted = os.environ.get(MAJORS_ENV, "").strip()
+    try:
+        majors = {int(part) for part in wanted.split(",") if part.strip()} if wanted else {18}
+    except ValueError:
+        raise pytest.UsageError(f"{MAJORS_ENV}={wanted!r}: expected e.g. 18 or 15,18") from None
+    return sorted(majors & set(_bin_dirs()), reverse=True)
+
+
+@pytest.fixture(scope="session", params=_corpus_majors(), ids=lambda m: f"pg{m}")
+def corpus_server(
+    request: pytest.FixtureRequest, _pg_servers: Callable[[int], LocalServer]
+) -> LocalServer:
+    """The suite's server of that major (the one `pg_server` gives the other tests)."""
+    major: int = request.param
+    return _pg_servers(major)
+
+
+@pytest.fixture
+def observed(
+    request: pytest.FixtureRequest, corpus_server: LocalServer, corpus: _Corpus, stage: str
+) -> Observed:
+    lib: Library = request.cls.library
+    return corpus.observe(corpus_server, lib, stage, request.session.items)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _CORPUS.timings:
+        terminalreporter.section("queue-library corpus")
+        for line in _CORPUS.timings:
+            terminalreporter.write_line(line)

@@ -1,0 +1,353 @@
+"""What qadvisor must say about a queue library's database, and the tests that hold it to it.
+
+Each library module writes its expectations from the library's own code (its claim SQL, its
+indexes, what its worker leaves behind), not from qadvisor's output, and subclasses
+`CorpusSuite` with them. Live predicates are compared by meaning: the text qadvisor prints is
+parsed and evaluated over the status column's values, so ``state = 'available'``,
+``state IN ('available')`` and an enum range such as ``state < 'active'`` are judged by the
+set of values they admit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from tests.corpus.library import Library, Observed
+
+# The lock checks judge claims only; none of the libraries claims without SKIP LOCKED.
+LOCK_CODES = frozenset({"QA501", "QA502", "QA503"})
+# Wrong on every library's database here, whatever the library: each reason says why.
+COMMON_FORBIDDEN = {
+    "QA102": "its partial indexes hold a few thousand entries, far under the 1 MiB minimum",
+    "QA202": "no session, prepared transaction or slot holds the horizon",
+    "QA203": "autovacuum is on for the server and the table",
+    "QA401": "no round-robin over a tenant rotation table walks the backlog",
+    "QA402": "there is no tenant rotation table",
+}
+
+
+@dataclass(frozen=True)
+class Live:
+    """A live predicate by meaning: the values of `column` that are live (empty: IS NULL).
+
+    `labels` is the column's enum in declaration order, so a range such as
+    ``state < 'active'`` can be evaluated.
+    """
+
+    column: str
+    values: frozenset[str]
+    labels: tuple[str, ...] = ()
+
+    def admits(self, predicate_sql: str) -> bool:
+        judged = _evaluate(predicate_sql, self.column, self.labels)
+        if judged is None:
+            return False
+        admits_null, values = judged
+        if not self.values:  # IS NULL
+            return admits_null and not values
+        return not admits_null and values == self.values
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim statement qadvisor must find and plan: on `table`, recognised by `marks`
+    (fragments of its text, or of its source when it came from a function's body)."""
+
+    table: str  # schema.table (a partitioned table's parent or the partition it names)
+    marks: tuple[str, ...]
+    why: str
+
+    def matches(self, statement: dict[str, Any]) -> bool:
+        text = _squash(f"{statement.get('text', '')} {statement.get('source', '')}")
+        return all(_squash(mark) in text for mark in self.marks)
+
+
+@dataclass(frozen=True)
+class NotClaim:
+    """A row-locking statement the library runs that is not a claim: never judged as one."""
+
+    marks: tuple[str, ...]
+    why: str
+
+    def matches(self, statement: dict[str, Any]) -> bool:
+        return Claim("", self.marks, self.why).matches(statement)
+
+
+# Row-locking statements every library's database runs that are never claims.
+COMMON_NOT_CLAIMS = (
+    NotClaim(
+        ("for key share", "operator(pg_catalog.="),
+        "PostgreSQL's own foreign-key check, run by the RI triggers",
+    ),
+    NotClaim(("qadvisor_stmt",), "qadvisor's own PREPARE"),
+    NotClaim(("explain (",), "qadvisor's own EXPLAIN"),
+)
+
+
+@dataclass(frozen=True)
+class Codes:
+    """Codes that must fire and codes that must not, each with the reason from the library."""
+
+    required: dict[str, str] = field(default_factory=dict)
+    forbidden: dict[str, str] = field(default_factory=dict)
+    # Allowed as info only: a latent finding from pg_stat_statements text, whose literals
+    # show as $n too, is what the check's docs promise when the server cannot confirm it.
+    info_only: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Expect:
+    queues: dict[str, Live]  # every queue table, schema.table -> what its claim waits for
+    not_queues: dict[str, str]  # tables that look like queues but are not, with why
+    claims: tuple[Claim, ...]
+    not_claims: tuple[NotClaim, ...]
+    codes: dict[str, Codes]  # by stage
+    # Findings that must name this target (code -> "schema.name" of the index or table).
+    targets: dict[str, dict[str, str]] = field(default_factory=dict)  # by stage
+    # Tables whose status as a queue is arguable either way (why): neither required nor wrong.
+    optional: dict[str, str] = field(default_factory=dict)
+    # Another name for an expected queue: a partitioned parent for the partition its claim
+    # reads. Either name (or both) counts as finding the queue.
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+class CorpusSuite:
+    """The corpus tests, run for each stage (fresh, aged) of one library's database."""
+
+    library: ClassVar[Library]
+    expect: ClassVar[Expect]
+
+    def test_queue_tables(self, observed: Observed) -> None:
+        found = set(observed.queues())
+        wrong = sorted(found & set(self.expect.not_queues))
+        assert not wrong, (
+            "taken for queues: "
+            + "; ".join(f"{t} ({self.expect.not_queues[t]})" for t in wrong)
+            + _context(observed)
+        )
+        canonical = {self.expect.aliases.get(t, t) for t in found}
+        missing = sorted(set(self.expect.queues) - canonical)
+        assert not missing, f"queues not found: {missing}" + _context(observed)
+        extra = sorted(canonical - set(self.expect.queues) - set(self.expect.optional))
+        assert not extra, f"tables taken for queues that are not: {extra}" + _context(observed)
+
+    def test_live_predicates(self, observed: Observed) -> None:
+        queues = observed.queues()
+        wrong = []
+        for table, live in sorted(self.expect.queues.items()):
+            names = [t for t in queues if self.expect.aliases.get(t, t) == table]
+            if not names:
+                pytest.fail(f"queue {table} not found" + _context(observed), pytrace=False)
+            for name in names:
+                printed = queues[name]["live_predicate"]
+                if printed is None or not live.admits(printed):
+                    wrong.append(
+                        f"{name}: {printed!r}, expected {live.column} in "
+                        f"{sorted(live.values) or 'IS NULL'}"
+                    )
+        assert not wrong, "wrong live predicates: " + "; ".join(wrong) + _context(observed)
+
+    def test_claims_found_and_planned(self, observed: Observed) -> None:
+        statements = observed.statements()
+        problems = []
+        for claim in self.expect.claims:
+            found = [s for s in statements if claim.matches(s)]
+            if not found:
+                problems.append(f"claim not found: {claim.why} ({' ... '.join(claim.marks)})")
+                continue
+            for s in found:
+                if s.get("plan_error") or s.get("custom_plan") is None:
+                    problems.append(f"claim not planned: {claim.why}: {s.get('plan_error')}")
+        unplanned = [s for s in statements if s.get("plan_error")]
+        for s in unplanned:
+            problems.append(f"statement skipped: {_squash(s['text'])[:160]}: {s['plan_error']}")
+        assert not problems, "\n".join(problems) + _statements(statements)
+
+    def test_not_claims_left_out(self, observed: Observed) -> None:
+        not_claims = (*COMMON_NOT_CLAIMS, *self.expect.not_claims)
+        judged = [(n, s) for s in observed.statements() for n in not_claims if n.matches(s)]
+        assert not judged, "judged as claims: " + "; ".join(
+            f"{n.why}: {_squash(s['text'])[:160]}" for n, s in judged
+        )
+
+    def test_no_check_skipped(self, observed: Observed) -> None:
+        # Run as a superuser on a database the library built and worked: every check has what
+        # it needs, so a skip is a claim not found or not planned, or a table wrongly taken.
+        skipped = observed.report["skipped"]
+        assert not skipped, "checks skipped: " + "; ".join(
+            f"{s['code']} ({s.get('queue')}): {s['reason']}" for s in skipped
+        )
+
+    def test_codes(self, observed: Observed, stage: str) -> None:
+        codes = self.expect.codes[stage]
+        found = observed.codes()
+        report = observed.report
+        problems = [
+            f"{code} must fire: {why}" for code, why in codes.required.items() if code not in found
+        ]
+        forbidden = {
+            **dict.fromkeys(LOCK_CODES, "every claim uses SKIP LOCKED"),
+            **COMMON_FORBIDDEN,
+            **codes.forbidden,
+        }
+        for code, why in sorted(forbidden.items()):
+            for f in observed.check.findings(code):
+                problems.append(f"{code} must not fire ({why}): {f['message']}")
+        for code, why in sorted(codes.info_only.items()):
+            for f in observed.check.findings(code):
+                if f["severity"] != "info":
+                    problems.append(f"{code} at most info ({why}): {f['severity']}: {f['message']}")
+        # Quiet means judged: a code that stayed silent on a queue it never saw, or skipped,
+        # or did not run, has not said the library's database is fine.
+        queues = {self.expect.aliases.get(t, t) for t in observed.queues()}
+        for table in sorted(set(self.expect.queues) - queues):
+            problems.append(f"no code judged {table}: it is not among the queues found")
+        ran = report.get("checks_run")
+        for code in sorted({*forbidden, *codes.info_only}):
+            if ran is not None and code not in ran:
+                problems.append(f"{code} did not run, so its silence says nothing")
+            for skip in report["skipped"]:
+                if skip["code"] == code:
+                    problems.append(
+                        f"{code} skipped, so its silence says nothing: {skip['reason']}"
+                    )
+        for code, target in self.expect.targets.get(stage, {}).items():
+            named = {
+                f"{f['target']['schema']}.{f['target']['name'] or f['target']['table']}"
+                for f in observed.check.findings(code)
+            }
+            if code in found and target not in named:
+                problems.append(f"{code} must name {target}, named {sorted(named)}")
+        assert not problems, "\n".join(problems) + _findings(observed)
+
+
+def _evaluate(
+    predicate_sql: str, column: str, labels: Sequence[str]
+) -> tuple[bool, frozenset[str]] | None:
+    """Whether the predicate admits NULL in `column`, and which of `labels` (or, without
+    labels, of the values it names) it admits; None when it cannot be judged."""
+    try:
+        tree = sqlglot.parse_one(predicate_sql, read="postgres")
+    except sqlglot.errors.ParseError:
+        return None
+    named = {lit.this for lit in tree.find_all(exp.Literal) if lit.is_string}
+    for any_ in tree.find_all(exp.Any):
+        named |= _array_values(any_.this) or set()
+    universe = list(labels) or sorted(named)
+
+    def holds(node: exp.Expression, value: str | None) -> bool | None:
+        if isinstance(node, exp.Paren):
+            return holds(node.this, value)
+        if isinstance(node, exp.Not):
+            inner = holds(node.this, value)
+            return None if inner is None else not inner
+        if isinstance(node, exp.Or):
+            a, b = holds(node.left, value), holds(node.right, value)
+            return None if a is None or b is None else a or b
+        if isinstance(node, exp.And):
+            # A condition on other columns (NOT blocked, a time) narrows the live set without
+            # changing which values of this column are live.
+            if not _mentions(node.left, column):
+                return holds(node.right, value)
+            if not _mentions(node.right, column):
+                return holds(node.left, value)
+            a, b = holds(node.left, value), holds(node.right, value)
+            return None if a is None or b is None else a and b
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            if not _is_column(node.this, column):
+                return None
+            return (value is None) != bool(node.args.get("negate"))
+        if isinstance(node, exp.In) and _is_column(node.this, column):
+            return value in {e.this for e in node.expressions if isinstance(e, exp.Literal)}
+        if isinstance(node, exp.EQ) and isinstance(node.expression, exp.Any):
+            if not _is_column(node.this, column):
+                return None
+            listed = _array_values(node.expression.this)
+            return None if listed is None else value in listed
+        comparisons = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+        if isinstance(node, comparisons) and _is_column(node.left, column):
+            other = _literal(node.right)
+            if other is None or value is None:
+                return None if other is None else False
+            if isinstance(node, exp.EQ):
+                return value == other
+            if isinstance(node, exp.NEQ):
+                return value != other
+            if other not in universe or value not in universe:
+                return None
+            a, b = universe.index(value), universe.index(other)
+            return {exp.LT: a < b, exp.LTE: a <= b, exp.GT: a > b, exp.GTE: a >= b}[type(node)]
+        return None
+
+    admitted = set()
+    for value in universe:
+        verdict = holds(tree, value)
+        if verdict is None:
+            return None
+        if verdict:
+            admitted.add(value)
+    return holds(tree, None) is True, frozenset(admitted)
+
+
+def _array_values(node: exp.Expression) -> set[str] | None:
+    """The strings of ``'{a,b}'`` or ``ARRAY['a', 'b']`` (inside ANY's parentheses)."""
+    while isinstance(node, exp.Paren | exp.Cast):
+        node = node.this
+    if isinstance(node, exp.Literal) and node.is_string:
+        text = str(node.this)
+        if text.startswith("{") and text.endswith("}"):
+            return {part.strip().strip('"') for part in text[1:-1].split(",") if part.strip()}
+        return None
+    if isinstance(node, exp.Array):
+        found = [_literal(e) for e in node.expressions]
+        return None if any(v is None for v in found) else {v for v in found if v is not None}
+    return None
+
+
+def _mentions(node: exp.Expression, column: str) -> bool:
+    return any(c.name == column for c in node.find_all(exp.Column))
+
+
+def _is_column(node: exp.Expression, column: str) -> bool:
+    while isinstance(node, exp.Cast):
+        node = node.this
+    return isinstance(node, exp.Column) and node.name == column
+
+
+def _literal(node: exp.Expression) -> str | None:
+    while isinstance(node, exp.Cast):
+        node = node.this
+    return str(node.this) if isinstance(node, exp.Literal) and node.is_string else None
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def _context(observed: Observed) -> str:
+    lines = [
+        f"  {q['schema']}.{q['table']}: {q['live_predicate']} ({q['reason']})"
+        for q in observed.report["queues"]
+    ]
+    return "\nqueues qadvisor found:\n" + ("\n".join(lines) or "  (none)")
+
+
+def _statements(statements: list[dict[str, Any]]) -> str:
+    lines = [
+        f"  [{s.get('source')}] calls={s.get('calls')} plan_error={s.get('plan_error')}: "
+        f"{_squash(s['text'])[:200]}"
+        for s in statements
+    ]
+    return "\nstatements qadvisor found:\n" + ("\n".join(lines) or "  (none)")
+
+
+def _findings(observed: Observed) -> str:
+    lines = [f"  {f['code']} {f['key']}: {f['message']}" for f in observed.report["findings"]]
+    return "\nfindings:\n" + ("\n".join(lines) or "  (none)")

@@ -1,0 +1,284 @@
+"""A queue library's database, built by the library itself, and what qadvisor says about it.
+
+`build_fresh` gives the library an empty database of its own (owned by the role its workers
+log in as, with pg_stat_statements at production's default ``track = top`` unless the library
+asks for ``all``), lets it create
+its schema with its own migrations, enqueues a skewed workload through its public API and runs
+its real worker until most due jobs are done. `build_aged` clones that database (a template
+copy: data and pg_stats, but not the cumulative statistics that pg_stat_statements and
+pg_stat_user_tables keep per database), adds an archive of finished rows in the library's own
+row shape, runs the worker again on the aged table (so its claims are in pg_stat_statements
+under the clone) and ANALYZEs. `observe` then runs qadvisor as a user would.
+
+Our own sessions (the done-count polls, the aging inserts, ANALYZE) run with
+``pg_stat_statements.track = none``, so pg_stat_statements holds the library's statements only
+(and, after a run, qadvisor's own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from qadvisor.pgserver import LocalServer
+from tests.corpus import envs
+from tests.helpers import Run, qadvisor
+
+APP_ROLE = "corpus_app"  # the role the library's migrations and workers log in as
+SAVE_ENV = "QADVISOR_CORPUS_SAVE"  # a directory: keep every qadvisor report there
+DONE_SHARE = 0.9  # the worker stops once this share of the due jobs is finished
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs to enqueue: per queue (skewed: most in one), plus some due an hour from now."""
+
+    queues: tuple[tuple[str, int], ...]
+    scheduled: int
+
+    @property
+    def due(self) -> int:
+        return sum(count for _, count in self.queues)
+
+    def as_json(self) -> str:
+        return json.dumps({"queues": dict(self.queues), "scheduled": self.scheduled})
+
+
+@dataclass(frozen=True)
+class Library:
+    """How to install and drive one queue library, and how to age its table."""
+
+    name: str  # also names its databases
+    env: envs.PythonEnv | envs.NodeEnv
+    driver: str  # file under drivers/, run as `<interpreter> <driver> migrate|enqueue|work`
+    # Finished jobs so far: the worker runs until this reaches DONE_SHARE of the due jobs.
+    done_sql: str
+    # Statements that add about 1 M finished rows as the library itself leaves them.
+    age_sql: tuple[str, ...]
+    workload: Workload
+    rerun: Workload  # enqueued and worked on the aged clone
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    worker_timeout: float = 120
+    # pg_stat_statements.track for the library's sessions: production's default "top" shows
+    # only what the client sends; "all" adds statements run inside functions and triggers.
+    track: str = "top"
+    # Clone this library's aged database instead of aging our own (the same table written
+    # by the same library in another mode): the archive is built once.
+    aged_from: Library | None = None
+
+
+@dataclass
+class Observed:
+    """What one qadvisor run said about a library's database."""
+
+    db: str
+    check: Run
+    snapshot: dict[str, Any]
+    build_seconds: dict[str, float]
+
+    @property
+    def report(self) -> dict[str, Any]:
+        return self.check.report
+
+    def queues(self) -> dict[str, dict[str, Any]]:
+        return {f"{q['schema']}.{q['table']}": q for q in self.report["queues"]}
+
+    def codes(self) -> set[str]:
+        return self.check.codes()
+
+    def statements(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = self.snapshot.get("statements", [])
+        return found
+
+
+def admin(server: LocalServer, dbname: str = "postgres") -> psycopg.Connection[Any]:
+    """A superuser session whose own statements pg_stat_statements does not record."""
+    conn = psycopg.connect(server.dsn(dbname), autocommit=True)
+    conn.execute("SET pg_stat_statements.track = none")
+    return conn
+
+
+def build_fresh(server: LocalServer, lib: Library, installed: envs.Installed) -> dict[str, float]:
+    """The library's database, named after it, as its migrations and worker leave it."""
+    seconds: dict[str, float] = {}
+    with admin(server) as conn:
+        # Roles are per server; another library's build may have made it already.
+        exists = conn.execute("SELECT FROM pg_roles WHERE rolname = %s", [APP_ROLE]).fetchone()
+        if exists is None:
+            with contextlib.suppress(psycopg.errors.DuplicateObject):
+                conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(_ident(APP_ROLE)))
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(_ident(lib.name)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(_ident(lib.name), _ident(APP_ROLE))
+        )
+    with admin(server, lib.name) as conn:
+        conn.execute("CREATE EXTENSION pg_stat_statements")
+    _set_track(server, lib.name, lib.track)
+
+    started = time.monotonic()
+    _driver(server, lib, installed, lib.name, "migrate", lib.workload)
+    seconds["migrate"] = time.monotonic() - started
+    started = time.monotonic()
+    _driver(server, lib, installed, lib.name, "enqueue", lib.workload)
+    seconds["enqueue"] = time.monotonic() - started
+    seconds["work"] = _work(server, lib, installed, lib.name, lib.workload.due)
+    _analyze(server, lib.name)
+    return seconds
+
+
+def build_aged(
+    server: LocalServer, lib: Library, installed: envs.Installed, source: str, *, age: bool
+) -> dict[str, float]:
+    """A clone of `source` with an archive of about 1 M finished rows (added now if `age`,
+    else `source` is another mode's aged database), worked on again."""
+    aged = f"{lib.name}_aged"
+    seconds: dict[str, float] = {}
+    with admin(server) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(_ident(aged)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} OWNER {}").format(
+                _ident(aged), _ident(source), _ident(APP_ROLE)
+            )
+        )
+    # Per-database settings are not part of what a template copies.
+    _set_track(server, aged, lib.track)
+    if age:
+        started = time.monotonic()
+        with admin(server, aged) as conn:
+            for statement in lib.age_sql:
+                conn.execute(statement)  # type: ignore[arg-type]  # the library module's text
+        _analyze(server, aged)
+        seconds["age"] = time.monotonic() - started
+    with admin(server, aged) as conn:
+        before = _count(conn, lib.done_sql)
+    _driver(server, lib, installed, aged, "enqueue", lib.rerun)
+    seconds["work"] = _work(server, lib, installed, aged, lib.rerun.due, already=before)
+    _analyze(server, aged)
+    return seconds
+
+
+def observe(
+    server: LocalServer, dbname: str, label: str, build_seconds: dict[str, float]
+) -> Observed:
+    """`qadvisor check --format json` as a user runs it, then `qadvisor snapshot` for the
+    statements it found and planned (the check report does not list them)."""
+    dsn = server.dsn(dbname)
+    run = qadvisor("check", dsn, "--format", "json")
+    assert run.rc in (0, 1) and run.stdout.startswith("{"), (
+        f"qadvisor check failed on {label} (exit {run.rc}):\n{run.stderr}"
+    )
+    snap = qadvisor("snapshot", dsn)
+    assert snap.rc == 0 and snap.stdout.startswith("{"), (
+        f"qadvisor snapshot failed on {label} (exit {snap.rc}):\n{snap.stderr}"
+    )
+    observed = Observed(dbname, run, json.loads(snap.stdout), build_seconds)
+    save_dir = os.environ.get(SAVE_ENV, "").strip()
+    if save_dir:
+        target = Path(save_dir)
+        target.mkdir(parents=True, exist_ok=True)
+        (target / f"{label}.check.json").write_text(run.stdout)
+        (target / f"{label}.snapshot.json").write_text(snap.stdout)
+    return observed
+
+
+def _set_track(server: LocalServer, dbname: str, track: str) -> None:
+    with admin(server, dbname) as conn:
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET pg_stat_statements.track = {}").format(
+                _ident(dbname), sql.Literal(track)
+            )
+        )
+        # Only what the library runs from here on: not our CREATE EXTENSION.
+        conn.execute(
+            "SELECT pg_stat_statements_reset(0, oid) FROM pg_database "
+            "WHERE datname = current_database()"
+        )
+
+
+def _driver(
+    server: LocalServer,
+    lib: Library,
+    installed: envs.Installed,
+    dbname: str,
+    command: str,
+    workload: Workload,
+) -> None:
+    argv, env, cwd = _driver_command(server, lib, installed, dbname, command, workload)
+    envs.run(argv, what=f"{lib.name} {command}", env=env, cwd=cwd, timeout=lib.worker_timeout)
+
+
+def _work(
+    server: LocalServer,
+    lib: Library,
+    installed: envs.Installed,
+    dbname: str,
+    due: int,
+    already: int = 0,
+) -> float:
+    argv, env, cwd = _driver_command(server, lib, installed, dbname, "work", lib.workload)
+    target = already + int(due * DONE_SHARE)
+    with admin(server, dbname) as conn:
+
+        def done() -> bool:
+            return _count(conn, lib.done_sql) >= target
+
+        return envs.run_until(
+            argv,
+            what=f"{lib.name} worker on {dbname}",
+            done=done,
+            env=env,
+            cwd=cwd,
+            timeout=lib.worker_timeout,
+        )
+
+
+def _driver_command(
+    server: LocalServer,
+    lib: Library,
+    installed: envs.Installed,
+    dbname: str,
+    command: str,
+    workload: Workload,
+) -> tuple[list[str | Path], dict[str, str], Path]:
+    script = envs.DRIVERS / lib.driver
+    cwd = envs.DRIVERS
+    if isinstance(lib.env, envs.NodeEnv):
+        # An ES module resolves its imports next to itself: run a copy inside the environment.
+        cwd = installed.interpreter.parent.parent.parent
+        shutil.copyfile(script, cwd / script.name)
+        script = cwd / script.name
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "VIRTUAL_ENV"))}
+    env.pop("PYTHONPATH", None)
+    env |= {
+        "PGHOST": str(server.socket_dir),
+        "PGPORT": str(server.port),
+        "PGUSER": APP_ROLE,
+        "PGDATABASE": dbname,
+        "CORPUS_WORKLOAD": workload.as_json(),
+        **lib.extra_env,
+    }
+    return [installed.interpreter, script, command], env, cwd
+
+
+def _count(conn: psycopg.Connection[Any], query: str) -> int:
+    row = conn.execute(query).fetchone()  # type: ignore[arg-type]  # fixed text
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+def _analyze(server: LocalServer, dbname: str) -> None:
+    with admin(server, dbname) as conn:
+        conn.execute("ANALYZE")
+
+
+def _ident(name: str) -> sql.Identifier:
+    return sql.Identifier(name)

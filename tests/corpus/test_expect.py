@@ -1,0 +1,50 @@
+"""The corpus judges live predicates by meaning: the evaluator must tell right from wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.corpus.expect import Live
+
+PGBOSS = Live("state", frozenset({"created", "retry"}),
+              ("created", "retry", "active", "completed", "cancelled", "failed"))  # fmt: skip
+PROCRASTINATE = Live("status", frozenset({"todo"}), ("todo", "doing", "succeeded", "failed"))
+DJANGO = Live("status", frozenset({"READY"}))  # varchar: no labels, only the values named
+FINISHED_AT = Live("finished_at", frozenset())  # IS NULL
+
+
+@pytest.mark.parametrize(
+    ("live", "printed", "right"),
+    [
+        (PGBOSS, "state < 'active'", True),
+        (PGBOSS, "state IN ('created', 'retry')", True),
+        (PGBOSS, "j.state < 'active'::pgboss.job_state AND NOT j.blocked", True),
+        (PGBOSS, "(state = 'created' OR state = 'retry') AND start_after <= now()", True),
+        (PGBOSS, "state = 'created'", False),
+        (PGBOSS, "state <= 'active'", False),
+        (PGBOSS, "state = ANY ('{created,retry,active,failed}')", False),
+        (PGBOSS, "state = ANY ('{created,retry}')", True),
+        (
+            PGBOSS,
+            "state = ANY (ARRAY['created'::pgboss.job_state, 'retry'::pgboss.job_state])",
+            True,
+        ),
+        (PROCRASTINATE, "status = 'todo'", True),
+        (
+            PROCRASTINATE,
+            "status = 'todo' AND (scheduled_at IS NULL OR scheduled_at <= now())",
+            True,
+        ),
+        (PROCRASTINATE, "status IN ('todo', 'doing')", False),
+        (PROCRASTINATE, "status = 'todo' OR status IS NULL", False),
+        (DJANGO, "status = 'READY'", True),
+        (DJANGO, "status IN ('READY', 'RUNNING')", False),
+        (DJANGO, "status <> 'SUCCESSFUL'", False),
+        (FINISHED_AT, "finished_at IS NULL", True),
+        (FINISHED_AT, "finished_at IS NOT NULL", False),
+        (FINISHED_AT, "status = 'pending'", False),
+        (PGBOSS, "not sql at all (", False),
+    ],
+)
+def test_live_predicate_judged_by_meaning(live: Live, printed: str, right: bool) -> None:
+    assert live.admits(printed) is right
