@@ -22,6 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qadvisor.dequeue import DequeueStatement
+from qadvisor.model import LivePredicate
+from qadvisor.plans import operand_values
+from qadvisor.sqltext import predicate_sql
 
 # The spelling PostgreSQL's RI triggers use (ri_triggers.c builds it with OPERATOR(...)).
 # pg_stat_statements shows its constant 1 as $n, and records it as toplevel when the
@@ -75,4 +78,25 @@ def _key_lookup(parsed: DequeueStatement, unique_keys: Sequence[Sequence[str]]) 
     for key in unique_keys:
         if key and all(c in pinned for c in key):
             return " AND ".join(pinned[c] for c in key)
+    return ""
+
+
+def selects_other_rows(parsed: DequeueStatement, live: LivePredicate | None) -> str:
+    """Why a claim does not take waiting jobs of its queue ('' when it may): its literal
+    condition on the live column admits none of the live values (pg-boss's dependency
+    resolver locks ``state = 'completed'`` parents with SKIP LOCKED). A condition with a
+    parameter may admit them: pg_stat_statements text cannot say."""
+    if live is None or live.op not in ("in", "not in"):
+        return ""
+    for pred in parsed.predicates:
+        if pred.column != live.column or pred.op not in ("=", "in", "any"):
+            continue
+        values = operand_values(pred, {})
+        if not values:
+            continue
+        admitted = (
+            set(values) & set(live.values) if live.op == "in" else set(values) - set(live.values)
+        )
+        if not admitted:
+            return f"it locks rows with {pred.text}, none of them waiting ({predicate_sql(live)})"
     return ""

@@ -539,12 +539,21 @@ def _queue_table(select: exp.Select, ctes: set[str]) -> tuple[exp.Table, exp.Sel
     first = order.expressions[0].this if order and order.expressions else None
     locked = {id(t) for t, _ in _covered(select, _of_names(select.args["locks"]), ctes)}
 
-    def score(item: tuple[exp.Table, exp.Select]) -> tuple[bool, int, bool]:
+    def score(item: tuple[exp.Table, exp.Select]) -> tuple[bool, bool, int, bool]:
         table, level = item
         key = _source_key(table)
+        # A LATERAL sub-select that picks one row per outer row (its own ORDER BY / LIMIT)
+        # picks the job, even when the lock sits at the outer level (the round-robin query
+        # with its lock moved out: it locks the rotation row, and the job table is the queue).
+        picks = (
+            level is not select
+            and isinstance(level.parent, exp.Subquery)
+            and isinstance(level.parent.parent, exp.Lateral)
+            and bool(level.args.get("limit") or level.args.get("order"))
+        )
         orders = isinstance(first, exp.Column) and _qualifier(first) == key and level is select
         simple = sum(1 for p in _predicates(level, key, only_qualified=True) if p.op != "other")
-        return orders, simple, id(table) in locked
+        return picks, orders, simple, id(table) in locked
 
     return max(candidates, key=score)  # max() keeps the first of equals: FROM order
 

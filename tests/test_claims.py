@@ -88,3 +88,24 @@ def test_an_ri_check_recorded_at_top_level_with_its_constant_normalised_is_not_a
         "FOR KEY SHARE OF x"
     )
     assert verdict(ri, (("name",),), toplevel=True)[0] is False
+
+
+def test_a_skip_locked_lock_of_finished_rows_takes_no_waiting_job() -> None:
+    from qadvisor.claims import selects_other_rows
+    from qadvisor.model import LivePredicate
+
+    live = LivePredicate("state", "in", ("created", "retry"))
+    resolver = analyse(
+        "SELECT j.id FROM pgboss.job_common j WHERE j.blocking AND j.state = 'completed' "
+        "ORDER BY j.name, j.id FOR UPDATE OF j SKIP LOCKED LIMIT 100"
+    )
+    assert resolver is not None
+    assert selects_other_rows(resolver, live) == (
+        "it locks rows with j.state = 'completed', none of them waiting "
+        "(state IN ('created', 'retry'))"
+    )
+    # From pg_stat_statements the literal is a $n: it may be a waiting state.
+    recorded = analyse(resolver.text.replace("'completed'", "$2"))
+    assert recorded is not None and selects_other_rows(recorded, live) == ""
+    fetch = analyse("SELECT id FROM jobs WHERE state = 'retry' LIMIT 1 FOR UPDATE SKIP LOCKED")
+    assert fetch is not None and selects_other_rows(fetch, live) == ""

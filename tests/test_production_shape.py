@@ -21,6 +21,7 @@ import pytest
 
 from qadvisor.collect.snapshot import collect
 from qadvisor.connect import SessionLimits, connect
+from qadvisor.dequeue import fingerprint
 from qadvisor.model import Snapshot
 from tests.conftest import TestDB
 from tests.helpers import Run, build_archive_queue, qadvisor
@@ -168,7 +169,7 @@ def test_pg_monitor_role_with_the_documented_grants_judges_the_claim_as_the_dba_
     build_claim_queue(prod.app)
     prod.db.execute(f"ALTER DATABASE {prod.db.name} SET plan_cache_mode = force_generic_plan")
     dba = prod.check(prod.db, "--query", CLAIM_APP)
-    assert ("QA301", "critical", "QA301:app.--query 1") in keys(dba)
+    assert ("QA301", "critical", f"QA301:app.jobs@{fingerprint(CLAIM_APP)}") in keys(dba)
 
     m = prod.monitor.user
     blind = prod.check(prod.monitor, "--query", CLAIM_APP)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from qadvisor import discover, names
+from qadvisor import claims, discover, names
 from qadvisor.collect import queries as q
 from qadvisor.collect import statements
 from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
@@ -358,11 +358,16 @@ def _on_queues(
     """The claims on the report's queues, to judge; a claim on a table that was not taken
     for a queue (a clean-up of stale rows; a table --table did not name) is left out with
     the reason, like a foreign-key check."""
-    names = {q.qualified for q in queues}
+    names = {q.qualified: q for q in queues}
     why = {r.qualified: r.reason for r in rejected}
     judged, left_out = [], list(gathered.left_out)
     for stmt in gathered.statements:
-        if stmt.queue is None or stmt.queue in names or stmt.source.startswith("--query"):
+        queue = names.get(stmt.queue or "")
+        other = claims.selects_other_rows(stmt.parsed, queue.live) if queue and stmt.parsed else ""
+        if other and not stmt.source.startswith("--query"):
+            left_out.append(LeftOut(statement_label(stmt), stmt.text, other, stmt.queue))
+            continue
+        if stmt.queue is None or queue is not None or stmt.source.startswith("--query"):
             judged.append(stmt)  # a --query was given on purpose: its skip says why
             continue
         reason = why.get(stmt.queue) or (

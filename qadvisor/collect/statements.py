@@ -206,16 +206,25 @@ def _merged(found: list[Statement]) -> list[Statement]:
     runtime: dict[tuple[str, str], Statement] = {}
     for s in found:
         if s.source == "pg_stat_statements" and s.queue and s.fingerprint:
-            runtime.setdefault((s.fingerprint, s.queue), s)
+            key = (s.fingerprint, s.queue)
+            runtime[key] = _combined(runtime[key], s) if key in runtime else s
     given = {
         (s.fingerprint, s.queue)
         for s in found
         if s.source != "pg_stat_statements" and s.queue and s.fingerprint
     }
     out = []
+    emitted: set[tuple[str, str]] = set()
     for s in found:
         key = (s.fingerprint, s.queue or "")
-        if s.source == "pg_stat_statements" and key in given:
+        if s.source == "pg_stat_statements" and s.queue and s.fingerprint:
+            # Entries of one shape on one queue are one statement: pg_stat_statements keeps
+            # one per queryid, and a queryid differs per schema (schema per tenant) and
+            # per role.
+            if key in given or key in emitted:
+                continue
+            emitted.add(key)
+            out.append(runtime[key])
             continue
         seen = runtime.get(key) if s.source != "pg_stat_statements" else None
         if seen is not None:
@@ -270,6 +279,29 @@ def _judge(
                 stmt.calls,
             )
         )
+
+
+def _combined(a: Statement, b: Statement) -> Statement:
+    """Two pg_stat_statements entries of one statement as one: counters added (per-call
+    figures weighted by calls), the most called one's text and queryid kept."""
+    first = a if (a.calls or 0) >= (b.calls or 0) else b
+    ca, cb = a.calls or 0, b.calls or 0
+
+    def weighted(x: float | None, y: float | None) -> float | None:
+        if x is None or y is None or not ca + cb:
+            return None
+        return _round((x * ca + y * cb) / (ca + cb))
+
+    roles = tuple(sorted({*a.roles, *b.roles}))
+    return replace(
+        first,
+        calls=(ca + cb) or None,
+        mean_exec_ms=weighted(a.mean_exec_ms, b.mean_exec_ms),
+        shared_blks_per_call=weighted(a.shared_blks_per_call, b.shared_blks_per_call),
+        plans_per_call=weighted(a.plans_per_call, b.plans_per_call),
+        roles=roles,
+        role=roles[0] if len(roles) == 1 else None,
+    )
 
 
 def _written(schema: str | None, name: str) -> str:

@@ -81,13 +81,12 @@ class TestPgBoss(CorpusSuite):
                 "fetchNextJob: name = '<queue>' AND state < 'active' AND NOT blocked ...",
             ),
         ),
-        not_claims=(
-            NotClaim(
-                ("with locked_parents", "j.blocking"),
-                "the dependency resolver: locks completed parents and their children by key",
-            ),
-            NotClaim(("delete from pgboss.instance",), "removal of stale instance rows"),
-        ),
+        # The dependency resolver (WITH locked_parents ... j.blocking AND j.state = 'completed'
+        # ... FOR UPDATE OF j SKIP LOCKED) locks finished parents, but pg_stat_statements shows
+        # its 'completed' as $2: its text cannot tell it from a claim of waiting jobs, so it is
+        # judged like one (qadvisor leaves it out when its literal is known; no finding of it
+        # may be wrong: the codes below hold it to that).
+        not_claims=(NotClaim(("delete from pgboss.instance",), "removal of stale instance rows"),),
         codes={
             "fresh": Codes(
                 forbidden={
