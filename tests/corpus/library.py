@@ -21,6 +21,7 @@ import contextlib
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from tests.corpus import envs
 from tests.helpers import Run, qadvisor
 
 APP_ROLE = "corpus_app"  # the role the library's migrations and workers log in as
+_ROLE_LOCK = threading.Lock()  # builds run in threads, and the role is per server
 SAVE_ENV = "QADVISOR_CORPUS_SAVE"  # a directory: keep every qadvisor report there
 DONE_SHARE = 0.9  # the worker stops once this share of the due jobs is finished
 
@@ -112,11 +114,16 @@ def build_fresh(server: LocalServer, lib: Library, installed: envs.Installed) ->
     """The library's database, named after it, as its migrations and worker leave it."""
     seconds: dict[str, float] = {}
     with admin(server) as conn:
-        # Roles are per server; another library's build may have made it already.
-        exists = conn.execute("SELECT FROM pg_roles WHERE rolname = %s", [APP_ROLE]).fetchone()
-        if exists is None:
-            with contextlib.suppress(psycopg.errors.DuplicateObject):
-                conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(_ident(APP_ROLE)))
+        # Roles are per server; another library's build may have made it already, or be
+        # making it now in another thread (two concurrent CREATE ROLEs: the loser fails on
+        # pg_authid's unique index, not with DuplicateObject).
+        with _ROLE_LOCK:
+            exists = conn.execute("SELECT FROM pg_roles WHERE rolname = %s", [APP_ROLE]).fetchone()
+            if exists is None:
+                with contextlib.suppress(
+                    psycopg.errors.DuplicateObject, psycopg.errors.UniqueViolation
+                ):
+                    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(_ident(APP_ROLE)))
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(_ident(lib.name)))
         conn.execute(
             sql.SQL("CREATE DATABASE {} OWNER {}").format(_ident(lib.name), _ident(APP_ROLE))
