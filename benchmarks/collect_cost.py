@@ -391,7 +391,7 @@ def _candidate_columns(admin_dsn: str) -> int:
     """How many rows discovery's candidate-column query returns (grows with the tables)."""
     text = resources.files("qadvisor.collect").joinpath("sql/candidate_columns.sql").read_text()
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        return len(conn.execute(text.encode()).fetchall())
+        return len(conn.execute(text.encode(), {"claimed": []}).fetchall())
 
 
 def show_queries(admin_dsn: str, row: Row) -> None:

@@ -309,10 +309,8 @@ def _discover(
     columns: list[discover.CandidateColumn],
     blocked: list[int],
 ) -> list[discover.Decision]:
-    candidates = q.rows(conn, "candidate_columns")
     claimed = sorted({c.relid for c in claims})
-    if claimed:
-        candidates += q.rows(conn, "claim_columns", {"relids": claimed})
+    candidates = q.rows(conn, "candidate_columns", {"claimed": claimed})
     columns += [_candidate(r) for r in candidates]
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
     partials = [
