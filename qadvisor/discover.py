@@ -29,6 +29,7 @@ from qadvisor.dequeue import Predicate
 from qadvisor.estimates import parse_index_predicate
 from qadvisor.model import LivePredicate, Rejected
 from qadvisor.plans import operand_values
+from qadvisor.sqltext import ident, qualified
 
 # Status values that mean "waiting to be claimed", in the order they are preferred.
 LIVE_WORDS = (
@@ -152,6 +153,7 @@ class _Evidence:
     columns: list[CandidateColumn] = field(default_factory=list)
     partials: list[tuple[PartialIndex, LivePredicate]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    role: str = "<role>"  # the role qadvisor reads as, for the GRANTs it names
 
     def column(self, name: str) -> CandidateColumn | None:
         return next((c for c in self.columns if c.column == name), None)
@@ -164,6 +166,7 @@ def decide(
     all_columns: dict[int, frozenset[str]] | None = None,
     explicit: Sequence[tuple[str, str, int]] = (),
     rejected: list[Rejected] | None = None,
+    role: str = "<role>",
 ) -> list[Decision]:
     """Queue tables with their live predicate and the evidence they were taken on.
 
@@ -176,7 +179,7 @@ def decide(
 
     def evidence(schema: str, table: str, relid: int) -> _Evidence:
         ev = by_table[(schema, table)]
-        ev.schema, ev.table, ev.relid = schema, table, relid
+        ev.schema, ev.table, ev.relid, ev.role = schema, table, relid, role
         return ev
 
     for c in columns:
@@ -194,7 +197,7 @@ def decide(
     decisions: list[Decision] = []
     if explicit:
         for schema, table, relid in explicit:
-            ev = by_table.get((schema, table)) or _Evidence(schema, table, relid)
+            ev = by_table.get((schema, table)) or _Evidence(schema, table, relid, role=role)
             ev.relid = relid
             live, why = _live_predicate(ev, all_columns)
             reason = "named with --table" + (f"; {why}" if why else "")
@@ -278,8 +281,8 @@ def _hidden_status(ev: _Evidence) -> str:
         return ""
     return (
         f"no live predicate: the values of {hidden[0]} are hidden from this role "
-        f"(pg_stats needs SELECT on the column: GRANT SELECT ({hidden[0]}) ON "
-        f"{ev.schema}.{ev.table} TO <role>)"
+        f"(pg_stats needs SELECT on the column: GRANT SELECT ({ident(hidden[0])}) ON "
+        f"{qualified(ev.schema, ev.table)} TO {_role(ev.role)};)"
     )
 
 
@@ -295,6 +298,10 @@ def _waiting(live: LivePredicate) -> bool:
     if live.op != "in":
         return True
     return not any(v.lower() in ARCHIVE_WORDS | INFLIGHT_WORDS for v in live.values)
+
+
+def _role(role: str) -> str:
+    return role if role == "<role>" else ident(role)  # a placeholder stays as it reads
 
 
 def _waiting_values(values: Iterable[str]) -> list[str]:

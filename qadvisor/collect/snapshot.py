@@ -126,7 +126,7 @@ def collect(
     rejected: list[Rejected] = []
     columns: list[discover.CandidateColumn] = []
     decisions = _discover(
-        conn, tables, gathered.claims, rejected, columns, locks.blocked(ACCESS_SHARE)
+        conn, tables, gathered.claims, rejected, columns, locks.blocked(ACCESS_SHARE), server.user
     )
     relids = [d.relid for d in decisions]
     queues = tuple(
@@ -308,6 +308,7 @@ def _discover(
     rejected: list[Rejected],
     columns: list[discover.CandidateColumn],
     blocked: list[int],
+    role: str,
 ) -> list[discover.Decision]:
     claimed = sorted({c.relid for c in claims})
     candidates = q.rows(conn, "candidate_columns", {"claimed": claimed})
@@ -324,7 +325,7 @@ def _discover(
             what = t.arg if t.arg == name else f"{t.arg} ({name})"
             raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
         explicit.append((t.schema, t.table, t.relid))
-    return discover.decide(columns, partials, claims, all_columns, explicit, rejected)
+    return discover.decide(columns, partials, claims, all_columns, explicit, rejected, role)
 
 
 def _system_schema(schema: str) -> bool:
