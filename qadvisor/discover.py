@@ -71,6 +71,8 @@ class CandidateColumn:
     common_values: tuple[str, ...] | None
     # pg_stats shows a column only to roles that may SELECT it.
     readable: bool = True
+    # A partitioned table: it has no rows of its own, its partitions do.
+    partitioned: bool = False
 
     @property
     def is_status(self) -> bool:
@@ -205,7 +207,19 @@ def decide(
         return decisions
 
     claims_known = bool(claim_list)
+    through = {c.via for c in claim_list if c.via}
     for (schema, table), ev in sorted(by_table.items()):
+        if any(c.partitioned for c in ev.columns) and not ev.claims:
+            # Sizes, statistics and autovacuum are its partitions': they are the queues.
+            if rejected is not None and (_worth_reporting(ev) or f"{schema}.{table}" in through):
+                how = (
+                    "its partitions are judged as the queue tables (the claims name it)"
+                    if f"{schema}.{table}" in through
+                    else "a claim that names it makes its partitions the queue tables; or "
+                    "name them with --table"
+                )
+                rejected.append(Rejected(schema, table, f"a partitioned table: {how}"))
+            continue
         live, why = _live_predicate(ev, all_columns)
         signals = _signals(ev, live, claims_known)
         if ev.claims and (live is not None or _structure(ev, all_columns)):

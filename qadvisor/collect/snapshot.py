@@ -345,6 +345,7 @@ def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
         indexed=r["indexed"],
         common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
         readable=r["readable"],
+        partitioned=bool(r.get("partitioned")),
     )
 
 
