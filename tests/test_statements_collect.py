@@ -19,9 +19,9 @@ from qadvisor import plans
 from qadvisor.collect.snapshot import collect
 from qadvisor.collect.statements import strip_prepare
 from qadvisor.connect import SessionLimits, connect
+from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
-from qadvisor.pgserver import embedded_bin_dir, start_server
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import qadvisor
