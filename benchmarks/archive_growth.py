@@ -17,8 +17,8 @@ from pathlib import Path
 
 import psycopg
 
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.demo.pgserver import embedded_bin_dir, start_server, system_bin_dirs
 from qadvisor.engine import run_checks
 from qadvisor.registry import load_checks

@@ -56,8 +56,8 @@ import psycopg
 from psycopg import sql
 
 import qadvisor
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.demo.pgserver import LocalServer, embedded_bin_dir, start_server
 from qadvisor.demo.queue import CLAIM
 from qadvisor.demo.queue import SCHEMA as QUEUE_SCHEMA

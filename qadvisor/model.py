@@ -443,11 +443,33 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """What a check is, as a report describes it (SARIF's rules): its identity and its
+    docstring. A registered check (qadvisor.registry.Check) is a Rule that can also run."""
+
+    code: str
+    name: str
+    severity: Severity
+    category: str
+    summary: str
+    doc: str
+    # Where its page lives, relative to the repository of the pack that owns it (None: the
+    # built-in place, docs/checks/<CODE>.md).
+    docs: str | None = field(default=None, kw_only=True)
+
+    @property
+    def docs_path(self) -> str:
+        return self.docs or f"docs/checks/{self.code}.md"
+
+
+@dataclass(frozen=True)
 class Report:
     snapshot: Snapshot
     findings: tuple[Finding, ...]
     skipped: tuple[Skip, ...]
     checks_run: tuple[str, ...]
+    # The checks of checks_run, described: a renderer needs nothing but the report.
+    rules: tuple[Rule, ...] = ()
 
     def summary(self) -> dict[str, int]:
         counts = {s.label: 0 for s in sorted(Severity, reverse=True)}

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from qadvisor.errors import InputError
 from qadvisor.facts import FACTS
-from qadvisor.model import Fix, Severity, Snapshot, Target
+from qadvisor.model import Fix, Rule, Severity, Snapshot, Target
 
 ENTRY_POINT_GROUP = "qadvisor.checks"
 _CODE = re.compile(r"^[A-Z]{2,5}[0-9]{3}$")
@@ -57,24 +58,21 @@ class NoOptions:
 
 
 @dataclass(frozen=True)
-class Check:
-    code: str
-    name: str
-    severity: Severity
-    category: str
-    summary: str
-    doc: str
+class Check(Rule):
+    """A rule (code, name, severity, category, summary, doc, docs) and how to run it."""
+
     options: type[Any]
     run: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]
     min_server_version: int | None = None
-    docs: str | None = None  # where its page lives; built-in pages by default
     # Facts it reads (names of qadvisor.facts.FACTS): where one is hidden from the role or
     # behind a lock for a queue, the engine reports the check as skipped for that queue.
     requires: tuple[str, ...] = ()
 
     @property
-    def docs_path(self) -> str:
-        return self.docs or f"docs/checks/{self.code}.md"
+    def rule(self) -> Rule:
+        """The rule alone, plain data for a report."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Rule)}
+        return Rule(**fields)
 
     def default_options(self) -> Any:
         return self.options()
@@ -153,7 +151,7 @@ def checks_in(module: types.ModuleType) -> Iterator[Check]:
                     yield c
 
 
-class PackError(Exception):
+class PackError(InputError):
     """A check pack could not be loaded; the message names the pack."""
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from qadvisor import plans
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
 from qadvisor.collect.statements import strip_prepare
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement

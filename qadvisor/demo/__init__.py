@@ -7,6 +7,7 @@ builds the demo queue, and :func:`run` ties them to the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -14,11 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from qadvisor.errors import InputError
 from qadvisor.model import Report
+from qadvisor.settings import Settings
 
 
-class DemoError(Exception):
-    pass
+class DemoError(InputError):
+    """The demo server could not be started or its queue built."""
 
 
 @dataclass(frozen=True)
@@ -30,17 +33,18 @@ class Kept:
 
 
 def run(
-    rows: int = 2_000_000, keep: bool = False, progress: Callable[[str], None] | None = None
+    settings: Settings,
+    rows: int = 2_000_000,
+    keep: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> tuple[Report, Kept | None]:
-    """Start the server, build the queue, check it; with ``keep`` also how to reach it."""
+    """Start the server, build the queue, check it as ``qadvisor check`` would with
+    ``settings`` (their DSN is the demo server's); with ``keep`` also how to reach it."""
     import psycopg
 
-    from qadvisor.collect.snapshot import collect
-    from qadvisor.connect import SessionLimits, connect
+    from qadvisor import engine
     from qadvisor.demo import pgserver
     from qadvisor.demo.queue import build
-    from qadvisor.engine import run_checks
-    from qadvisor.registry import load_checks
 
     say = progress or (lambda _m: None)
     bin_dir = pgserver.embedded_bin_dir()
@@ -60,9 +64,7 @@ def run(
         dsn = server.dsn("app")
         build(dsn, rows, say)
         say(f"queue built in {time.monotonic() - started:.0f} s; checking it")
-        with connect(dsn, SessionLimits()) as conn:
-            snapshot = collect(conn)
-        report = run_checks(snapshot, load_checks())
+        report = engine.check(dataclasses.replace(settings, dsn=dsn))
     except pgserver.ServerError as exc:
         raise DemoError(f"could not start PostgreSQL: {exc}") from None
     except psycopg.Error as exc:
