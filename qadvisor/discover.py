@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from qadvisor.dequeue import Predicate
 from qadvisor.estimates import parse_index_predicate
 from qadvisor.model import LivePredicate, Rejected
-from qadvisor.plans import operand_values
+from qadvisor.predicates import operand_values
 
 # Status values that mean "waiting to be claimed", in the order they are preferred.
 LIVE_WORDS = (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from qadvisor.dequeue import StatementError, condition_predicates
 from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table
-from qadvisor.plans import operand_values
+from qadvisor.predicates import operand_values
 from qadvisor.sqltext import RANGE_OPS, qualified
 from qadvisor.units import nice_ceil
 

@@ -153,6 +153,14 @@ class Table:
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
 
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The primary key's columns in order; () without one (or with an expression)."""
+        pk = next((i for i in self.indexes if i.is_primary), None)
+        if pk is None or not all(pk.columns):
+            return ()
+        return tuple(c for c in pk.columns if c is not None)
+
     def stats_of(self, column: str) -> ColumnStats | None:
         return next((s for s in self.column_stats if s.column == column), None)
 
