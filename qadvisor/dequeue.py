@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import sqlglot
 from sqlglot import Token, TokenType, exp
@@ -42,12 +42,24 @@ class StatementError(ValueError):
 
 # --- data -----------------------------------------------------------------------------
 
+ParamKind = Literal["literal", "parameter", "column", "expression"]
+# "any" is col = ANY(...), "true" a bare boolean column, "false" NOT column, "other" what has
+# no simpler form (OR groups, functions of the column, BETWEEN, ...).
+PredicateOp = Literal[
+    "=", "<>", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null", "any", "true",
+    "false", "other",
+]  # fmt: skip
+LockStrength = Literal["update", "no key update", "share", "key share"]
+WaitPolicy = Literal["skip locked", "nowait"]  # None: the clause waits
+StatementKind = Literal["select", "update", "delete"]
+LockLevel = Literal["top", "subquery", "cte", "lateral"]
+
 
 @dataclass(frozen=True)
 class Param:
     """A comparison operand."""
 
-    kind: str  # "literal" | "parameter" | "column" | "expression"
+    kind: ParamKind
     text: str  # SQL text: "'pending'", "$1", "qt.tenant_id", "CURRENT_TIMESTAMP"
     index: int | None = None  # parameter number when kind == "parameter"
 
@@ -57,10 +69,7 @@ class Predicate:
     """One conjunct of the WHERE (and inner-join ON) about the queue table."""
 
     column: str  # unqualified column name of the queue table
-    # "=", "<>", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null",
-    # "any" (col = ANY(...)), "true" (a bare boolean column), "false" (NOT column),
-    # "other" (OR groups, functions of the column, BETWEEN, ...)
-    op: str
+    op: PredicateOp
     operands: tuple[Param, ...]
     text: str  # the conjunct as SQL
 
@@ -74,8 +83,8 @@ class OrderItem:
 
 @dataclass(frozen=True)
 class LockClause:
-    strength: str  # "update" | "no key update" | "share" | "key share"
-    wait_policy: str | None  # "skip locked" | "nowait" | None
+    strength: LockStrength
+    wait_policy: WaitPolicy | None
     of: tuple[str, ...]  # FOR ... OF names resolved to table names; () when there is no OF
 
 
@@ -97,7 +106,7 @@ class Lateral:
 @dataclass(frozen=True)
 class DequeueStatement:
     text: str  # the statement as given
-    kind: str  # "select" | "update" | "delete": the main statement (WITH resolved to its body)
+    kind: StatementKind  # of the main statement (WITH resolved to its body)
     schema: str | None  # the queue table; None when unqualified
     table: str
     alias: str | None
@@ -106,7 +115,7 @@ class DequeueStatement:
     limit: int | None  # literal LIMIT / FETCH FIRST of that SELECT
     limit_is_parameter: bool
     lock: LockClause
-    lock_level: str  # "top" | "subquery" | "cte" | "lateral"
+    lock_level: LockLevel
     locked_tables: tuple[str, ...]  # every table whose rows the lock takes
     has_window: bool  # a window function where the lock applies: PostgreSQL refuses it
     lateral: Lateral | None
@@ -403,7 +412,7 @@ def _locking_select(tree: exp.Expr) -> exp.Select | None:
     return None
 
 
-def _kind(main: exp.Expr) -> str:
+def _kind(main: exp.Expr) -> StatementKind:
     if isinstance(main, exp.Update):
         return "update"
     if isinstance(main, exp.Delete):
@@ -411,7 +420,7 @@ def _kind(main: exp.Expr) -> str:
     return "select"
 
 
-def _lock_level(tree: exp.Expr, select: exp.Select) -> str:
+def _lock_level(tree: exp.Expr, select: exp.Select) -> LockLevel:
     """Where the locking SELECT sits, judged by what immediately contains it."""
     if select is _main(tree):
         return "top"
@@ -509,10 +518,10 @@ def _lock_clause(lock: exp.Lock, select: exp.Select, ctes: set[str]) -> LockClau
     # sqlglot: update=True/False, key=True turns UPDATE into NO KEY UPDATE and SHARE into
     # KEY SHARE; wait=False is SKIP LOCKED, wait=True is NOWAIT, absent is "wait".
     update, key, wait = lock.args.get("update"), lock.args.get("key"), lock.args.get("wait")
-    strength = (
+    strength: LockStrength = (
         ("no key update" if key else "update") if update else ("key share" if key else "share")
     )
-    policy = None if wait is None else ("nowait" if wait else "skip locked")
+    policy: WaitPolicy | None = None if wait is None else ("nowait" if wait else "skip locked")
     of: tuple[str, ...] = ()
     if lock.expressions:
         names = {_source_key(t) for t in lock.expressions}
@@ -560,7 +569,7 @@ def _queue_table(select: exp.Select, ctes: set[str]) -> tuple[exp.Table, exp.Sel
 
 # Predicates.
 
-_OPS: dict[type[exp.Binary], tuple[str, str]] = {
+_OPS: dict[type[exp.Binary], tuple[PredicateOp, PredicateOp]] = {
     # sqlglot node -> (op, op with the operands swapped)
     exp.EQ: ("=", "="),
     exp.NEQ: ("<>", "<>"),
@@ -651,7 +660,7 @@ def _predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> Predi
         return Predicate(_column_name(node), "false" if negated else "true", (), text)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and is_ours(node.this):
         negated = negated != bool(node.args.get("negate"))  # sqlglot 30: IS NOT is negate=True
-        op = "is not null" if negated else "is null"
+        op: PredicateOp = "is not null" if negated else "is null"
         return Predicate(_column_name(node.this), op, (), text)
     if isinstance(node, exp.In) and is_ours(node.this):
         query = node.args.get("query")
