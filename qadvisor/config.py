@@ -153,6 +153,12 @@ def check_ignores(patterns: Iterable[str], checks: Sequence[Check]) -> None:
         )
 
 
+# How a config-file value of the option's type is described in an error.
+_KINDS: dict[type, str] = {
+    bool: "true or false", int: "an integer", float: "a number", str: "a string",
+}  # fmt: skip
+
+
 def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
     """Each check's options dataclass with the config's values applied, types checked."""
     known = {c.code: c for c in checks}
@@ -170,6 +176,7 @@ def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
             expected = type(getattr(defaults, name))
             ok = isinstance(value, expected) or (expected is float and isinstance(value, int))
             if not ok or isinstance(value, bool) is not (expected is bool):
-                raise ConfigError(f"{code}.{name} must be a {expected.__name__}")
+                what = _KINDS.get(expected, f"a {expected.__name__}")
+                raise ConfigError(f"{code}.{name} must be {what}")
         out[code] = dataclasses.replace(defaults, **values)
     return out

@@ -100,8 +100,7 @@ def check(
         raise ValueError(f"check code {code!r} must look like QA101")
     if not _NAME.match(name):
         raise ValueError(f"check name {name!r} must be kebab-case")
-    if not dataclasses.is_dataclass(options):
-        raise TypeError("options must be a dataclass with a default for every field")
+    _check_options(code, options)
     needs = tuple(requires)
     unknown = [f for f in needs if f not in FACTS]
     if unknown:
@@ -128,6 +127,26 @@ def check(
         )
 
     return wrap
+
+
+def _check_options(code: str, options: object) -> None:
+    """The options of a check are a frozen dataclass (a class, not an instance) whose every
+    field has a default: the engine makes them with ``options()`` and the config file's values,
+    and the settings share one object between runs of the check."""
+    wanted = "options must be a frozen dataclass with a default for every field"
+    if not (isinstance(options, type) and dataclasses.is_dataclass(options)):
+        raise TypeError(f"check {code}: {wanted}, not {options!r}")
+    if not options.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"check {code}: {wanted}; {options.__name__} is not frozen")
+    missing = [
+        f.name
+        for f in dataclasses.fields(options)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise TypeError(
+            f"check {code}: {wanted}; {options.__name__}.{', '.join(missing)} has no default"
+        )
 
 
 def checks_in(module: types.ModuleType) -> Iterator[Check]:
