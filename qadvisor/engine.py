@@ -7,10 +7,10 @@ on it. ``snapshot`` stops after :func:`collect`. :func:`gate` says whether the r
 the run. Rendering is the renderers' (qadvisor.render), exit codes the command line's.
 
 Judging: every check is pure; the engine attaches identities, filters and sorts. A check that
-requires a fact the snapshot lacks for a queue (hidden from the role, behind
-another session's lock, or a read that failed) is reported as skipped for that queue, with the
-reason and the GRANT that would show the fact, whatever it yielded for that queue: a queue
-without a finding and without a skip is one the check judged healthy, and that must be earned.
+requires a fact the snapshot lacks for a queue (hidden from the role, behind another session's
+lock, or a read that failed) is reported as skipped for that queue, with the reason and the
+GRANT that would show the fact, whatever it yielded for that queue: a queue without a finding
+and without a skip is one the check judged healthy, and that must be earned.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """`qadvisor demo`: a throwaway PostgreSQL 18 with a queue in the state the checks describe.
 
-The package holds what talks to throwaway servers and nothing else of qadvisor depends on:
-``pgserver`` starts and stops private servers (for the demo and the test suite), ``queue``
-builds the demo queue, and :func:`run` ties them to the engine.
+The package holds what talks to throwaway servers, apart from qadvisor's core (only the
+``demo`` command imports it): ``pgserver`` starts and stops private servers (for the demo and
+the test suite), ``queue`` builds the demo queue, and :func:`run` checks it through the engine,
+as ``qadvisor check`` would.
 """
 
 from __future__ import annotations
