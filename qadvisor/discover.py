@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 
 from qadvisor.dequeue import Predicate
 from qadvisor.estimates import parse_index_predicate
-from qadvisor.model import LivePredicate, Rejected
-from qadvisor.plans import operand_values
+from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
+from qadvisor.predicates import operand_values
 from qadvisor.sqltext import ident, qualified
 
 # Status values that mean "waiting to be claimed", in the order they are preferred.
@@ -384,7 +384,9 @@ def _claim_values(
         if literals and literals[0].lower() in ("true", "t", "false", "f"):
             return LivePredicate(col.column, "true" if literals[0][0] in "tT" else "false"), ""
         return None, "a boolean compared with a parameter"
-    op = {"=": "in", "any": "in", "<>": "not in"}.get(pred.op, pred.op)
+    op = live_op(pred.op)
+    if op is None:  # _rank admits no other condition
+        return None, f"{pred.text} is no live predicate"
     if literals:
         if op in ("<", "<=", ">", ">=") and len(literals) != 1:
             return None, "a range with several bounds"
@@ -395,7 +397,7 @@ def _claim_values(
 def _inferred(
     ev: _Evidence,
     col: CandidateColumn,
-    op: str,
+    op: LiveOp,
     all_columns: dict[int, frozenset[str]] | None,
     single: bool = False,
 ) -> tuple[LivePredicate | None, str]:

@@ -53,7 +53,7 @@ from qadvisor.model import (
     Table,
     TableStats,
 )
-from qadvisor.plans import statement_label
+from qadvisor.statement_queues import statement_label
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
