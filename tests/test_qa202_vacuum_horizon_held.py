@@ -12,7 +12,7 @@ from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.model import Finding, HorizonHolder, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check, fix_steps, qadvisor
 
 
 def test_idle_in_transaction_and_inactive_slot() -> None:
@@ -31,10 +31,12 @@ def test_idle_in_transaction_and_inactive_slot() -> None:
     ]
     by_name = {f.target.name: f for f in found}
     fix = by_name["transaction-4242"].fix
-    assert fix is not None and fix.statements == ("SELECT pg_terminate_backend(4242);",)
+    assert fix is not None and fix.statements == ()  # a review step: nothing runs as printed
+    assert [s.sql for s in fix.of_kind("review")] == ["SELECT pg_terminate_backend(4242);"]
     slot_fix = by_name["replication-slot-old_standby"].fix
     assert slot_fix is not None
-    assert slot_fix.statements == ("SELECT pg_drop_replication_slot('old_standby');",)
+    assert [s.sql for s in slot_fix.steps] == ["SELECT pg_drop_replication_slot('old_standby');"]
+    assert slot_fix.steps[0].kind == "review" and slot_fix.statements == ()
 
 
 def test_hidden_sessions_are_a_skip_beside_what_is_seen() -> None:
@@ -68,7 +70,7 @@ def test_open_transaction_found_terminated_and_gone(db: TestDB, tmp_path: Path) 
         (f,) = check(db, "--config", str(config)).findings("QA202")
         assert f["evidence"]["application_name"] == "long_report"
         assert f["evidence"]["state"] == "idle in transaction"
-        apply_fix(db, f)
+        apply_fix(db, f, review=True)
         assert_quiet(check(db, "--config", str(config)), "QA202")
     finally:
         holder.close()
@@ -127,8 +129,10 @@ def test_prepared_transaction_found_rolled_back_as_printed_and_gone(
             conn.execute("PREPARE TRANSACTION 'stuck_2pc'")
         (f,) = check(db, "--config", str(config)).findings("QA202")
         assert f["evidence"]["kind"] == "prepared transaction"
-        assert f["fix"]["statements"] == ["ROLLBACK PREPARED 'stuck_2pc';"]
-        apply_fix(db, f)
+        assert f["fix"]["statements"] == []
+        assert [s["sql"] for s in fix_steps(f, "review")] == ["ROLLBACK PREPARED 'stuck_2pc';"]
+        assert fix_steps(f, "review")[0]["in_transaction_block"] is False
+        apply_fix(db, f, review=True)
         assert db.execute("SELECT count(*) FROM pg_prepared_xacts") == [(0,)]
         assert_quiet(check(db, "--config", str(config)), "QA202")
 

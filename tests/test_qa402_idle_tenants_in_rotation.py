@@ -15,7 +15,7 @@ import psycopg
 from qadvisor.model import Finding, Severity, Skip, Snapshot
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check
+from tests.helpers import apply_fix, assert_quiet, check, fix_steps
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
     FIFO_IDX,
@@ -43,7 +43,9 @@ def test_idle_tenants_flagged_with_the_measured_estimate_and_a_race_safe_prune()
     # About 1 us per idle tenant: the measured 989 idle tenants cost 1.17 - 0.15 ms.
     assert 0.9 < ev["estimated_ms_per_dequeue"] < 1.2
     assert f.fix is not None
-    (prune,) = f.fix.statements
+    assert f.fix.statements == ()  # a review step: it needs the enqueue change first
+    ((prune, lock),) = [(s.sql, s.lock) for s in f.fix.of_kind("review")]
+    assert lock == "ROW EXCLUSIVE"
     assert prune.startswith("DO $prune$") and prune.endswith("$prune$;")
     assert "FOR UPDATE SKIP LOCKED" in prune
     assert prune.count("NOT EXISTS (SELECT 1 FROM public.jobs j WHERE j.tenant_id = "
@@ -115,8 +117,7 @@ def test_idle_tenants_found_pruned_and_gone(db: TestDB) -> None:
     assert (f["evidence"]["idle_tenants"], f["evidence"]["rotation_rows"]) == (289, 300)
     assert f["target"] == {"kind": "table", "schema": "public", "table": "queue_tenants",
                            "name": "queue_tenants"}  # fmt: skip
-    for statement in f["fix"]["statements"]:
-        db.execute(statement)
+    apply_fix(db, f, review=True)
     left = db.execute("SELECT tenant_id FROM queue_tenants ORDER BY 1")
     assert [r[0] for r in left] == list(range(1, 12))
     assert_quiet(check(db, "--query", RR_FIXED), "QA402")
@@ -131,7 +132,7 @@ def _enqueue_statement(notes: str) -> str:
 def test_the_prune_is_safe_against_an_enqueue_that_locks_the_rotation_row(db: TestDB) -> None:
     build_idle_rotation(db)
     (f,) = check(db, "--query", RR_FIXED).findings("QA402")
-    (prune,) = f["fix"]["statements"]
+    (prune,) = [s["sql"] for s in fix_steps(f, "review")]
     upsert = _enqueue_statement(f["fix"]["notes"])
 
     # Tenant 200 is idle; an enqueue for it is in flight (job inserted, not committed yet)
@@ -162,7 +163,7 @@ def test_the_prune_is_safe_against_an_enqueue_that_locks_the_rotation_row(db: Te
 def test_an_enqueue_after_the_prune_locked_the_row_waits_and_reinserts(db: TestDB) -> None:
     build_idle_rotation(db)
     (f,) = check(db, "--query", RR_FIXED).findings("QA402")
-    (prune,) = f["fix"]["statements"]
+    (prune,) = [s["sql"] for s in fix_steps(f, "review")]
     upsert = _enqueue_statement(f["fix"]["notes"])
     with psycopg.connect(db.dsn) as pruner, psycopg.connect(db.dsn, autocommit=True) as app:
         pruner.execute(prune)  # deleted and locked, not committed

@@ -8,8 +8,8 @@ the queue table, the round-robin LATERAL form) without a database; it refuses an
 must not be planned, and prints the rewritten statements that fixes propose. By job:
 
 - ``screening``: split text into statements, refuse what must not be planned, parse the rest;
-- ``analysis``: the dataclasses, :func:`analyse`, :func:`fingerprint`, the conditions and
-  literal values of SQL text the catalog and EXPLAIN give;
+- ``analysis``: the dataclasses, :func:`analyse`, :func:`fingerprint`, the conditions,
+  columns, literal and array values of SQL text the catalog and EXPLAIN give;
 - ``rewriting``: the text made fit to plan, the planner's index probe, the rewrites.
 
 (``levels`` holds what the analysis and the rewriting both read of a tree: names, FROM items,
@@ -34,8 +34,11 @@ from qadvisor.dequeue.analysis import (
     StatementKind,
     WaitPolicy,
     analyse,
+    array_values,
+    condition_columns,
     condition_predicates,
     fingerprint,
+    literal_value,
     window_partitions,
 )
 from qadvisor.dequeue.rewriting import (
@@ -72,11 +75,14 @@ __all__ = [
     "StatementKind",
     "WaitPolicy",
     "analyse",
+    "array_values",
     "check_plannable",
+    "condition_columns",
     "condition_predicates",
     "fingerprint",
     "index_probe",
     "is_placeholder",
+    "literal_value",
     "normalise_for_planning",
     "quiet_sqlglot",
     "split_statements",

@@ -34,6 +34,7 @@ from qadvisor.dequeue.levels import (
 )
 from qadvisor.dequeue.screening import (
     StatementError,
+    expression,
     is_placeholder,
     main_statement,
     parse,
@@ -183,6 +184,116 @@ def condition_predicates(condition: str) -> tuple[Predicate, ...]:
     select = main_statement(tree)
     assert isinstance(select, exp.Select)
     return tuple(_predicates(select, "qadvisor_condition"))
+
+
+def condition_columns(condition: str) -> frozenset[str]:
+    """The names of the columns a condition mentions, however qualified (``status``,
+    ``tenant_id`` of ``qt.tenant_id``), as PostgreSQL folds them; values, types and function
+    names are not columns. A condition the parser does not take whole (EXPLAIN's ``hashed
+    SubPlan 1``) is read from its tokens instead."""
+    try:
+        tree = parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
+    except StatementError:
+        return _token_columns(condition)
+    names = set()
+    for column in tree.find_all(exp.Column):
+        name = folded_name(column.this)
+        if name is not None:
+            names.add(name)
+    return frozenset(names)
+
+
+def _token_columns(condition: str) -> frozenset[str]:
+    names = set()
+    tokens = tokenize(condition)
+    for i, token in enumerate(tokens):
+        if token.token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+            continue
+        following = tokens[i + 1].token_type if i + 1 < len(tokens) else None
+        if following in (TokenType.L_PAREN, TokenType.DOT):
+            continue  # a function's or a qualifier's name, not a column
+        if i and tokens[i - 1].token_type in (TokenType.DCOLON, TokenType.ALIAS):
+            continue  # a type: 'queued'::job_status, CAST(... AS job_status)
+        names.add(token.text if token.token_type == TokenType.IDENTIFIER else token.text.lower())
+    return frozenset(names)
+
+
+def literal_value(text: str) -> str | None:
+    """The value of an SQL literal as Param text spells it: ``'queued'``, ``E'a\\\\b'``,
+    ``CAST('queued' AS job_status)``, ``'queued'::job_status``, ``42``, ``-1.5``; None for
+    anything else (a parameter, a column, an expression)."""
+    try:
+        node = expression(text, "an SQL literal")
+    except StatementError:
+        return None
+    return _literal_of(node)
+
+
+def _literal_of(node: exp.Expr) -> str | None:
+    inner = unwrap(node)
+    negative = isinstance(inner, exp.Neg)
+    if negative:
+        inner = unwrap(inner.this)
+    if isinstance(inner, exp.Literal) and not inner.is_string:
+        return ("-" if negative else "") + str(inner.this)
+    if isinstance(inner, exp.Literal | exp.ByteString) and not negative:
+        return str(inner.this)
+    return None
+
+
+def array_values(text: str) -> tuple[str, ...] | None:
+    """The items of a text array written as a literal, ``'{a,"b c"}'`` (PostgreSQL's array
+    input syntax: double quotes, backslash escapes), or as ``ARRAY['a', 'b']``, casts
+    allowed; None for anything else (an item that is NULL or not a literal included)."""
+    try:
+        node = unwrap(expression(text, "an array"))
+    except StatementError:
+        return None
+    if isinstance(node, exp.Array):
+        items = [_literal_of(e) for e in node.expressions]
+        return None if any(i is None for i in items) else tuple(i for i in items if i is not None)
+    value = _literal_of(node)
+    if value is None or not (value.startswith("{") and value.endswith("}")):
+        return None
+    return _array_items(value[1:-1])
+
+
+def _array_items(body: str) -> tuple[str, ...] | None:
+    """The items of a one-dimensional array's text between its braces."""
+    items: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        while i < n and body[i].isspace():
+            i += 1
+        if i == n:
+            break
+        if body[i] == '"':
+            i += 1
+            chars = []
+            while i < n and body[i] != '"':
+                if body[i] == "\\" and i + 1 < n:
+                    i += 1
+                chars.append(body[i])
+                i += 1
+            if i == n:
+                return None  # no closing quote
+            items.append("".join(chars))
+            i += 1
+        else:
+            start = i
+            while i < n and body[i] not in ',"{}':
+                i += 1
+            word = body[start:i].strip()
+            if word.upper() == "NULL" or not word:
+                return None
+            items.append(word)
+        while i < n and body[i].isspace():
+            i += 1
+        if i < n:
+            if body[i] != ",":
+                return None  # nested braces or stray text: not a plain list
+            i += 1
+    return tuple(items)
 
 
 # --- the analysis -----------------------------------------------------------------------

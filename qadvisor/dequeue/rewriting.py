@@ -15,21 +15,8 @@ from typing import TYPE_CHECKING
 from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.postgres import Postgres
 
+from qadvisor.dequeue import levels
 from qadvisor.dequeue.analysis import claimed_table, lock_clause, parameter_index
-from qadvisor.dequeue.levels import (
-    covered,
-    cte_names,
-    filters,
-    folded_name,
-    is_base_table,
-    locking_select,
-    of_names,
-    qualifier,
-    source_key,
-    sources,
-    sql_text,
-    table_name,
-)
 from qadvisor.dequeue.screening import (
     DIALECT,
     StatementError,
@@ -138,12 +125,12 @@ def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str
     here with the queue table's alias.
     """
     tree = parse(sql)
-    select = locking_select(tree)
+    select = levels.locking_select(tree)
     if select is None:
         return None
-    queue_table, owner = claimed_table(select, cte_names(tree))
-    key = source_key(queue_table)
-    conditions = [c.copy() for c in filters(owner) if _reads_only(c, key)]
+    queue_table, owner = claimed_table(select, levels.cte_names(tree))
+    key = levels.source_key(queue_table)
+    conditions = [c.copy() for c in levels.filters(owner) if _reads_only(c, key)]
     probe = exp.select("1").from_(queue_table.copy())
     if conditions:
         probe = probe.where(exp.and_(*conditions))
@@ -160,9 +147,9 @@ def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str
 def _reads_only(condition: exp.Expr, key: str) -> bool:
     """The condition names no FROM item of its level but the queue table (``key``): columns of
     sub-selects inside it may name their own FROM items."""
-    inner = {source_key(t) for t in condition.find_all(exp.Table)}
+    inner = {levels.source_key(t) for t in condition.find_all(exp.Table)}
     return all(
-        qualifier(c) in (None, key) or qualifier(c) in inner
+        levels.qualifier(c) in (None, key) or levels.qualifier(c) in inner
         for c in condition.find_all(exp.Column)
         if isinstance(c.this, exp.Identifier)
     )
@@ -184,17 +171,17 @@ def with_order_by(sql: str, columns: Sequence[str]) -> str:
     if not columns:
         raise ValueError("with_order_by needs at least one column")
     tree = parse(sql)
-    select = locking_select(tree)
+    select = levels.locking_select(tree)
     if select is None:
         raise StatementError("no SELECT ... FOR UPDATE/SHARE whose ORDER BY could be set")
-    queue_table, _ = claimed_table(select, cte_names(tree))
-    qualify = len(sources(select)) > 1
+    queue_table, _ = claimed_table(select, levels.cte_names(tree))
+    qualify = len(levels.sources(select)) > 1
     items = []
     for column in columns:
         ordered = _ordered(column)
         target = ordered.this
         if qualify and isinstance(target, exp.Column) and not target.args.get("table"):
-            target.set("table", exp.to_identifier(source_key(queue_table)))
+            target.set("table", exp.to_identifier(levels.source_key(queue_table)))
         items.append(ordered)
     select.set("order", exp.Order(expressions=items))
     return _pretty(tree)
@@ -234,13 +221,13 @@ def with_skip_locked(sql: str, schema: str | None, table: str) -> str | None:
         tree = parse(sql)
     except StatementError:
         return None
-    select = locking_select(tree)
+    select = levels.locking_select(tree)
     if select is None:
         return None
-    ctes = cte_names(tree)
+    ctes = levels.cte_names(tree)
     locks: list[exp.Lock] = select.args["locks"]
-    locked = [t for t, _ in covered(select, of_names(locks), ctes)]
-    if any(table_name(t) != table for t in locked):
+    locked = [t for t, _ in levels.covered(select, levels.of_names(locks), ctes)]
+    if any(levels.table_name(t) != table for t in locked):
         name = _queue_source_name(select, schema, table, ctes)
         if name is None:
             return None
@@ -265,12 +252,12 @@ def _queue_source_name(
     alias (or name), or the alias of the sub-select / LATERAL that reads it."""
 
     def is_queue(node: exp.Expr) -> bool:
-        if not is_base_table(node, ctes) or table_name(node) != table:  # type: ignore[arg-type]
+        if not levels.is_base_table(node, ctes) or levels.table_name(node) != table:  # type: ignore[arg-type]
             return False
-        written = folded_name(node.args.get("db"))
+        written = levels.folded_name(node.args.get("db"))
         return written is None or schema is None or written == schema
 
-    for source in sources(select):
+    for source in levels.sources(select):
         alias = source.args.get("alias")
         alias_id = alias.this if isinstance(alias, exp.TableAlias) else None
         if is_queue(source):
@@ -307,9 +294,9 @@ def with_lock_outside(sql: str, queue: str, keys: Sequence[str]) -> str | None:
     returned = {e.output_name: e for e in tree.selects}
     if not all(k in returned for k in keys):
         raise KeyNotReturned(f"the statement does not return the key ({', '.join(keys)})")
-    strength = lock_clause(tree.args["locks"][0], tree, cte_names(tree)).strength.upper()
+    strength = lock_clause(tree.args["locks"][0], tree, levels.cte_names(tree)).strength.upper()
     tree.set("locks", None)
-    inner = sql_text(tree)
+    inner = levels.sql_text(tree)
     names = [_output_identifier(returned[k]) for k in keys]
     listed = ", ".join(names)
     outer = listed if len(keys) == 1 else f"({listed})"
@@ -329,4 +316,4 @@ def _output_identifier(select_item: exp.Expr) -> str:
     node = select_item.args.get("alias") if isinstance(select_item, exp.Alias) else select_item
     if isinstance(node, exp.Column):
         node = node.this
-    return sql_text(node) if isinstance(node, exp.Identifier) else select_item.output_name
+    return levels.sql_text(node) if isinstance(node, exp.Identifier) else select_item.output_name

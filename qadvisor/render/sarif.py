@@ -113,7 +113,7 @@ def _bare_rule(f: Finding) -> dict[str, Any]:
 
 
 def _result(f: Finding, rule_index: int) -> dict[str, Any]:
-    return {
+    result = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": LEVEL[f.severity],
@@ -128,6 +128,36 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
             "docs": f.docs,
         },
     }
+    fixes = _fixes(f)
+    if fixes:
+        result["fixes"] = fixes
+    return result
+
+
+def _fixes(f: Finding) -> list[dict[str, Any]]:
+    """SARIF fixes: the migration steps only, each as text inserted at the start of the
+    finding's artifact. A rewrite is application code and a review step is for a person to
+    judge, so neither is offered as something a tool may apply."""
+    if f.fix is None or not f.fix.statements:
+        return []
+    location = _location(f.target)["physicalLocation"]["artifactLocation"]
+    notes = list(dict.fromkeys(s.note for s in f.fix.of_kind("migration") if s.note))
+    return [
+        {
+            "description": {"text": " ".join(["Run as printed, in order.", *notes])},
+            "artifactChanges": [
+                {
+                    "artifactLocation": location,
+                    "replacements": [
+                        {
+                            "deletedRegion": {"startLine": 1, "startColumn": 1, "endColumn": 1},
+                            "insertedContent": {"text": "\n".join(f.fix.statements) + "\n"},
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
 
 
 def _location(t: Target) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from qadvisor.model import Finding, Report, Severity
+from qadvisor.model import Finding, FixStep, Report, Severity
+from qadvisor.render.steps import step_heading
 from qadvisor.render.values import evidence_text
 from qadvisor.render.verdict import checks_run_note, discovery_gaps, not_judged_lines, verdict
 from qadvisor.sqltext import predicate_sql
@@ -98,8 +99,8 @@ def _finding(f: Finding) -> Panel:
     parts += [Text(""), ev]
     if f.fix:
         parts.append(Text(f"\nfix ({f.fix.safety}):", style="bold"))
-        parts.append(Syntax("\n".join(f.fix.statements), "sql", word_wrap=True,
-                            background_color="default"))  # fmt: skip
+        for step in f.fix.steps:
+            parts += _step(step)
         if f.fix.notes:
             parts.append(Text(f.fix.notes, style="dim"))
     parts.append(Text(f"docs: {f.docs}", style="dim"))
@@ -107,6 +108,25 @@ def _finding(f: Finding) -> Panel:
         (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"
     )
     return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
+
+
+def _step(step: FixStep) -> list[Any]:
+    """A step under its heading; a rewrite as the statement before and after, never as one
+    block to run."""
+    parts: list[Any] = [Text(step_heading(step), style="bold")]
+    if step.kind == "rewrite":
+        if step.before is not None:
+            parts += [Text("before:", style="dim"), _sql(step.before)]
+        parts += [Text("after:", style="dim"), _sql(step.sql)]
+    else:
+        parts.append(_sql(step.sql))
+    if step.note:
+        parts.append(Text(step.note, style="dim"))
+    return parts
+
+
+def _sql(text: str) -> Syntax:
+    return Syntax(text, "sql", word_wrap=True, background_color="default")
 
 
 def write(report: Report, out: TextIO) -> None:
