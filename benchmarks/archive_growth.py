@@ -17,10 +17,10 @@ from pathlib import Path
 
 import psycopg
 
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
+from qadvisor.demo.pgserver import embedded_bin_dir, start_server, system_bin_dirs
 from qadvisor.engine import run_checks
-from qadvisor.pgserver import embedded_bin_dir, start_server, system_bin_dirs
 from qadvisor.registry import load_checks
 from qadvisor.units import human_bytes
 

@@ -56,13 +56,13 @@ import psycopg
 from psycopg import sql
 
 import qadvisor
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
-from qadvisor.demo import CLAIM
-from qadvisor.demo import SCHEMA as QUEUE_SCHEMA
+from qadvisor.demo.pgserver import LocalServer, embedded_bin_dir, start_server
+from qadvisor.demo.queue import CLAIM
+from qadvisor.demo.queue import SCHEMA as QUEUE_SCHEMA
 from qadvisor.engine import run_checks
 from qadvisor.model import Report, Snapshot
-from qadvisor.pgserver import LocalServer, embedded_bin_dir, start_server
 from qadvisor.registry import Check, load_checks
 
 T = TypeVar("T")

@@ -26,27 +26,20 @@ from qadvisor.api import (
     dequeue_statements,
     describe_node,
     distinct_values,
+    existing_tenant_index,
     human_count,
     ident,
-    index_name,
     live_rows,
-    parse_index_predicate,
-    predicate_sql,
     qualified,
     scans,
     statement_evidence,
     statement_id,
     statement_label,
     tenant_facts,
+    tenant_index_sql,
+    tenant_order,
     with_order_by,
 )
-
-# Columns that record when a job was queued, preferred first: ordering the per-tenant
-# sub-select by one of them (then the key) is an order only a tenant-led index supplies.
-TIME_COLUMNS = (
-    "enqueued_at", "queued_at", "created_at", "inserted_at", "submitted_at", "scheduled_at",
-    "run_at", "available_at",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -169,70 +162,6 @@ def other_order_index(table: Table, tenant: str, order: Sequence[OrderItem]) -> 
         if idx.is_valid and idx.columns[:1] != (tenant,) and idx.columns[: len(cols)] == cols:
             return idx
     return None
-
-
-def primary_key(table: Table) -> tuple[str, ...]:
-    pk = next((i for i in table.indexes if i.is_primary), None)
-    if pk is None or not all(pk.columns):
-        return ()
-    return tuple(c for c in pk.columns if c is not None)
-
-
-def tenant_order(table: Table, tenant: str, current: Sequence[OrderItem]) -> tuple[OrderItem, ...]:
-    """An ORDER BY for the per-tenant sub-select that only a tenant-led index supplies.
-
-    The current order when no other index supplies it; ordered by the key alone (``id``)
-    or by another index's leading columns, the queue-time column goes first (measured:
-    ``ORDER BY enqueued_at, id``). No current order: queue time, then the key.
-    """
-    items = [o for o in current if o.column != tenant]
-    if any(table.column(o.column) is None for o in items):
-        return tuple(current)  # expressions: leave them to the user
-    cols = tuple(o.column for o in items)
-    pk = primary_key(table)
-    when = next((c for c in TIME_COLUMNS if table.column(c) is not None), None)
-    if not items:
-        return tuple(OrderItem(c) for c in ((when,) if when else ()) + pk)
-    servable = cols == pk[: len(cols)] or any(
-        i.is_valid and i.columns[:1] != (tenant,) and i.columns[: len(cols)] == cols
-        for i in table.indexes
-    )
-    if servable and when is not None and when not in cols:
-        return (OrderItem(when), *items)
-    return tuple(items)
-
-
-def _value_words(live: LivePredicate) -> list[str]:
-    if live.op == "is null":
-        return [f"{live.column}_null"]
-    return list(live.values[:2])
-
-
-def existing_tenant_index(table: Table, live: LivePredicate, keys: Sequence[str]) -> Index | None:
-    """A valid partial index on the live predicate keyed exactly (tenant, order columns...)."""
-    for idx in table.indexes:
-        if not (idx.is_valid and idx.predicate) or idx.columns != tuple(keys):
-            continue
-        parsed = parse_index_predicate(idx.predicate)
-        if parsed is not None and (parsed.column, parsed.op, set(parsed.values)) == (
-            live.column,
-            live.op,
-            set(live.values),
-        ):
-            return idx
-    return None
-
-
-def tenant_index_sql(
-    table: Table, live: LivePredicate, tenant: str, order: Sequence[OrderItem]
-) -> tuple[str, str]:
-    """(index name, CREATE INDEX CONCURRENTLY statement) of the per-tenant partial index."""
-    keys = [ident(tenant)] + [ident(o.column) + (" DESC" if o.descending else "") for o in order]
-    name = index_name(table.name, [*_value_words(live), tenant, *(o.column for o in order)])
-    return name, (
-        f"CREATE INDEX CONCURRENTLY {ident(name)} ON {qualified(table.schema, table.name)} "
-        f"({', '.join(keys)}) WHERE {predicate_sql(live)};"
-    )
 
 
 def n_distinct_sql(table: Table, tenant: str, n: int) -> str:

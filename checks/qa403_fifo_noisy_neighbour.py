@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from checks.qa401_round_robin_walks_backlog import (
-    existing_tenant_index,
-    primary_key,
-    tenant_index_sql,
-    tenant_order,
-)
 from qadvisor.api import (
-    Fix,
     Issue,
     LivePredicate,
-    OrderItem,
     Severity,
     Snapshot,
     Statement,
@@ -27,11 +19,8 @@ from qadvisor.api import (
     check,
     human_count,
     human_seconds,
-    ident,
-    index_name,
-    predicate_sql,
-    qualified,
     queue_facts,
+    round_robin_fix,
     statement_id,
     statement_queue,
     tenant_facts,
@@ -220,68 +209,3 @@ def _issue(
         ),
         fix=round_robin_fix(table, live, facts.tenant_column, order),
     )
-
-
-def rotation_name(table: Table) -> str:
-    return f"{table.name[: 63 - len('_tenants')]}_tenants"
-
-
-def round_robin_fix(
-    table: Table, live: LivePredicate | None, tenant: str, order: Sequence[OrderItem]
-) -> Fix | None:
-    """The round-robin pattern for a queue table: rotation table, per-tenant partial index,
-    the LATERAL dequeue; None without a live predicate to write them with."""
-    if live is None:
-        return None
-    column = table.column(tenant)
-    tenant_type = column.type if column is not None else "bigint"
-    queue = qualified(table.schema, table.name)
-    rot_name = rotation_name(table)
-    rotation = qualified(table.schema, rot_name)
-    t = ident(tenant)
-    where = predicate_sql(live)
-    rr_order = tenant_order(table, tenant, order)
-    keys = (tenant, *(o.column for o in rr_order))
-    statements = [
-        f"CREATE TABLE {rotation} (\n  {t} {tenant_type} PRIMARY KEY,\n"
-        "  last_served timestamptz NOT NULL DEFAULT '-infinity'\n);",
-        f"CREATE INDEX {ident(index_name(rot_name, ['last_served']))} ON {rotation} (last_served);",
-        f"INSERT INTO {rotation} ({t})\nSELECT DISTINCT {t} FROM {queue}\n"
-        f" WHERE {where} AND {t} IS NOT NULL\nON CONFLICT DO NOTHING;",
-    ]
-    index = existing_tenant_index(table, live, keys)
-    if index is None:
-        _, create = tenant_index_sql(table, live, tenant, rr_order)
-        statements.append(create)
-    pk = primary_key(table) or ("ctid",)
-    inner_cols = ", ".join(ident(c) for c in pk)
-    outer_cols = ", ".join(f"j.{ident(c)}" for c in pk)
-    order_sql = ", ".join(ident(o.column) + (" DESC" if o.descending else "") for o in rr_order)
-    dequeue = (
-        f"SELECT {outer_cols}, qt.{t}\n"
-        f"FROM {rotation} qt\n"
-        "CROSS JOIN LATERAL (\n"
-        f"  SELECT {inner_cols} FROM {queue}\n"
-        f"  WHERE {t} = qt.{t} AND {where}\n"
-        + (f"  ORDER BY {order_sql}\n" if order_sql else "")
-        + "  LIMIT 1\n"
-        "  FOR UPDATE SKIP LOCKED\n"
-        ") j\n"
-        "ORDER BY qt.last_served\n"
-        "LIMIT 1;"
-    )
-    statements.append(dequeue)
-    notes = (
-        "Run the statements in order (CREATE INDEX CONCURRENTLY on its own, outside a "
-        "transaction block). The last one is the new dequeue for the application, not part "
-        "of the migration: in the same claim transaction, after it, mark the job running as "
-        f"today and run `UPDATE {rotation} SET last_served = clock_timestamp() WHERE {t} = $1` "
-        "for the tenant it returned. The lock stays on the job in the sub-select, so a large "
-        "tenant still uses every worker. Each enqueue adds its tenant in the same transaction "
-        f"as the job: `INSERT INTO {rotation} ({t}) VALUES ($1) ON CONFLICT ({t}) DO UPDATE "
-        f"SET last_served = {ident(rot_name)}.last_served`, a no-op update that keeps the "
-        "tenant's turn and locks its row against a concurrent prune (QA402 explains removing "
-        "idle tenants safely; DO NOTHING would not lock it). Check the "
-        "new dequeue's plan with a skewed backlog: `qadvisor check --query` (QA401)."
-    )
-    return Fix(tuple(statements), notes, "review")

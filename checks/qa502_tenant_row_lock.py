@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from checks.qa501_lock_without_skip_locked import claims, healthy_lock_sql, statement_target
 from qadvisor.api import (
     Fix,
     Issue,
@@ -12,8 +11,11 @@ from qadvisor.api import (
     Snapshot,
     Unmet,
     check,
+    locking_statements,
     statement_evidence,
     statement_label,
+    statement_target,
+    with_skip_locked,
 )
 
 
@@ -53,7 +55,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     that reads no other table at the locking level). A queue whose dequeue statement is not
     known is reported as skipped.
     """
-    for item in claims(snapshot):
+    for item in locking_statements(snapshot):
         if isinstance(item, Unmet):
             yield item
             continue
@@ -75,7 +77,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
             + ("" if locks_job else ", and two workers can claim the same job")
             + "."
         )
-        rewritten = healthy_lock_sql(stmt, job)
+        rewritten = with_skip_locked(stmt.text, *job)
         fix = None
         if rewritten is not None:
             fix = Fix(

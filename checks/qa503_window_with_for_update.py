@@ -6,32 +6,27 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
-
-from checks.qa401_round_robin_walks_backlog import primary_key
-from checks.qa403_fifo_noisy_neighbour import round_robin_fix
-from checks.qa501_lock_without_skip_locked import claims, statement_target
 from qadvisor.api import (
     Fix,
     Issue,
+    KeyNotReturned,
     Severity,
     Snapshot,
     Statement,
-    StatementError,
     Table,
     Unmet,
     check,
-    ident,
+    locking_statements,
     qualified,
+    round_robin_fix,
     statement_evidence,
     statement_label,
+    statement_target,
     tenant_facts,
-    with_literals,
+    window_partitions,
+    with_lock_outside,
 )
 
-DIALECT = "postgres"
 # A PARTITION BY column that names a tenant: the window picks one job per tenant.
 _TENANT = re.compile(
     r"(^|_)(tenant|account|customer|org|organi[sz]ation|workspace|team|project|company|client|"
@@ -73,7 +68,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     sub-select, or in a derived table that `FOR UPDATE OF` leaves out, are accepted. A queue
     whose dequeue statement is not known is reported as skipped.
     """
-    for item in claims(snapshot):
+    for item in locking_statements(snapshot):
         if isinstance(item, Unmet):
             yield item
             continue
@@ -91,7 +86,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
                 (q for q in snapshot.queues if (q.schema, q.table) == (table.schema, table.name)),
                 None,
             )
-        partition = _partition_columns(stmt.text)
+        partition = list(window_partitions(stmt.text))
         facts = tenant_facts(snapshot, table.schema, table.name) if table else None
         tenant = next(
             (
@@ -138,56 +133,22 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         )
 
 
-def _partition_columns(text: str) -> list[str]:
-    try:
-        tree = sqlglot.parse_one(text, dialect=DIALECT)
-    except (ParseError, TokenError):
-        return []
-    out: list[str] = []
-    for window in tree.find_all(exp.Window):
-        for col in window.args.get("partition_by") or []:
-            if isinstance(col, exp.Column) and col.name and col.name not in out:
-                out.append(col.name if col.this.quoted else col.name.lower())
-    return out
-
-
 def _wrapped_fix(stmt: Statement, table: Table | None, job: tuple[str | None, str]) -> Fix:
     """``SELECT * FROM queue WHERE pk IN (SELECT pk FROM (<windowed query, unlocked>) w) FOR
     UPDATE SKIP LOCKED`` for a top-level SELECT that returns the key; else a template."""
-    parsed = stmt.parsed
-    assert parsed is not None
     queue = qualified(job[0], job[1])
-    pk = primary_key(table) if table is not None else ()
+    pk = table.primary_key if table is not None else ()
     template = (
         "Compute the window in a sub-select of WHERE and lock at the outer level: "
         f"`SELECT * FROM {queue} WHERE <key> IN (SELECT <key> FROM (<the windowed query "
         "without FOR UPDATE>) w) FOR UPDATE SKIP LOCKED`."
     )
     try:
-        tree = sqlglot.parse_one(stmt.text, dialect=DIALECT)
-    except (ParseError, TokenError):
-        return Fix((), template, "review")
-    if not (isinstance(tree, exp.Select) and tree.args.get("locks") and pk):
-        return Fix((), template, "review")
-    if not all(c in tree.named_selects for c in pk):
+        text = with_lock_outside(stmt.text, queue, pk)
+    except KeyNotReturned:
         return Fix((), template + f" The statement must return the key ({', '.join(pk)}).",
                    "review")  # fmt: skip
-    lock = tree.args["locks"][0]
-    strength = "NO KEY UPDATE" if lock.args.get("key") and lock.args.get("update") else "UPDATE"
-    if not lock.args.get("update"):
-        strength = "KEY SHARE" if lock.args.get("key") else "SHARE"
-    tree.set("locks", None)
-    inner = tree.sql(dialect=DIALECT)
-    keys = ", ".join(ident(c) for c in pk)
-    outer_keys = keys if len(pk) == 1 else f"({keys})"
-    chosen = ", ".join(f"w.{ident(c)}" for c in pk)
-    wrapped = (
-        f"SELECT * FROM {queue} WHERE {outer_keys} IN (SELECT {chosen} FROM ({inner}) AS w) "
-        f"FOR {strength} SKIP LOCKED"
-    )
-    try:
-        text = with_literals(wrapped, {})
-    except StatementError:
+    if text is None:
         return Fix((), template, "review")
     return Fix(
         (text + ";",),

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from qadvisor.dequeue import DequeueStatement
 from qadvisor.model import LivePredicate
-from qadvisor.plans import operand_values
+from qadvisor.predicates import operand_values
 from qadvisor.sqltext import predicate_sql
 
 # The spelling PostgreSQL's RI triggers use (ri_triggers.c builds it with OPERATOR(...)).

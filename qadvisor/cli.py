@@ -8,19 +8,19 @@ above it (or, with --fail-on-skip, a check that could not judge a queue, or no q
 from __future__ import annotations
 
 import enum
-import json
-import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 
+from qadvisor.errors import InputError
+
 if TYPE_CHECKING:
-    from qadvisor.config import Config
-    from qadvisor.connect import SessionLimits
-    from qadvisor.model import Report, Snapshot
-    from qadvisor.registry import Check
+    from rich.progress import Progress
+
+T = TypeVar("T")
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -55,13 +55,18 @@ class FailOn(enum.StrEnum):
     never = "never"
 
 
-class UserError(Exception):
-    """Bad input or an unreachable server: one line on stderr, exit 2."""
-
-
 def _fail(message: str) -> NoReturn:
     typer.echo(f"qadvisor: error: {message}", err=True)
     raise typer.Exit(EXIT_ERROR)
+
+
+def _or_fail(step: Callable[[], T]) -> T:
+    """The step's result; bad input, an unreachable server or a broken pack is one line on
+    stderr and exit 2."""
+    try:
+        return step()
+    except InputError as exc:
+        _fail(str(exc))
 
 
 DsnArg = Annotated[
@@ -97,18 +102,25 @@ SampleOpt = Annotated[
     ),
 ]
 StatementTimeoutOpt = Annotated[
-    int,
+    int | None,
     typer.Option(
-        "--statement-timeout", min=100, metavar="MS", help="statement_timeout of the session, ms."
+        "--statement-timeout",
+        min=100,
+        metavar="MS",
+        help="statement_timeout of the session, ms (default: QADVISOR_STATEMENT_TIMEOUT, the "
+        "config file's statement_timeout, else 5000).",
+        show_default=False,
     ),
 ]
 LockTimeoutOpt = Annotated[
-    int,
+    int | None,
     typer.Option(
         "--lock-timeout",
         min=1,
         metavar="MS",
-        help="lock_timeout of the session, ms: qadvisor never waits long on the application.",
+        help="lock_timeout of the session, ms: qadvisor never waits long on the application "
+        "(default: QADVISOR_LOCK_TIMEOUT, the config file's lock_timeout, else 1000).",
+        show_default=False,
     ),
 ]
 QueryOpt = Annotated[
@@ -146,7 +158,8 @@ ConfigOpt = Annotated[
         "--config",
         metavar="FILE",
         help="Settings file (qadvisor.toml, or a pyproject.toml with [tool.qadvisor]). "
-        "Default: ./qadvisor.toml, else ./pyproject.toml. Flags override it.",
+        "Default: QADVISOR_CONFIG, else ./qadvisor.toml, else ./pyproject.toml. The "
+        "QADVISOR_* environment overrides it, flags override both.",
         show_default=False,
     ),
 ]
@@ -156,10 +169,15 @@ ConnectTimeoutOpt = Annotated[
         "--connect-timeout",
         min=1,
         metavar="SECONDS",
-        help="Seconds to wait for a connection (default: the DSN's connect_timeout, "
-        "PGCONNECT_TIMEOUT, else 10).",
+        help="Seconds to wait for a connection (default: QADVISOR_CONNECT_TIMEOUT, the config "
+        "file's connect_timeout, the DSN's connect_timeout, PGCONNECT_TIMEOUT, else 10).",
         show_default=False,
     ),
+]
+
+
+FormatOpt = Annotated[
+    Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
 ]
 
 
@@ -167,15 +185,13 @@ ConnectTimeoutOpt = Annotated[
 def check(
     dsn: DsnArg = None,
     table: TableOpt = None,
-    fmt: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
-    ] = Format.text,
+    fmt: FormatOpt = Format.text,
     fail_on: Annotated[
         FailOn | None,
         typer.Option(
             "--fail-on",
             help="Exit 1 when a finding is at or above this severity (never: no finding fails "
-            "the run). Default: the config file's fail_on, else warning.",
+            "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else warning.",
             case_sensitive=False,
             show_default=False,
         ),
@@ -186,8 +202,8 @@ def check(
             "--fail-on-skip/--no-fail-on-skip",
             help="Also exit 1 when a check could not judge a discovered or named queue (a "
             "hidden fact, another session's lock, an unknown claim) or when no queue was "
-            "found: a CI gate that refuses a blind pass. Default: the config file's "
-            "fail_on_skip, else off.",
+            "found: a CI gate that refuses a blind pass. Default: QADVISOR_FAIL_ON_SKIP, the "
+            "config file's fail_on_skip, else off.",
             show_default=False,
         ),
     ] = None,
@@ -214,8 +230,8 @@ def check(
         ),
     ] = None,
     config: ConfigOpt = None,
-    statement_timeout: StatementTimeoutOpt = 5000,
-    lock_timeout: LockTimeoutOpt = 1000,
+    statement_timeout: StatementTimeoutOpt = None,
+    lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
 ) -> None:
     """Check the queue tables of a database and print findings with the SQL that fixes them.
@@ -223,28 +239,31 @@ def check(
     Read-only: the session runs with default_transaction_read_only, statement_timeout and
     lock_timeout, and only reads catalogs and statistics (never counts the archive).
     """
-    if snapshot is not None and (dsn or table or sample or query or query_file or analyze):
-        _fail(
-            "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
-            "--query, --query-file or --analyze"
-        )
-    try:
-        cfg = _config(config)
-        _check_ignores(cfg, ignore or [])
-        if snapshot is not None:
-            snap = _load_snapshot(snapshot)
-        else:
-            queries = _read_queries([*cfg.queries, *(query or [])],
-                                    [*cfg.query_files, *(query_file or [])])  # fmt: skip
-            limits = _limits(statement_timeout, lock_timeout, connect_timeout)
-            snap = _collect(dsn, table or list(cfg.tables), sample, limits, queries, analyze)
-        report = _run(snap, [*cfg.ignore, *(ignore or [])], cfg)
-        gate = fail_on or FailOn(cfg.fail_on or "warning")
-        blind = fail_on_skip if fail_on_skip is not None else bool(cfg.fail_on_skip)
-    except UserError as exc:
-        _fail(str(exc))
-    _print_report(report, fmt)
-    raise typer.Exit(_exit_code(report, gate, blind))
+    from qadvisor import engine, render
+    from qadvisor.settings import Flags, resolve
+
+    flags = Flags(
+        dsn=dsn,
+        config=config,
+        snapshot=snapshot,
+        tables=table or (),
+        sample=sample,
+        queries=query or (),
+        query_files=query_file or (),
+        analyze=analyze,
+        ignore=ignore or (),
+        fail_on=fail_on.value if fail_on else None,
+        fail_on_skip=fail_on_skip,
+        format=fmt.value,
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+    )
+    settings = _or_fail(lambda: resolve(flags))
+    with _SampleBar() as bar:
+        report = _or_fail(lambda: engine.check(settings, bar))
+    render.write(report, settings.format, sys.stdout, annotations=settings.github_annotations)
+    raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
 
 
 @app.command("snapshot")
@@ -260,23 +279,33 @@ def snapshot_cmd(
     query_file: QueryFileOpt = None,
     analyze: AnalyzeOpt = False,
     config: ConfigOpt = None,
-    statement_timeout: StatementTimeoutOpt = 5000,
-    lock_timeout: LockTimeoutOpt = 1000,
+    statement_timeout: StatementTimeoutOpt = None,
+    lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
 ) -> None:
     """Save the facts qadvisor reads (no table data) so they can be checked later offline.
 
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
-    try:
-        cfg = _config(config)
-        queries = _read_queries([*cfg.queries, *(query or [])],
-                                [*cfg.query_files, *(query_file or [])])  # fmt: skip
-        limits = _limits(statement_timeout, lock_timeout, connect_timeout)
-        snap = _collect(dsn, table or list(cfg.tables), sample, limits, queries, analyze)
-    except UserError as exc:
-        _fail(str(exc))
-    text = json.dumps(snap.to_dict(), indent=2, sort_keys=True) + "\n"
+    from qadvisor import engine
+    from qadvisor.settings import Flags, resolve
+
+    flags = Flags(
+        dsn=dsn,
+        config=config,
+        tables=table or (),
+        sample=sample,
+        queries=query or (),
+        query_files=query_file or (),
+        analyze=analyze,
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+    )
+    settings = _or_fail(lambda: resolve(flags))
+    with _SampleBar() as bar:
+        snap = _or_fail(lambda: engine.collect(settings, bar))
+    text = engine.snapshot_json(snap)
     if str(output) == "-":
         sys.stdout.write(text)
         return
@@ -292,9 +321,7 @@ def demo(
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the server running and print its DSN.")
     ] = False,
-    fmt: Annotated[
-        Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
-    ] = Format.text,
+    fmt: FormatOpt = Format.text,
     rows: Annotated[
         int,
         typer.Option("--rows", min=10_000, max=50_000_000, help="Finished jobs in the archive."),
@@ -306,12 +333,14 @@ def demo(
     small live set, a composite (status, created_at) index and default autovacuum settings.
     """
     from qadvisor import demo as demo_mod
+    from qadvisor import render
+    from qadvisor.settings import defaults
 
-    try:
-        report, kept = demo_mod.run(rows=rows, keep=keep, progress=_stderr_status)
-    except demo_mod.DemoError as exc:
-        _fail(str(exc))
-    _print_report(report, fmt)
+    settings = _or_fail(lambda: defaults(fmt.value))
+    report, kept = _or_fail(
+        lambda: demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
+    )
+    render.write(report, settings.format, sys.stdout, annotations=settings.github_annotations)
     if kept:
         typer.echo(
             f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
@@ -327,214 +356,50 @@ def explain(
     ] = None,
 ) -> None:
     """Show what a check finds, why it matters, how to fix it and when it stays quiet."""
-    try:
-        checks = _load_checks()
-    except UserError as exc:
-        _fail(str(exc))
+    from qadvisor.docs import check_list, check_page, find_check
+    from qadvisor.registry import load_checks
+
+    checks = _or_fail(load_checks)
     if code is None:
-        width = max((len(c.code) for c in checks), default=5)
-        for c in checks:
-            typer.echo(f"{c.code:<{width}}  {c.name:<36} {c.severity.label:<8} {c.summary}")
+        typer.echo(check_list(checks))
         return
-    match = [c for c in checks if code.upper() in (c.code, c.name.upper())]
-    if not match:
+    chk = find_check(checks, code)
+    if chk is None:
         _fail(f"no check {code!r}; `qadvisor explain` lists them")
-    from qadvisor.docs import check_page
-
-    typer.echo(check_page(match[0]))
+    typer.echo(check_page(chk))
 
 
-def _exit_code(report: Report, fail_on: FailOn, fail_on_skip: bool = False) -> int:
-    from qadvisor.model import Severity
+class _SampleBar:
+    """A progress bar on stderr while --sample waits (hidden when stderr is not a terminal),
+    shown from the first report of progress until the block ends."""
 
-    if fail_on_skip and not report.fully_judged:
-        return EXIT_FINDINGS
-    if fail_on is FailOn.never:
-        return EXIT_OK
-    floor = Severity.parse(fail_on.value)
-    return EXIT_FINDINGS if any(f.severity >= floor for f in report.findings) else EXIT_OK
-
-
-def _load_snapshot(path: Path) -> Snapshot:
-    from qadvisor.model import Snapshot
-
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UserError(f"{path} is not a qadvisor snapshot (not JSON)") from None
-    try:
-        return Snapshot.from_dict(data)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise UserError(f"{path} is not a qadvisor snapshot: {exc}") from None
-
-
-def _read_queries(queries: list[str], files: list[Path]) -> list[tuple[str, str]]:
-    """(source, text) pairs; a --query that is not one plannable statement is refused."""
-    from qadvisor import dequeue
-
-    out: list[tuple[str, str]] = []
-    for i, text in enumerate(queries, 1):
-        try:
-            dequeue.check_plannable(text)
-        except dequeue.StatementError as exc:
-            raise UserError(f"--query {i} refused: {exc}") from None
-        out.append((f"--query {i}", text))
-    for path in files:
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-            raise UserError(f"cannot read --query-file {path}: {reason}") from None
-        try:
-            statements = dequeue.statement_lines(text)
-        except dequeue.StatementError as exc:
-            raise UserError(f"--query-file {path}: {exc}") from None
-        out += [(f"{path}:{line}", stmt) for line, stmt in statements]
-    return out
-
-
-def _limits(
-    statement_timeout: int, lock_timeout: int, connect_timeout: int | None
-) -> SessionLimits:
-    from qadvisor.connect import SessionLimits
-
-    return SessionLimits(statement_timeout, lock_timeout, connect_timeout)
-
-
-def _collect(
-    dsn: str | None,
-    tables: list[str],
-    sample: float | None,
-    limits: SessionLimits,
-    queries: list[tuple[str, str]],
-    analyze: bool,
-) -> Snapshot:
-    import psycopg
-
-    from qadvisor.collect.snapshot import CollectError, collect
-    from qadvisor.connect import ConnectError, connect, redact
-
-    try:
-        conn = connect(dsn, limits)
-    except ConnectError as exc:
-        raise UserError(str(exc)) from None
-    try:
-        with conn:
-            if sample:
-                with _sample_progress() as progress:
-                    return collect(conn, tables, sample, progress, queries, analyze)
-            return collect(conn, tables, None, None, queries, analyze)
-    except CollectError as exc:
-        raise UserError(str(exc)) from None
-    except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise UserError(f"reading the catalog failed: {redact(first, dsn)}") from None
-
-
-class _sample_progress:
-    """A progress bar on stderr while --sample waits (hidden when stderr is not a terminal)."""
-
-    def __enter__(self) -> _sample_progress:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._progress = Progress(
-            TextColumn("sampling table counters"),
-            BarColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task("sample", total=1.0)
+    def __enter__(self) -> _SampleBar:
+        self._progress: Progress | None = None
         return self
 
     def __call__(self, elapsed: float, total: float) -> None:
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._progress = Progress(
+                TextColumn("sampling table counters"),
+                BarColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("sample", total=total)
         self._progress.update(self._task, completed=elapsed, total=total)
 
     def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
+        if self._progress is not None:
+            self._progress.stop()
 
 
 def _stderr_status(message: str) -> None:
     typer.echo(f"demo: {message}", err=True)
-
-
-def _config(path: Path | None) -> Config:
-    from qadvisor.config import ConfigError, find_config
-
-    try:
-        return find_config(path)
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _check_ignores(cfg: Config, flags: list[str]) -> None:
-    """Unknown codes in --ignore or the config's ignore: refused before anything is read."""
-    from qadvisor.config import ConfigError, check_ignores
-
-    checks = _load_checks()
-    for where, patterns in ((f"{cfg.source}: ignore", cfg.ignore), ("--ignore", flags)):
-        try:
-            check_ignores(patterns, checks)
-        except ConfigError as exc:
-            raise UserError(f"{where} {exc}") from None
-
-
-def _load_checks() -> tuple[Check, ...]:
-    from qadvisor.registry import PackError, load_checks
-
-    try:
-        return load_checks()
-    except PackError as exc:
-        raise UserError(str(exc)) from None
-
-
-def _run(snapshot: Snapshot, ignore: list[str], cfg: Config) -> Report:
-    from qadvisor.config import ConfigError, check_options
-    from qadvisor.engine import run_checks
-
-    checks = _load_checks()
-    try:
-        options = check_options(checks, cfg)
-    except ConfigError as exc:
-        raise UserError(f"{cfg.source}: {exc}") from None
-    return run_checks(snapshot, checks, options, ignore=ignore)
-
-
-def _print_report(report: Report, fmt: Format) -> None:
-    if fmt is Format.json:
-        from qadvisor.render import json as json_render
-
-        sys.stdout.write(json_render.render(report))
-        return
-    if fmt is Format.markdown:
-        from qadvisor.render import markdown
-
-        sys.stdout.write(markdown.render(report))
-        return
-    if fmt is Format.sarif:
-        from qadvisor.render import sarif
-
-        ran = set(report.checks_run)
-        sys.stdout.write(sarif.render(report, [c for c in _load_checks() if c.code in ran]))
-        return
-    if fmt is Format.junit:
-        from qadvisor.render import junit
-
-        sys.stdout.write(junit.render(report))
-        return
-    from rich.console import Console
-
-    from qadvisor.render import terminal
-
-    terminal.render(report, Console())
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        from qadvisor.render import github
-
-        sys.stdout.write(github.render(report))
 
 
 def main() -> None:

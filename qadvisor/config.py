@@ -1,18 +1,24 @@
-"""Settings resolved once, at the edge: defaults < config file < command-line flags.
+"""The config file, one layer of the settings (qadvisor.settings resolves them all).
 
-The config file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
-``pyproject.toml``, found in the current directory, or the file given with ``--config``::
+The file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
+``pyproject.toml``, found in the current directory, or the file given with ``--config`` (or
+``QADVISOR_CONFIG``)::
 
     fail_on = "critical"
     fail_on_skip = true      # exit 1 when a check could not judge a queue
     tables = ["public.jobs"]
     ignore = ["QA201:public.audit_jobs"]
     query_files = ["sql/dequeue.sql"]
+    statement_timeout = 5000 # ms, like --statement-timeout
+    lock_timeout = 1000      # ms
+    connect_timeout = 10     # seconds
 
     [options.QA201]          # [tool.qadvisor.options.QA201] in pyproject.toml
     min_ratio = 20
 
-Checks receive their options dataclass, never the file.
+Here each value is read and its type checked; bounds, ignores and options are judged with
+the other layers, against the installed checks. Checks receive their options dataclass, never
+the file.
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qadvisor.errors import InputError
 from qadvisor.registry import Check
 
-_KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "queries", "query_files", "options"}
+# --fail-on's values: a severity, or never (no finding fails the run).
+FAIL_ON = ("critical", "warning", "info", "never")
+_KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "queries", "query_files", "options",
+         "statement_timeout", "lock_timeout", "connect_timeout"}  # fmt: skip
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """The config file is unreadable or says something qadvisor does not understand."""
 
 
@@ -44,6 +54,9 @@ class Config:
     queries: tuple[str, ...] = ()
     query_files: tuple[Path, ...] = ()
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    statement_timeout: int | None = None  # ms
+    lock_timeout: int | None = None  # ms
+    connect_timeout: int | None = None  # seconds
 
 
 def find_config(explicit: Path | None, cwd: Path | None = None) -> Config:
@@ -80,8 +93,8 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
     if not isinstance(options, dict) or not all(isinstance(v, dict) for v in options.values()):
         raise ConfigError(f"{path}: options must be tables such as [options.QA201]")
     fail_on = _str(data, "fail_on", path)
-    if fail_on not in (None, "critical", "warning", "info", "never"):
-        raise ConfigError(f"{path}: fail_on must be one of critical, warning, info, never")
+    if fail_on is not None and fail_on not in FAIL_ON:
+        raise ConfigError(f"{path}: fail_on must be one of {', '.join(FAIL_ON)}")
     fail_on_skip = data.get("fail_on_skip")
     if fail_on_skip is not None and not isinstance(fail_on_skip, bool):
         raise ConfigError(f"{path}: fail_on_skip must be true or false")
@@ -94,6 +107,9 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
         queries=_strs(data, "queries", path),
         query_files=tuple(base / p for p in _strs(data, "query_files", path)),
         options={code.upper(): dict(v) for code, v in options.items()},
+        statement_timeout=_int(data, "statement_timeout", path),
+        lock_timeout=_int(data, "lock_timeout", path),
+        connect_timeout=_int(data, "connect_timeout", path),
     )
 
 
@@ -101,6 +117,13 @@ def _str(data: dict[str, Any], key: str, path: Path) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         raise ConfigError(f"{path}: {key} must be a string")
+    return value
+
+
+def _int(data: dict[str, Any], key: str, path: Path) -> int | None:
+    value = data.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise ConfigError(f"{path}: {key} must be an integer")
     return value
 
 
@@ -130,6 +153,12 @@ def check_ignores(patterns: Iterable[str], checks: Sequence[Check]) -> None:
         )
 
 
+# How a config-file value of the option's type is described in an error.
+_KINDS: dict[type, str] = {
+    bool: "true or false", int: "an integer", float: "a number", str: "a string",
+}  # fmt: skip
+
+
 def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
     """Each check's options dataclass with the config's values applied, types checked."""
     known = {c.code: c for c in checks}
@@ -147,6 +176,7 @@ def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
             expected = type(getattr(defaults, name))
             ok = isinstance(value, expected) or (expected is float and isinstance(value, int))
             if not ok or isinstance(value, bool) is not (expected is bool):
-                raise ConfigError(f"{code}.{name} must be a {expected.__name__}")
+                what = _KINDS.get(expected, f"a {expected.__name__}")
+                raise ConfigError(f"{code}.{name} must be {what}")
         out[code] = dataclasses.replace(defaults, **values)
     return out

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import sqlglot
 from sqlglot import Token, TokenType, exp
@@ -42,12 +42,24 @@ class StatementError(ValueError):
 
 # --- data -----------------------------------------------------------------------------
 
+ParamKind = Literal["literal", "parameter", "column", "expression"]
+# "any" is col = ANY(...), "true" a bare boolean column, "false" NOT column, "other" what has
+# no simpler form (OR groups, functions of the column, BETWEEN, ...).
+PredicateOp = Literal[
+    "=", "<>", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null", "any", "true",
+    "false", "other",
+]  # fmt: skip
+LockStrength = Literal["update", "no key update", "share", "key share"]
+WaitPolicy = Literal["skip locked", "nowait"]  # None: the clause waits
+StatementKind = Literal["select", "update", "delete"]
+LockLevel = Literal["top", "subquery", "cte", "lateral"]
+
 
 @dataclass(frozen=True)
 class Param:
     """A comparison operand."""
 
-    kind: str  # "literal" | "parameter" | "column" | "expression"
+    kind: ParamKind
     text: str  # SQL text: "'pending'", "$1", "qt.tenant_id", "CURRENT_TIMESTAMP"
     index: int | None = None  # parameter number when kind == "parameter"
 
@@ -57,10 +69,7 @@ class Predicate:
     """One conjunct of the WHERE (and inner-join ON) about the queue table."""
 
     column: str  # unqualified column name of the queue table
-    # "=", "<>", "<", "<=", ">", ">=", "in", "not in", "is null", "is not null",
-    # "any" (col = ANY(...)), "true" (a bare boolean column), "false" (NOT column),
-    # "other" (OR groups, functions of the column, BETWEEN, ...)
-    op: str
+    op: PredicateOp
     operands: tuple[Param, ...]
     text: str  # the conjunct as SQL
 
@@ -74,8 +83,8 @@ class OrderItem:
 
 @dataclass(frozen=True)
 class LockClause:
-    strength: str  # "update" | "no key update" | "share" | "key share"
-    wait_policy: str | None  # "skip locked" | "nowait" | None
+    strength: LockStrength
+    wait_policy: WaitPolicy | None
     of: tuple[str, ...]  # FOR ... OF names resolved to table names; () when there is no OF
 
 
@@ -97,7 +106,7 @@ class Lateral:
 @dataclass(frozen=True)
 class DequeueStatement:
     text: str  # the statement as given
-    kind: str  # "select" | "update" | "delete": the main statement (WITH resolved to its body)
+    kind: StatementKind  # of the main statement (WITH resolved to its body)
     schema: str | None  # the queue table; None when unqualified
     table: str
     alias: str | None
@@ -106,7 +115,7 @@ class DequeueStatement:
     limit: int | None  # literal LIMIT / FETCH FIRST of that SELECT
     limit_is_parameter: bool
     lock: LockClause
-    lock_level: str  # "top" | "subquery" | "cte" | "lateral"
+    lock_level: LockLevel
     locked_tables: tuple[str, ...]  # every table whose rows the lock takes
     has_window: bool  # a window function where the lock applies: PostgreSQL refuses it
     lateral: Lateral | None
@@ -207,7 +216,7 @@ class _DropRecords(logging.Filter):
 
 
 @contextmanager
-def _quiet_sqlglot() -> Iterator[None]:
+def quiet_sqlglot() -> Iterator[None]:
     """sqlglot logs a warning when it falls back to exp.Command; we refuse those anyway and a
     stray log line must not reach the user's terminal or a CI log."""
     logger = logging.getLogger("sqlglot")
@@ -238,7 +247,7 @@ def _parse(sql: str) -> exp.Expr:
     if tokens[0].token_type not in _STARTS:
         raise _refused(_leading_words(tokens))
     try:
-        with _quiet_sqlglot():
+        with quiet_sqlglot():
             tree = sqlglot.parse_one(_span(sql, tokens), dialect=DIALECT)
     except ParseError as err:
         raise StatementError(f"unparsable SQL: {_parse_error(err)}") from None
@@ -304,7 +313,7 @@ def fingerprint(sql: str) -> str:
         if (
             token.token_type == TokenType.PARAMETER
             and i + 1 < len(tokens)
-            and _is_placeholder(token, tokens[i + 1])
+            and is_placeholder(token, tokens[i + 1])
         ):
             word, i = "?", i + 2
         elif token.token_type in _CONSTANTS:
@@ -403,7 +412,7 @@ def _locking_select(tree: exp.Expr) -> exp.Select | None:
     return None
 
 
-def _kind(main: exp.Expr) -> str:
+def _kind(main: exp.Expr) -> StatementKind:
     if isinstance(main, exp.Update):
         return "update"
     if isinstance(main, exp.Delete):
@@ -411,7 +420,7 @@ def _kind(main: exp.Expr) -> str:
     return "select"
 
 
-def _lock_level(tree: exp.Expr, select: exp.Select) -> str:
+def _lock_level(tree: exp.Expr, select: exp.Select) -> LockLevel:
     """Where the locking SELECT sits, judged by what immediately contains it."""
     if select is _main(tree):
         return "top"
@@ -509,10 +518,10 @@ def _lock_clause(lock: exp.Lock, select: exp.Select, ctes: set[str]) -> LockClau
     # sqlglot: update=True/False, key=True turns UPDATE into NO KEY UPDATE and SHARE into
     # KEY SHARE; wait=False is SKIP LOCKED, wait=True is NOWAIT, absent is "wait".
     update, key, wait = lock.args.get("update"), lock.args.get("key"), lock.args.get("wait")
-    strength = (
+    strength: LockStrength = (
         ("no key update" if key else "update") if update else ("key share" if key else "share")
     )
-    policy = None if wait is None else ("nowait" if wait else "skip locked")
+    policy: WaitPolicy | None = None if wait is None else ("nowait" if wait else "skip locked")
     of: tuple[str, ...] = ()
     if lock.expressions:
         names = {_source_key(t) for t in lock.expressions}
@@ -560,7 +569,7 @@ def _queue_table(select: exp.Select, ctes: set[str]) -> tuple[exp.Table, exp.Sel
 
 # Predicates.
 
-_OPS: dict[type[exp.Binary], tuple[str, str]] = {
+_OPS: dict[type[exp.Binary], tuple[PredicateOp, PredicateOp]] = {
     # sqlglot node -> (op, op with the operands swapped)
     exp.EQ: ("=", "="),
     exp.NEQ: ("<>", "<>"),
@@ -651,7 +660,7 @@ def _predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> Predi
         return Predicate(_column_name(node), "false" if negated else "true", (), text)
     if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null) and is_ours(node.this):
         negated = negated != bool(node.args.get("negate"))  # sqlglot 30: IS NOT is negate=True
-        op = "is not null" if negated else "is null"
+        op: PredicateOp = "is not null" if negated else "is null"
         return Predicate(_column_name(node.this), op, (), text)
     if isinstance(node, exp.In) and is_ours(node.this):
         query = node.args.get("query")
@@ -832,7 +841,7 @@ def normalise_for_planning(sql: str) -> tuple[str, dict[int, str]]:
     edits: list[tuple[int, int, str]] = []  # (start, end exclusive, replacement)
     numbers: dict[str, int] = {}
     for i, (dollar, number) in enumerate(itertools.pairwise(tokens)):
-        if not _is_placeholder(dollar, number):
+        if not is_placeholder(dollar, number):
             continue
         original = f"${number.text}"
         if _counts_rows(tokens, i):
@@ -856,7 +865,7 @@ _TYPED_LITERALS = {TokenType.INTERVAL, TokenType.DATE, TokenType.TIME, TokenType
                    TokenType.TIMESTAMPTZ}  # fmt: skip
 
 
-def _is_placeholder(dollar: Token, number: Token) -> bool:
+def is_placeholder(dollar: Token, number: Token) -> bool:
     # The tokenizer reads $12 as PARAMETER '$' followed by NUMBER '12'.
     return (
         dollar.token_type == TokenType.PARAMETER
@@ -884,7 +893,11 @@ def with_literals(sql: str, values: Mapping[int, str]) -> str:
     pretty PostgreSQL output without a trailing ';' (it spells some things its own way:
     ``now()`` as ``CURRENT_TIMESTAMP``, ``x::text`` as ``CAST(x AS TEXT)``).
     """
-    tree = _parse(sql)
+    return _pretty(_bound(_parse(sql), values))
+
+
+def _bound(tree: exp.Expr, values: Mapping[int, str]) -> exp.Expr:
+    """The tree with parameter ``$n`` replaced by the literal ``values[n]`` (SQL text)."""
     literals = {n: _literal(text) for n, text in values.items()}
 
     def replace(node: exp.Expr) -> exp.Expr:
@@ -892,7 +905,7 @@ def with_literals(sql: str, values: Mapping[int, str]) -> str:
             return literals[_parameter_index(node)].copy()
         return node
 
-    return _pretty(tree.transform(replace))
+    return tree.transform(replace)
 
 
 def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str | None:
@@ -924,15 +937,7 @@ def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str
             ordered.this.set("table", exp.to_identifier(key))
         items.append(ordered)
     probe.set("order", exp.Order(expressions=items))
-    probe = probe.limit(1)
-    literals = {n: _literal(text) for n, text in values.items()}
-
-    def bind(node: exp.Expr) -> exp.Expr:
-        if isinstance(node, exp.Parameter) and _parameter_index(node) in literals:
-            return literals[_parameter_index(node)].copy()
-        return node
-
-    return _pretty(probe.transform(bind))
+    return _pretty(_bound(probe.limit(1), values))
 
 
 def _reads_only(condition: exp.Expr, key: str) -> bool:
@@ -948,7 +953,7 @@ def _reads_only(condition: exp.Expr, key: str) -> bool:
 
 def _literal(text: str) -> exp.Expr:
     try:
-        with _quiet_sqlglot():
+        with quiet_sqlglot():
             node = sqlglot.parse_one(text, dialect=DIALECT)
     except (ParseError, TokenError) as err:
         raise StatementError(f"not an SQL literal: {text!r} ({_first_line(str(err))})") from None
@@ -987,7 +992,7 @@ def with_order_by(sql: str, columns: Sequence[str]) -> str:
 
 def _ordered(text: str) -> exp.Ordered:
     try:
-        with _quiet_sqlglot():
+        with quiet_sqlglot():
             node = exp.maybe_parse(text, into=exp.Ordered, dialect=DIALECT)
     except (ParseError, TokenError) as err:
         raise StatementError(f"not an ORDER BY item: {text!r} ({_first_line(str(err))})") from None
@@ -1007,3 +1012,131 @@ class _Generator(_PostgresGenerator):
 
 def _pretty(tree: exp.Expr) -> str:
     return str(_Generator(dialect=DIALECT, pretty=True).generate(tree))
+
+
+def with_skip_locked(sql: str, schema: str | None, table: str) -> str | None:
+    """``sql`` with SKIP LOCKED on the locking clause of the level that claims (the one
+    analyse reads), and, when that clause also locks rows of other tables than the queue
+    ``schema.table`` (a tenant or rotation table), one clause ``FOR <strength> OF <queue>
+    SKIP LOCKED`` in its place that locks only the job. ``<queue>`` is how that level names
+    the queue table, or the sub-select that reads it, spelled as written there.
+
+    None when ``sql`` cannot be parsed, takes no row lock, or its locking level does not read
+    the queue table. Printed like with_literals.
+    """
+    try:
+        tree = _parse(sql)
+    except StatementError:
+        return None
+    select = _locking_select(tree)
+    if select is None:
+        return None
+    ctes = _cte_names(tree)
+    locks: list[exp.Lock] = select.args["locks"]
+    locked = [t for t, _ in _covered(select, _of_names(locks), ctes)]
+    if any(_table_name(t) != table for t in locked):
+        name = _queue_source_name(select, schema, table, ctes)
+        if name is None:
+            return None
+        first = locks[0]
+        lock = exp.Lock(
+            update=first.args.get("update"),
+            key=first.args.get("key"),
+            expressions=[exp.Table(this=name)],
+            wait=False,
+        )
+        select.set("locks", [lock])
+    else:
+        for lock in locks:
+            lock.set("wait", False)
+    return _pretty(tree)
+
+
+def _queue_source_name(
+    select: exp.Select, schema: str | None, table: str, ctes: set[str]
+) -> exp.Identifier | None:
+    """The identifier the level uses for the FROM item holding the queue table: the table's
+    alias (or name), or the alias of the sub-select / LATERAL that reads it."""
+
+    def is_queue(node: exp.Expr) -> bool:
+        if not _is_base_table(node, ctes) or _table_name(node) != table:  # type: ignore[arg-type]
+            return False
+        written = _name(node.args.get("db"))
+        return written is None or schema is None or written == schema
+
+    for source in _sources(select):
+        alias = source.args.get("alias")
+        alias_id = alias.this if isinstance(alias, exp.TableAlias) else None
+        if is_queue(source):
+            name = alias_id if isinstance(alias_id, exp.Identifier) else source.this
+            return name.copy() if isinstance(name, exp.Identifier) else None
+        if isinstance(source, exp.Subquery | exp.Lateral) and any(
+            is_queue(t) for t in source.find_all(exp.Table)
+        ):
+            return alias_id.copy() if isinstance(alias_id, exp.Identifier) else None
+    return None
+
+
+def window_partitions(sql: str) -> tuple[str, ...]:
+    """The PARTITION BY columns of every window function in ``sql``, each once, names folded
+    as PostgreSQL folds them; () when it has none or cannot be parsed."""
+    try:
+        tree = _parse(sql)
+    except StatementError:
+        return ()
+    found = (
+        _column_name(col)
+        for window in tree.find_all(exp.Window)
+        for col in window.args.get("partition_by") or []
+        if isinstance(col, exp.Column) and isinstance(col.this, exp.Identifier)
+    )
+    return _unique(found)
+
+
+class KeyNotReturned(StatementError):
+    """The statement does not return the key columns a rewrite needs."""
+
+
+def with_lock_outside(sql: str, queue: str, keys: Sequence[str]) -> str | None:
+    """The rows a top-level ``SELECT ... FOR ...`` picks, locked at a level of their own:
+    ``SELECT * FROM <queue> WHERE <keys> IN (SELECT w.<keys> FROM (<sql without its locking
+    clause>) AS w) FOR <its strength> SKIP LOCKED``. A window function of ``sql`` then sits in
+    a sub-select of WHERE, a level the lock does not reach.
+
+    ``queue`` is the queue table as SQL (qualified, quoted as needed), ``keys`` the names of
+    its key columns, spelled in the rewrite as the statement's select list spells them. None
+    when ``sql`` is not a top-level SELECT with a locking clause, or when there are no keys;
+    KeyNotReturned when it does not return every key column.
+    """
+    try:
+        tree = _parse(sql)
+    except StatementError:
+        return None
+    if not (isinstance(tree, exp.Select) and tree.args.get("locks") and keys):
+        return None
+    returned = {e.output_name: e for e in tree.selects}
+    if not all(k in returned for k in keys):
+        raise KeyNotReturned(f"the statement does not return the key ({', '.join(keys)})")
+    strength = _lock_clause(tree.args["locks"][0], tree, _cte_names(tree)).strength.upper()
+    tree.set("locks", None)
+    inner = _sql(tree)
+    names = [_output_identifier(returned[k]) for k in keys]
+    listed = ", ".join(names)
+    outer = listed if len(keys) == 1 else f"({listed})"
+    chosen = ", ".join(f"w.{n}" for n in names)
+    wrapped = (
+        f"SELECT * FROM {queue} WHERE {outer} IN (SELECT {chosen} FROM ({inner}) AS w) "
+        f"FOR {strength} SKIP LOCKED"
+    )
+    try:
+        return _pretty(_parse(wrapped))
+    except StatementError:
+        return None
+
+
+def _output_identifier(select_item: exp.Expr) -> str:
+    """How a select-list item names its output column, as SQL (quoted when it was)."""
+    node = select_item.args.get("alias") if isinstance(select_item, exp.Alias) else select_item
+    if isinstance(node, exp.Column):
+        node = node.this
+    return _sql(node) if isinstance(node, exp.Identifier) else select_item.output_name

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 from qadvisor.dequeue import Predicate
 from qadvisor.estimates import parse_index_predicate
-from qadvisor.model import LivePredicate, Rejected
-from qadvisor.plans import operand_values
+from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
+from qadvisor.predicates import operand_values
+from qadvisor.sqltext import ident, qualified
 
 # Status values that mean "waiting to be claimed", in the order they are preferred.
 LIVE_WORDS = (
@@ -70,6 +71,8 @@ class CandidateColumn:
     common_values: tuple[str, ...] | None
     # pg_stats shows a column only to roles that may SELECT it.
     readable: bool = True
+    # A partitioned table: it has no rows of its own, its partitions do.
+    partitioned: bool = False
 
     @property
     def is_status(self) -> bool:
@@ -152,6 +155,7 @@ class _Evidence:
     columns: list[CandidateColumn] = field(default_factory=list)
     partials: list[tuple[PartialIndex, LivePredicate]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    role: str = "<role>"  # the role qadvisor reads as, for the GRANTs it names
 
     def column(self, name: str) -> CandidateColumn | None:
         return next((c for c in self.columns if c.column == name), None)
@@ -164,6 +168,7 @@ def decide(
     all_columns: dict[int, frozenset[str]] | None = None,
     explicit: Sequence[tuple[str, str, int]] = (),
     rejected: list[Rejected] | None = None,
+    role: str = "<role>",
 ) -> list[Decision]:
     """Queue tables with their live predicate and the evidence they were taken on.
 
@@ -176,7 +181,7 @@ def decide(
 
     def evidence(schema: str, table: str, relid: int) -> _Evidence:
         ev = by_table[(schema, table)]
-        ev.schema, ev.table, ev.relid = schema, table, relid
+        ev.schema, ev.table, ev.relid, ev.role = schema, table, relid, role
         return ev
 
     for c in columns:
@@ -194,7 +199,7 @@ def decide(
     decisions: list[Decision] = []
     if explicit:
         for schema, table, relid in explicit:
-            ev = by_table.get((schema, table)) or _Evidence(schema, table, relid)
+            ev = by_table.get((schema, table)) or _Evidence(schema, table, relid, role=role)
             ev.relid = relid
             live, why = _live_predicate(ev, all_columns)
             reason = "named with --table" + (f"; {why}" if why else "")
@@ -202,7 +207,19 @@ def decide(
         return decisions
 
     claims_known = bool(claim_list)
+    through = {c.via for c in claim_list if c.via}
     for (schema, table), ev in sorted(by_table.items()):
+        if any(c.partitioned for c in ev.columns) and not ev.claims:
+            # Sizes, statistics and autovacuum are its partitions': they are the queues.
+            if rejected is not None and (_worth_reporting(ev) or f"{schema}.{table}" in through):
+                how = (
+                    "its partitions are judged as the queue tables (the claims name it)"
+                    if f"{schema}.{table}" in through
+                    else "a claim that names it makes its partitions the queue tables; or "
+                    "name them with --table"
+                )
+                rejected.append(Rejected(schema, table, f"a partitioned table: {how}"))
+            continue
         live, why = _live_predicate(ev, all_columns)
         signals = _signals(ev, live, claims_known)
         if ev.claims and (live is not None or _structure(ev, all_columns)):
@@ -278,8 +295,8 @@ def _hidden_status(ev: _Evidence) -> str:
         return ""
     return (
         f"no live predicate: the values of {hidden[0]} are hidden from this role "
-        f"(pg_stats needs SELECT on the column: GRANT SELECT ({hidden[0]}) ON "
-        f"{ev.schema}.{ev.table} TO <role>)"
+        f"(pg_stats needs SELECT on the column: GRANT SELECT ({ident(hidden[0])}) ON "
+        f"{qualified(ev.schema, ev.table)} TO {_role(ev.role)};)"
     )
 
 
@@ -295,6 +312,10 @@ def _waiting(live: LivePredicate) -> bool:
     if live.op != "in":
         return True
     return not any(v.lower() in ARCHIVE_WORDS | INFLIGHT_WORDS for v in live.values)
+
+
+def _role(role: str) -> str:
+    return role if role == "<role>" else ident(role)  # a placeholder stays as it reads
 
 
 def _waiting_values(values: Iterable[str]) -> list[str]:
@@ -363,7 +384,9 @@ def _claim_values(
         if literals and literals[0].lower() in ("true", "t", "false", "f"):
             return LivePredicate(col.column, "true" if literals[0][0] in "tT" else "false"), ""
         return None, "a boolean compared with a parameter"
-    op = {"=": "in", "any": "in", "<>": "not in"}.get(pred.op, pred.op)
+    op = live_op(pred.op)
+    if op is None:  # _rank admits no other condition
+        return None, f"{pred.text} is no live predicate"
     if literals:
         if op in ("<", "<=", ">", ">=") and len(literals) != 1:
             return None, "a range with several bounds"
@@ -374,7 +397,7 @@ def _claim_values(
 def _inferred(
     ev: _Evidence,
     col: CandidateColumn,
-    op: str,
+    op: LiveOp,
     all_columns: dict[int, frozenset[str]] | None,
     single: bool = False,
 ) -> tuple[LivePredicate | None, str]:

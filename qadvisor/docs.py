@@ -13,6 +13,7 @@ import dataclasses
 import inspect
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from qadvisor.facts import FACTS, Fact
@@ -49,6 +50,20 @@ def _fmt(value: object) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def check_list(checks: Sequence[Check]) -> str:
+    """One line per check: code, name, default severity, summary (``qadvisor explain``)."""
+    width = max((len(c.code) for c in checks), default=5)
+    return "\n".join(
+        f"{c.code:<{width}}  {c.name:<36} {c.severity.label:<8} {c.summary}" for c in checks
+    )
+
+
+def find_check(checks: Sequence[Check], code_or_name: str) -> Check | None:
+    """The check with this code or name, in any case."""
+    wanted = code_or_name.upper()
+    return next((c for c in checks if wanted in (c.code, c.name.upper())), None)
 
 
 def check_page(chk: Check) -> str:

@@ -1,18 +1,83 @@
-"""Snapshot -> findings: run every check (pure), attach identities, filter and sort.
+"""The pipeline: settings -> one snapshot -> every check -> one report.
 
-A check that requires a fact the snapshot lacks for a queue (hidden from the role, behind
-another session's lock, or a read that failed) is reported as skipped for that queue, with the
-reason and the GRANT that would show the fact, whatever it yielded for that queue: a queue
-without a finding and without a skip is one the check judged healthy, and that must be earned.
+:func:`check` is the one entry of every command that judges a database (``check``, ``demo``):
+:func:`collect` reads the snapshot the settings name (a saved file, else the server, through
+qadvisor.collect, the only code that talks to PostgreSQL), and :func:`judge` runs the checks
+on it. ``snapshot`` stops after :func:`collect`. :func:`gate` says whether the report fails
+the run. Rendering is the renderers' (qadvisor.render), exit codes the command line's.
+
+Judging: every check is pure; the engine attaches identities, filters and sorts. A check that
+requires a fact the snapshot lacks for a queue (hidden from the role, behind another session's
+lock, or a read that failed) is reported as skipped for that queue, with the reason and the
+GRANT that would show the fact, whatever it yielded for that queue: a queue without a finding
+and without a skip is one the check judged healthy, and that must be earned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from qadvisor.model import Finding, Report, Skip, Snapshot
+from qadvisor.collect.server import snapshot_of
+from qadvisor.errors import InputError
+from qadvisor.model import Finding, Report, Severity, Skip, Snapshot
 from qadvisor.registry import Check, Issue, Unmet
+from qadvisor.settings import Settings
+
+# Called while --sample waits: (seconds elapsed, seconds in all).
+Progress = Callable[[float, float], None]
+
+
+class SnapshotFileError(InputError):
+    """A file given as a saved snapshot cannot be read or is not one."""
+
+
+def check(settings: Settings, progress: Progress | None = None) -> Report:
+    """The report of the run the settings describe."""
+    return judge(collect(settings, progress), settings)
+
+
+def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:
+    """The snapshot the settings name: the saved file, else one read from the server."""
+    if settings.snapshot_file is not None:
+        return load_snapshot(settings.snapshot_file)
+    return snapshot_of(settings, progress)
+
+
+def judge(snapshot: Snapshot, settings: Settings) -> Report:
+    """Every check of the settings on the snapshot, with their options and ignores."""
+    return run_checks(snapshot, settings.checks, settings.options, settings.ignore)
+
+
+def gate(report: Report, settings: Settings) -> bool:
+    """Whether the report fails the run: a finding at or above fail_on, or, with
+    fail_on_skip, a check that could not judge a queue (or no queue at all)."""
+    if settings.fail_on_skip and not report.fully_judged:
+        return True
+    if settings.fail_on == "never":
+        return False
+    floor = Severity.parse(settings.fail_on)
+    return any(f.severity >= floor for f in report.findings)
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise SnapshotFileError(f"cannot read {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise SnapshotFileError(f"{path} is not a qadvisor snapshot (not JSON)") from None
+    try:
+        return Snapshot.from_dict(data)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SnapshotFileError(f"{path} is not a qadvisor snapshot: {exc}") from None
+
+
+def snapshot_json(snapshot: Snapshot) -> str:
+    """The snapshot as ``qadvisor snapshot`` saves it and load_snapshot reads it back."""
+    return json.dumps(snapshot.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 def run_checks(
@@ -21,7 +86,10 @@ def run_checks(
     options: Mapping[str, Any] | None = None,
     ignore: Iterable[str] = (),
 ) -> Report:
-    """Run each check on the snapshot; ``ignore`` holds codes or finding keys to drop."""
+    """Run each check on the snapshot; ``options`` maps a code to its options object (the
+    check's defaults where missing), ``ignore`` holds codes or finding keys to drop.
+
+    The entry for a check's own tests: no settings, no server."""
     ignored = set(ignore)
     findings: list[Finding] = []
     skipped: list[Skip] = []
@@ -56,7 +124,8 @@ def run_checks(
         for queue_skips in missing.values():
             skipped += queue_skips
     findings.sort(key=lambda f: (-f.severity, f.code, f.key))
-    return Report(snapshot, tuple(findings), tuple(skipped), tuple(ran))
+    rules = tuple(chk.rule for chk in checks if chk.code in ran)
+    return Report(snapshot, tuple(findings), tuple(skipped), tuple(ran), rules)
 
 
 def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]]:

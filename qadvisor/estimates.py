@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass
 
 from qadvisor.dequeue import StatementError, condition_predicates
-from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table
-from qadvisor.plans import operand_values
+from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table, live_op
+from qadvisor.predicates import operand_values
 from qadvisor.sqltext import RANGE_OPS, qualified
 from qadvisor.units import nice_ceil
 
@@ -67,7 +67,7 @@ def parse_index_predicate(predicate: str) -> LivePredicate | None:
     values = operand_values(pred, {})
     if not values:
         return None
-    op = {"=": "in", "any": "in", "<>": "not in"}.get(pred.op, pred.op)
+    op = live_op(pred.op)
     if op in ("in", "not in"):
         return LivePredicate(pred.column, op, tuple(dict.fromkeys(values)))
     if op in RANGE_OPS and len(values) == 1:

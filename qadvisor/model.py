@@ -12,11 +12,18 @@ import enum
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from qadvisor.dequeue import DequeueStatement
+from qadvisor.dequeue import DequeueStatement, PredicateOp
 
 SNAPSHOT_FORMAT = 1
+
+# The closed sets of the snapshot and the findings; Snapshot.from_dict refuses other values.
+LiveOp = Literal["in", "not in", "is null", "true", "false", "<", "<=", ">", ">="]
+HolderKind = Literal["transaction", "prepared transaction", "replication slot", "standby"]
+TargetKind = Literal["table", "index", "statement", "server", "database", "horizon"]
+# "safe": can run as printed on a live system; "review": read the notes first.
+FixSafety = Literal["safe", "review"]
 
 
 class Severity(enum.IntEnum):
@@ -153,6 +160,14 @@ class Table:
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
 
+    @property
+    def primary_key(self) -> tuple[str, ...]:
+        """The primary key's columns in order; () without one (or with an expression)."""
+        pk = next((i for i in self.indexes if i.is_primary), None)
+        if pk is None or not all(pk.columns):
+            return ()
+        return tuple(c for c in pk.columns if c is not None)
+
     def stats_of(self, column: str) -> ColumnStats | None:
         return next((s for s in self.column_stats if s.column == column), None)
 
@@ -168,10 +183,23 @@ class LivePredicate:
     """
 
     column: str
-    op: str
+    op: LiveOp
     values: tuple[str, ...] = ()
     # Where it came from: "partial index <name>", "status values", "queue library <name>".
     source: str = ""
+
+
+def live_op(op: PredicateOp) -> LiveOp | None:
+    """The LivePredicate operator a statement's condition operator means: ``=`` and ``ANY``
+    are IN (one value or several), ``<>`` is NOT IN; IN, NOT IN, IS NULL, the booleans and
+    the ranges are themselves; None for the rest (IS NOT NULL, other forms)."""
+    if op in ("=", "any"):
+        return "in"
+    if op == "<>":
+        return "not in"
+    if op in ("in", "not in", "is null", "true", "false", "<", "<=", ">", ">="):
+        return op
+    return None
 
 
 @dataclass(frozen=True)
@@ -329,7 +357,7 @@ class TenantFacts:
 class HorizonHolder:
     """Something that keeps VACUUM from removing dead rows of this database's tables."""
 
-    kind: str  # "transaction" | "prepared transaction" | "replication slot" | "standby"
+    kind: HolderKind
     name: str  # pid, gid, slot name or standby application name
     xmin_age: int | None  # transactions started since its snapshot (age of its xmin)
     age_s: float | None = None  # seconds since the transaction started / was prepared
@@ -395,7 +423,8 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Target:
-    kind: str  # "table" | "index" | "statement" | "server" | "database"
+    # "horizon": what holds the xmin horizon back (QA202), named by its kind and name.
+    kind: TargetKind
     schema: str | None
     table: str | None
     name: str | None
@@ -410,8 +439,7 @@ class Target:
 class Fix:
     statements: tuple[str, ...]
     notes: str = ""
-    # "safe": can run as printed on a live system; "review": read the notes first.
-    safety: str = "review"
+    safety: FixSafety = "review"
 
 
 @dataclass(frozen=True)
@@ -443,11 +471,33 @@ class Skip:
 
 
 @dataclass(frozen=True)
+class Rule:
+    """What a check is, as a report describes it (SARIF's rules): its identity and its
+    docstring. A registered check (qadvisor.registry.Check) is a Rule that can also run."""
+
+    code: str
+    name: str
+    severity: Severity
+    category: str
+    summary: str
+    doc: str
+    # Where its page lives, relative to the repository of the pack that owns it (None: the
+    # built-in place, docs/checks/<CODE>.md).
+    docs: str | None = field(default=None, kw_only=True)
+
+    @property
+    def docs_path(self) -> str:
+        return self.docs or f"docs/checks/{self.code}.md"
+
+
+@dataclass(frozen=True)
 class Report:
     snapshot: Snapshot
     findings: tuple[Finding, ...]
     skipped: tuple[Skip, ...]
     checks_run: tuple[str, ...]
+    # The checks of checks_run, described: a renderer needs nothing but the report.
+    rules: tuple[Rule, ...] = ()
 
     def summary(self) -> dict[str, int]:
         counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
@@ -494,16 +544,27 @@ def _build(cls: type[T], data: Any) -> T:
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+            try:
+                kwargs[f.name] = _convert(hints[f.name], data[f.name])
+            except _Unknown as exc:
+                raise ValueError(f"{cls.__name__}.{f.name}: {exc}") from None
     try:
         return cls(**kwargs)
     except TypeError as exc:
         raise ValueError(f"incomplete {cls.__name__}: {exc}") from None
 
 
+class _Unknown(ValueError):
+    """A value outside a closed set (a Literal): written by a newer qadvisor, or not by one."""
+
+
 def _convert(tp: Any, value: Any) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if origin is Literal:
+        if value not in args:
+            raise _Unknown(f"{value!r} is not one of {', '.join(map(repr, args))}")
+        return value
     if origin in (typing.Union, types.UnionType):
         if value is None:
             return None

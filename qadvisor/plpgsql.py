@@ -24,6 +24,8 @@ from sqlglot import Token, TokenType
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import TokenError
 
+from qadvisor import dequeue
+
 
 class BodyError(ValueError):
     """The body cannot be read; the message is one line and names the line of the body."""
@@ -82,15 +84,7 @@ def name_of(token: Token) -> str | None:
 
 def is_placeholder(tokens: Sequence[Token], i: int) -> bool:
     """Tokens ``i`` and ``i + 1`` are ``$n`` (the tokenizer reads ``$12`` as '$' then '12')."""
-    if i + 1 >= len(tokens):
-        return False
-    dollar, number = tokens[i], tokens[i + 1]
-    return (
-        dollar.token_type == TokenType.PARAMETER
-        and number.token_type == TokenType.NUMBER
-        and number.start == dollar.end + 1
-        and number.text.isdigit()
-    )
+    return i + 1 < len(tokens) and dequeue.is_placeholder(tokens[i], tokens[i + 1])
 
 
 def lock_at(tokens: Sequence[Token], i: int) -> int:

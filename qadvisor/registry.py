@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
+from qadvisor.errors import InputError
 from qadvisor.facts import FACTS
-from qadvisor.model import Fix, Severity, Snapshot, Target
+from qadvisor.model import Fix, Rule, Severity, Snapshot, Target
 
 ENTRY_POINT_GROUP = "qadvisor.checks"
 _CODE = re.compile(r"^[A-Z]{2,5}[0-9]{3}$")
@@ -57,24 +58,21 @@ class NoOptions:
 
 
 @dataclass(frozen=True)
-class Check:
-    code: str
-    name: str
-    severity: Severity
-    category: str
-    summary: str
-    doc: str
+class Check(Rule):
+    """A rule (code, name, severity, category, summary, doc, docs) and how to run it."""
+
     options: type[Any]
     run: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]
     min_server_version: int | None = None
-    docs: str | None = None  # where its page lives; built-in pages by default
     # Facts it reads (names of qadvisor.facts.FACTS): where one is hidden from the role or
     # behind a lock for a queue, the engine reports the check as skipped for that queue.
     requires: tuple[str, ...] = ()
 
     @property
-    def docs_path(self) -> str:
-        return self.docs or f"docs/checks/{self.code}.md"
+    def rule(self) -> Rule:
+        """The rule alone, plain data for a report."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(Rule)}
+        return Rule(**fields)
 
     def default_options(self) -> Any:
         return self.options()
@@ -102,8 +100,7 @@ def check(
         raise ValueError(f"check code {code!r} must look like QA101")
     if not _NAME.match(name):
         raise ValueError(f"check name {name!r} must be kebab-case")
-    if not dataclasses.is_dataclass(options):
-        raise TypeError("options must be a dataclass with a default for every field")
+    _check_options(code, options)
     needs = tuple(requires)
     unknown = [f for f in needs if f not in FACTS]
     if unknown:
@@ -132,6 +129,26 @@ def check(
     return wrap
 
 
+def _check_options(code: str, options: object) -> None:
+    """The options of a check are a frozen dataclass (a class, not an instance) whose every
+    field has a default: the engine makes them with ``options()`` and the config file's values,
+    and the settings share one object between runs of the check."""
+    wanted = "options must be a frozen dataclass with a default for every field"
+    if not (isinstance(options, type) and dataclasses.is_dataclass(options)):
+        raise TypeError(f"check {code}: {wanted}, not {options!r}")
+    if not options.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise TypeError(f"check {code}: {wanted}; {options.__name__} is not frozen")
+    missing = [
+        f.name
+        for f in dataclasses.fields(options)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise TypeError(
+            f"check {code}: {wanted}; {options.__name__}.{', '.join(missing)} has no default"
+        )
+
+
 def checks_in(module: types.ModuleType) -> Iterator[Check]:
     """Every Check defined in a module or, for a package, in its submodules."""
     seen: set[str] = set()
@@ -153,7 +170,7 @@ def checks_in(module: types.ModuleType) -> Iterator[Check]:
                     yield c
 
 
-class PackError(Exception):
+class PackError(InputError):
     """A check pack could not be loaded; the message names the pack."""
 
 

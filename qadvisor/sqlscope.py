@@ -9,39 +9,21 @@ PostgreSQL or does I/O.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from qadvisor.dequeue import quiet_sqlglot
+
 QUERIES = (exp.Select, exp.Update, exp.Delete)
-
-
-class _DropRecords(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return False
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    # sqlglot logs a warning for what it only half understands; the statement is refused
-    # anyway and a log line must not reach the user's terminal.
-    logger = logging.getLogger("sqlglot")
-    drop = _DropRecords()
-    logger.addFilter(drop)
-    try:
-        yield
-    finally:
-        logger.removeFilter(drop)
 
 
 def parse(text: str) -> exp.Expr | str:
     """sqlglot's PostgreSQL tree of one statement, or why it has none (one line)."""
     try:
-        with _quiet():
+        with quiet_sqlglot():
             tree = sqlglot.parse_one(text, dialect="postgres")
     except (ParseError, TokenError) as err:
         first = str(err).replace("\x1b[4m", "").replace("\x1b[0m", "").strip().splitlines()

@@ -33,7 +33,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from qadvisor.pgserver import (
+from qadvisor.demo.pgserver import (
     LocalServer,
     ServerError,
     binary_version_num,

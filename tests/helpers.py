@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import psycopg
 
 from qadvisor.model import Report
 from qadvisor.render.json import report_dict
+from qadvisor.settings import ENV_VARIABLES
 from tests.conftest import TestDB
 
 
@@ -37,7 +39,11 @@ class Run:
 
 
 def qadvisor(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Run:
-    """Run the installed CLI as a user would, in its own process."""
+    """Run the installed CLI as a user would, in its own process; without ``env``, in this
+    process's environment minus qadvisor's settings variables (a QADVISOR_FAIL_ON exported
+    in the developer's shell must not change what the tests see)."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
     proc = subprocess.run(
         [sys.executable, "-m", "qadvisor", *args],
         capture_output=True,

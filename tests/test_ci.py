@@ -57,7 +57,7 @@ def test_ci_fails_when_postgresql_15_cannot_be_installed(tmp_path: Path) -> None
 def test_a_missing_server_of_the_matrix_fails_its_tests_in_ci(tmp_path: Path) -> None:
     # A machine with no Debian server: outside CI the pg15 tests are simply not there...
     (tmp_path / "no_system_servers.py").write_text(
-        "import qadvisor.pgserver\nqadvisor.pgserver.system_bin_dirs = lambda: []\n"
+        "import qadvisor.demo.pgserver\nqadvisor.demo.pgserver.system_bin_dirs = lambda: []\n"
     )
     args = ("-p", "no_system_servers", "tests/test_pgserver.py::test_reports_the_version_it_runs",
             "-k", "pg15")  # fmt: skip

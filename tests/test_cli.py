@@ -163,7 +163,7 @@ def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
 
 
 def test_session_is_read_only_and_named(db: TestDB) -> None:
-    from qadvisor.connect import SessionLimits, connect
+    from qadvisor.collect.connect import SessionLimits, connect
 
     with connect(db.dsn, SessionLimits(statement_timeout_ms=1234, lock_timeout_ms=56)) as conn:
         row = conn.execute(

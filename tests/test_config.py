@@ -39,7 +39,7 @@ def test_qadvisor_toml_and_pyproject_table(tmp_path: Path) -> None:
         ('fail_on = "sometimes"\n', "fail_on must be one of"),
         ("colour = true\n", "unknown setting(s) colour"),
         ("[options.QA201]\nmin_ratoi = 3\n", "QA201 has no option 'min_ratoi'"),
-        ('[options.QA201]\nmin_ratio = "3"\n', "QA201.min_ratio must be a float"),
+        ('[options.QA201]\nmin_ratio = "3"\n', "QA201.min_ratio must be a number"),
         ("[options.QA999]\nx = 1\n", "unknown check QA999"),
         ("not toml = = 1", "not valid TOML"),
     ],

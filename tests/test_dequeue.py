@@ -12,6 +12,7 @@ from sqlglot import exp
 
 from qadvisor.dequeue import (
     DequeueStatement,
+    KeyNotReturned,
     Lateral,
     LockClause,
     OrderItem,
@@ -22,8 +23,11 @@ from qadvisor.dequeue import (
     check_plannable,
     normalise_for_planning,
     split_statements,
+    window_partitions,
     with_literals,
+    with_lock_outside,
     with_order_by,
+    with_skip_locked,
 )
 
 FIFO = "select id from jobs where status = 'queued' order by id limit 1 for update skip locked"
@@ -584,3 +588,45 @@ def test_a_claim_that_logs_itself_with_an_insert_inside_with_is_analysed() -> No
     )
     parsed = analysed(sql)
     assert parsed.table == "jobs" and parsed.lock_level == "cte"
+
+
+def test_window_partitions_fold_names_as_postgresql_does() -> None:
+    sql = (
+        'select id from (select id, row_number() over (partition by Tenant_ID, "Region" '
+        "order by id) rn, rank() over (partition by tenant_id order by id) from jobs) x "
+        "where rn = 1 for update"
+    )
+    assert window_partitions(sql) == ("tenant_id", "Region")
+    assert window_partitions(FIFO) == ()
+    assert window_partitions("not sql at all (") == ()
+
+
+def test_skip_locked_rewrites_and_what_it_leaves_alone() -> None:
+    assert with_skip_locked(FIFO.replace(" skip locked", ""), None, "jobs") == with_literals(
+        FIFO, {}
+    )
+    joined = (
+        "select j.id from tenants t join jobs j on j.tenant_id = t.id order by j.id limit 1 "
+        "for update"
+    )
+    rewritten = with_skip_locked(joined, "public", "jobs")
+    assert rewritten is not None and rewritten.endswith("FOR UPDATE OF j SKIP LOCKED")
+    # A level that does not read the queue table cannot be narrowed to it.
+    assert with_skip_locked(joined, "public", "mail") is None
+    assert with_skip_locked("select 1", None, "jobs") is None
+
+
+def test_the_lock_moves_out_of_a_windowed_select() -> None:
+    sql = "select id, rank() over (order by id) from jobs order by id limit 5 for no key update"
+    out = with_lock_outside(sql, "public.jobs", ("id",))
+    assert out is not None
+    parsed = analysed(out)
+    assert (parsed.has_window, parsed.lock.strength, parsed.lock.wait_policy) == (
+        False,
+        "no key update",
+        "skip locked",
+    )
+    with pytest.raises(KeyNotReturned):
+        with_lock_outside(sql.replace("select id,", "select tenant_id,"), "public.jobs", ("id",))
+    assert with_lock_outside(sql, "public.jobs", ()) is None
+    assert with_lock_outside(sql.replace(" for no key update", ""), "public.jobs", ("id",)) is None

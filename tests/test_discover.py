@@ -219,7 +219,9 @@ def test_a_claim_whose_values_are_hidden_still_makes_a_queue_and_says_why() -> N
     sql = "SELECT id FROM jobs WHERE status = $1 LIMIT 1 FOR UPDATE SKIP LOCKED"
     (d,) = discover.decide([hidden], [], [claim("jobs", sql)])
     assert d.live is None
-    assert "GRANT SELECT (status) ON public.jobs" in d.reason
+    assert "GRANT SELECT (status) ON public.jobs TO <role>;" in d.reason
+    (d,) = discover.decide([hidden], [], [claim("jobs", sql)], role="Monitor")
+    assert 'GRANT SELECT (status) ON public.jobs TO "Monitor";' in d.reason
 
 
 def test_a_lock_index_on_waiting_and_running_rows_is_not_the_live_set() -> None:

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from qadvisor.collect import functions, queries
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.functions import function_claims, scan_functions
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.function_claims import DYNAMIC_SQL, FunctionClaim
 from qadvisor.recorded_statements import match_nested
 from tests.conftest import TestDB

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from qadvisor.pgserver import LocalServer, ServerError, start_server
+from qadvisor.demo.pgserver import LocalServer, ServerError, start_server
 from tests.conftest import TestDB
 
 

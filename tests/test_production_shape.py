@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.dequeue import fingerprint
 from qadvisor.model import Snapshot
 from tests.conftest import TestDB

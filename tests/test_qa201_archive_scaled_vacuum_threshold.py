@@ -7,8 +7,8 @@ import threading
 
 import psycopg
 
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.engine import run_checks
 from qadvisor.model import Finding, Sample, Severity, TableStats
 from qadvisor.registry import load_checks

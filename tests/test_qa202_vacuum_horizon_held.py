@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from psycopg import IsolationLevel
 
+from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.model import Finding, HorizonHolder, Severity
-from qadvisor.pgserver import embedded_bin_dir, start_server
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, qadvisor

@@ -12,9 +12,9 @@ import dataclasses
 
 import pytest
 
+from qadvisor.api import indexes_used, parse_explain
 from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
-from qadvisor.plans import indexes_used, parse_explain
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet

@@ -11,9 +11,9 @@ import dataclasses
 
 import pytest
 
+from qadvisor.api import indexes_used
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, PlanNode, Snapshot, Statement
-from qadvisor.plans import indexes_used
 from tests import snapshots as S
 from tests.helpers import assert_quiet
 from tests.shapes import Shape

@@ -86,6 +86,31 @@ def test_join_without_of_is_rewritten_to_lock_only_the_job() -> None:
     assert lock == LockClause("update", "skip locked", ("jobs",))
 
 
+# The outer lock reads only the WITH query, so it locks nothing (PostgreSQL accepts it): the
+# claim is the CTE's. SKIP LOCKED on the outer clause would leave the claim waiting.
+CTE_CLAIM = (
+    "with c as (select id from jobs where status = 'queued' order by id limit 1 for update) "
+    "select id from c for update"
+)
+
+
+def test_the_rewrite_puts_skip_locked_on_the_level_that_claims() -> None:
+    (f,) = findings("QA501", with_statements(CTE_CLAIM))
+    assert f.fix is not None
+    (rewritten,) = f.fix.statements
+    assert lock_of(rewritten).wait_policy == "skip locked", rewritten
+
+
+def test_a_quoted_alias_stays_quoted_in_of() -> None:
+    sql = ('select "J".id from tenants t join jobs "J" on "J".tenant_id = t.id '
+           "where \"J\".status = 'queued' order by \"J\".id limit 1 for update")  # fmt: skip
+    (f,) = findings("QA501", with_statements(sql))
+    assert f.fix is not None
+    (rewritten,) = f.fix.statements
+    assert 'FOR UPDATE OF "J" SKIP LOCKED' in rewritten, rewritten
+    assert lock_of(rewritten) == LockClause("update", "skip locked", ("jobs",))
+
+
 def test_quiet_with_skip_locked_everywhere_or_no_lock() -> None:
     rr = "select 1"  # takes no row lock: parsed is None
     snap = with_statements(FIFO)
@@ -100,6 +125,21 @@ def test_quiet_with_skip_locked_everywhere_or_no_lock() -> None:
 
 def _plan_errors(run: Any) -> list[str]:
     return [s["reason"] for s in run.report["skipped"] if "--query" in s["reason"]]
+
+
+@pytest.mark.judges("QA501", reads=("plans",))
+def test_a_cte_claim_rewritten_skips_the_held_job(shape: Shape) -> None:
+    db = shape.db
+    build_tenant_queue(db, {1: 50, 2: 50})
+    (f,) = shape.check("--query", CTE_CLAIM).findings("QA501")
+    (rewritten,) = f["fix"]["statements"]
+    assert_quiet(shape.check("--query", rewritten), "QA501", shape.queue)
+    with holding(db, rewritten) as held:
+        ((first,),) = held
+        ((other,),) = run_now(db, rewritten)
+        assert other != first
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            run_now(db, CTE_CLAIM)
 
 
 # That PostgreSQL plans the rewrite is the plans fact's (QA501 itself reads no plan).

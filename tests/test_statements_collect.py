@@ -1,8 +1,9 @@
 """Dequeue statements collected from pg_stat_statements and --query/--query-file, and planned.
 
-Unit tests of the plan helpers (qadvisor.plans) first, then collection on real servers: both
-sources are found and planned (custom and generic), refused statements never reach the
-server, --analyze leaves no trace, a plan that cannot be made is one line of plan_error.
+Unit tests of the plan and statement helpers (through qadvisor.api) first, then collection on
+real servers: both sources are found and planned (custom and generic), refused statements
+never reach the server, --analyze leaves no trace, a plan that cannot be made is one line of
+plan_error.
 
 ``build_claim_queue`` builds the queue the QA301-QA303 tests share.
 """
@@ -15,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from qadvisor import plans
+from qadvisor import api
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
 from qadvisor.collect.statements import strip_prepare
-from qadvisor.connect import SessionLimits, connect
+from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
-from qadvisor.pgserver import embedded_bin_dir, start_server
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import qadvisor
@@ -154,7 +155,7 @@ BITMAP_JSON: list[dict[str, Any]] = [
 
 
 def test_explain_json_becomes_a_plan_tree_with_bitmap_scans_attributed_to_their_table() -> None:
-    root, ms = plans.parse_explain(BITMAP_JSON)
+    root, ms = api.parse_explain(BITMAP_JSON)
     assert ms == 1.25
     assert [n.node_type for n in root.walk()] == [
         "Limit", "Sort", "Bitmap Heap Scan", "Bitmap Index Scan", "Seq Scan"
@@ -162,17 +163,17 @@ def test_explain_json_becomes_a_plan_tree_with_bitmap_scans_attributed_to_their_
     heap = next(n for n in root.walk() if n.node_type == "Bitmap Heap Scan")
     assert heap.index_cond == "(j.status = 'queued'::text)"
     assert heap.shared_blocks == 15 and heap.actual_rows == 1990.0
-    assert plans.indexes_used(root, "public", "jobs") == ("jobs_status_idx",)
-    assert plans.indexes_used(root, "other", "jobs") == ()
-    ((sort, scan),) = plans.sorts_over(root, "public", "jobs")
+    assert api.indexes_used(root, "public", "jobs") == ("jobs_status_idx",)
+    assert api.indexes_used(root, "other", "jobs") == ()
+    ((sort, scan),) = api.sorts_over(root, "public", "jobs")
     assert sort.sort_key == ("j.created_at",) and scan is heap
-    assert [n.node_type for n in plans.scans(root, None, "jobs")] == [
+    assert [n.node_type for n in api.scans(root, None, "jobs")] == [
         "Bitmap Heap Scan", "Bitmap Index Scan", "Seq Scan"
     ]  # fmt: skip
-    assert plans.describe_node(heap).startswith("Bitmap Heap Scan on public.jobs j (cost=1.00")
-    assert len(plans.plan_outline(root)) == 5
+    assert api.describe_node(heap).startswith("Bitmap Heap Scan on public.jobs j (cost=1.00")
+    assert len(api.plan_outline(root)) == 5
     with pytest.raises(ValueError):
-        plans.parse_explain([{"no": "plan"}])
+        api.parse_explain([{"no": "plan"}])
 
 
 def test_predicate_implication_follows_what_the_planner_can_prove() -> None:
@@ -185,20 +186,20 @@ def test_predicate_implication_follows_what_the_planner_can_prove() -> None:
         return parsed.predicates
 
     base = "SELECT id FROM jobs WHERE {} LIMIT 1 FOR UPDATE SKIP LOCKED"
-    assert plans.predicate_implies(preds(base.format("status = 'queued'")), queued).implies
-    assert plans.predicate_implies(preds(base.format("status IN ('queued')")), two).implies
-    assert plans.predicate_implies(preds(base.format("status = ANY('{retry}')")), two).implies
+    assert api.predicate_implies(preds(base.format("status = 'queued'")), queued).implies
+    assert api.predicate_implies(preds(base.format("status IN ('queued')")), two).implies
+    assert api.predicate_implies(preds(base.format("status = ANY('{retry}')")), two).implies
     not_implied = ["status IN ('queued', 'retry')", "status <> 'done'", "status > 'a'",
                    "tenant_id = 1"]  # fmt: skip
     for cond in not_implied:
-        assert plans.predicate_implies(preds(base.format(cond)), queued).implies is False, cond
+        assert api.predicate_implies(preds(base.format(cond)), queued).implies is False, cond
     bound = preds(base.format("status = $1"))
-    assert plans.predicate_implies(bound, queued).implies is None
-    assert plans.predicate_implies(bound, queued, {"1": "'queued'"}).implies is True
-    assert plans.predicate_implies(bound, queued, {"1": "'done'"}).implies is False
+    assert api.predicate_implies(bound, queued).implies is None
+    assert api.predicate_implies(bound, queued, {"1": "'queued'"}).implies is True
+    assert api.predicate_implies(bound, queued, {"1": "'done'"}).implies is False
     ((pred,),) = [preds(base.format("status <> $1"))]
-    assert plans.predicate_text(pred, {"1": "'done'"}) == "status <> 'done'"
-    assert plans.predicate_words([pred], {"1": "'done'"}) == ["not_done"]
+    assert api.predicate_text(pred, {"1": "'done'"}) == "status <> 'done'"
+    assert api.predicate_words([pred], {"1": "'done'"}) == ["not_done"]
 
 
 def _with_roles(*rows: RoleSetting, session: str = "auto") -> Snapshot:
@@ -210,34 +211,34 @@ def test_plan_cache_mode_is_resolved_as_a_session_of_the_role_would_see_it() -> 
     db_row = RoleSetting("app", None, "plan_cache_mode", "force_generic_plan")
     role_row = RoleSetting(None, "worker", "plan_cache_mode", "force_generic_plan")
     role_auto = RoleSetting("app", "worker", "plan_cache_mode", "auto")
-    assert plans.plan_cache_mode(_with_roles(), "worker").value == "auto"
-    assert "server" in plans.plan_cache_mode(_with_roles(), None).source
-    forced_server = plans.plan_cache_mode(_with_roles(session="force_generic_plan"), "x")
+    assert api.plan_cache_mode(_with_roles(), "worker").value == "auto"
+    assert "server" in api.plan_cache_mode(_with_roles(), None).source
+    forced_server = api.plan_cache_mode(_with_roles(session="force_generic_plan"), "x")
     assert forced_server.forced_generic and "server" in forced_server.source
-    mode = plans.plan_cache_mode(_with_roles(db_row), "worker")
+    mode = api.plan_cache_mode(_with_roles(db_row), "worker")
     assert mode.forced_generic and mode.source.startswith("ALTER DATABASE app")
     # A role-level row applies to that role, or to a statement whose role is unknown.
-    assert plans.plan_cache_mode(_with_roles(role_row), "worker").forced_generic
-    assert plans.plan_cache_mode(_with_roles(role_row), None).forced_generic
-    assert not plans.plan_cache_mode(_with_roles(role_row), "other").forced_generic
+    assert api.plan_cache_mode(_with_roles(role_row), "worker").forced_generic
+    assert api.plan_cache_mode(_with_roles(role_row), None).forced_generic
+    assert not api.plan_cache_mode(_with_roles(role_row), "other").forced_generic
     # The most specific row wins: the role in this database resets the database's setting.
-    assert plans.plan_cache_mode(_with_roles(db_row, role_auto), "worker").value == "auto"
+    assert api.plan_cache_mode(_with_roles(db_row, role_auto), "worker").value == "auto"
     # qadvisor's own role-level setting explains its session value: the server's is unknown.
     own = RoleSetting(None, "monitor", "plan_cache_mode", "force_generic_plan")
-    mode = plans.plan_cache_mode(_with_roles(own, session="force_generic_plan"), "worker")
+    mode = api.plan_cache_mode(_with_roles(own, session="force_generic_plan"), "worker")
     assert mode.value is None
 
 
 def test_statement_ids_are_stable_and_prepare_wrappers_are_stripped() -> None:
-    assert plans.statement_id(Statement("pg_stat_statements", "x", queryid=-42)) == "pgss:-42"
-    assert plans.statement_id(Statement("jobs.sql#2", "x")) == "jobs.sql#2"
+    assert api.statement_id(Statement("pg_stat_statements", "x", queryid=-42)) == "pgss:-42"
+    assert api.statement_id(Statement("jobs.sql#2", "x")) == "jobs.sql#2"
     assert strip_prepare('PREPARE "s"(text, numeric(10,2)) AS SELECT 1') == "SELECT 1"
     assert strip_prepare("SELECT 1 -- PREPARE x AS") == "SELECT 1 -- PREPARE x AS"
 
 
 def test_dequeue_statements_report_what_cannot_be_judged() -> None:
     snap = S.snapshot(S.jobs_table())
-    assert [str(u.reason) for u in plans.dequeue_statements(snap)] == [  # type: ignore[union-attr]
+    assert [str(u.reason) for u in api.dequeue_statements(snap)] == [  # type: ignore[union-attr]
         "no dequeue statement of the queue tables in pg_stat_statements: give the "
         "application's with --query or --query-file"
     ]
@@ -250,7 +251,7 @@ def test_dequeue_statements_report_what_cannot_be_judged() -> None:
             Statement("--query 2", "...", parsed=parsed),
         ),
     )
-    reasons = [getattr(u, "reason", u) for u in plans.dequeue_statements(snap)]
+    reasons = [getattr(u, "reason", u) for u in api.dequeue_statements(snap)]
     # Statements were given, so the missing extension alone is no reason to skip.
     assert reasons == [
         "--query 1: takes no row lock",
@@ -258,9 +259,9 @@ def test_dequeue_statements_report_what_cannot_be_judged() -> None:
         "public.jobs: no dequeue statement of this queue is known (in pg_stat_statements, "
         "--query or --query-file)",
     ]
-    assert [getattr(u, "queue", None) for u in plans.dequeue_statements(snap)][-1] == "public.jobs"
+    assert [getattr(u, "queue", None) for u in api.dequeue_statements(snap)][-1] == "public.jobs"
     bare = dataclasses.replace(snap, statements=())
-    assert [getattr(u, "reason", u) for u in plans.dequeue_statements(bare)] == [
+    assert [getattr(u, "reason", u) for u in api.dequeue_statements(bare)] == [
         "pg_stat_statements is not installed"
     ]
 
@@ -275,7 +276,7 @@ def _only(snap: Snapshot, source: str) -> Statement:
 
 
 def _scan_types(plan: PlanNode | None) -> list[str]:
-    return [n.node_type for n in plans.scans(plan, "public", "jobs")]
+    return [n.node_type for n in api.scans(plan, "public", "jobs")]
 
 
 def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_planned(
@@ -308,7 +309,7 @@ def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_plann
     assert "status = $1" in pgss.text and pgss.parsed is not None
     # LIMIT $2 was put back to 1, the status got the live value.
     assert pgss.custom_values == {"1": "'queued'", "2": "1"}
-    assert plans.indexes_used(pgss.custom_plan, "public", "jobs") == ("jobs_queued_created_at_idx",)
+    assert api.indexes_used(pgss.custom_plan, "public", "jobs") == ("jobs_queued_created_at_idx",)
     assert _scan_types(pgss.generic_plan) == ["Seq Scan"]
     assert pgss.plan_error is None and pgss.analyzed_plan is None
 
@@ -317,8 +318,8 @@ def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_plann
     # The file's claim was run too: one statement, the file's text with the server's counters.
     assert claim.calls == 2 and claim.queryid is not None and claim.roles == ("postgres",)
     assert claim.parsed.kind == "update" and claim.custom_values == {"1": "'queued'"}
-    assert "jobs_queued_created_at_idx" in plans.indexes_used(claim.custom_plan, "public", "jobs")
-    assert "jobs_queued_created_at_idx" not in plans.indexes_used(
+    assert "jobs_queued_created_at_idx" in api.indexes_used(claim.custom_plan, "public", "jobs")
+    assert "jobs_queued_created_at_idx" not in api.indexes_used(
         claim.generic_plan, "public", "jobs"
     )
     # The file's DDL, INSERT and plain SELECT are left alone, silently.

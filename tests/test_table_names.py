@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.errors import TableNotFound
 from qadvisor.collect.table_names import find_table, resolve_tables
-from qadvisor.connect import SessionLimits, connect
 from tests.conftest import TestDB
 from tests.helpers import qadvisor
 

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from qadvisor.collect import tenants as T
+from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.connect import SessionLimits, connect
 from qadvisor.dequeue import analyse
 from qadvisor.model import Column, Snapshot, Statement, TenantCount, TenantFacts
 from tests.conftest import TestDB

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,11 +22,11 @@ import pytest
 
 from qadvisor.docs import check_page
 from qadvisor.engine import run_checks
-from qadvisor.model import Skip, TableStats
+from qadvisor.model import Severity, Skip, TableStats
 from qadvisor.registry import Check, PackError, load_checks
 from qadvisor.render import json as json_render
 from tests import snapshots as S
-from tests.helpers import assert_quiet, qadvisor
+from tests.helpers import Run, assert_quiet, qadvisor
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "writing-checks.md"
@@ -41,7 +42,7 @@ def run(snapshot: Snapshot, options: object) -> list[object]:
     return []
 '''
 
-Install = Callable[[str, str, str], Path]
+Install = Callable[..., Path]
 
 
 def guide_example(marker: str = "acme_checks.py") -> str:
@@ -59,16 +60,28 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
     site.mkdir()
     modules: list[str] = []
 
-    def install(module: str, source: str, entry_point: str) -> Path:
-        (site / f"{module}.py").write_text(source)
+    def install(
+        module: str, source: str | dict[str, str], entry_point: str, value: str | None = None
+    ) -> Path:
+        """``source`` is the module's text, or a package's {file name: text}; the entry point
+        names the module unless ``value`` says otherwise."""
+        if isinstance(source, str):
+            (site / f"{module}.py").write_text(source)
+        else:
+            (site / module).mkdir()
+            for name, text in source.items():
+                (site / module / name).write_text(text)
         dist = site / f"{module}-1.0.dist-info"
         dist.mkdir()
         (dist / "METADATA").write_text(
             f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n"
         )
-        (dist / "entry_points.txt").write_text(f"[qadvisor.checks]\n{entry_point} = {module}\n")
+        (dist / "entry_points.txt").write_text(
+            f"[qadvisor.checks]\n{entry_point} = {value or module}\n"
+        )
         modules.append(module)
-        sys.modules.pop(module, None)
+        for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+            sys.modules.pop(name)
         # The metadata finder caches directory listings; a new dist-info must be seen now.
         importlib.invalidate_caches()
         return site
@@ -76,7 +89,8 @@ def install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Install
     monkeypatch.syspath_prepend(str(site))
     yield install
     for module in modules:
-        sys.modules.pop(module, None)
+        for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+            sys.modules.pop(name)
     importlib.invalidate_caches()
 
 
@@ -209,3 +223,119 @@ def test_the_guide_s_own_tests_pass(install: Install) -> None:
     assert len(tests) == 3
     for test in tests:
         test()
+
+
+# --- every error the guide promises, raised as promised -----------------------------------
+
+# (what the guide's example is changed into, the error, what it says)
+REFUSED = [
+    (('"ACME101",', '"Acme101",'), ValueError, "check code 'Acme101' must look like QA101"),
+    (('"queue-dead-tuples-over-budget",', '"QueueDeadTuples",'), ValueError, "kebab-case"),
+    (("max_dead_tuples: int = 100_000", "max_dead_tuples: int"), TypeError,
+     "Options.max_dead_tuples has no default"),
+    (("@dataclass(frozen=True)", "@dataclass"), TypeError, "Options is not frozen"),
+    (("options=Options,", "options=Options(),"), TypeError, "frozen dataclass with a default"),
+    (("options=Options,", "options=dict,"), TypeError, "frozen dataclass with a default"),
+    (('requires=("table_facts",)', 'requires=("table_fact",)'), ValueError,
+     "requires unknown fact(s) table_fact"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "error", "message"), REFUSED)
+def test_the_decorator_refuses_what_the_guide_says_it_refuses(
+    change: tuple[str, str], error: type[Exception], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = guide_example()
+    assert change[0] in source, f"the guide's example lost {change[0]!r}"
+    broken = source.replace(change[0], change[1], 1)
+    module = types.ModuleType("acme_checks")
+    monkeypatch.setitem(sys.modules, "acme_checks", module)  # dataclasses look it up
+    with pytest.raises(error, match=re.escape(message)):
+        exec(compile(broken, "acme_checks.py", "exec"), module.__dict__)
+
+
+def _env(site: Path) -> dict[str, str]:
+    path = [str(site), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+
+
+def test_a_refused_check_stops_every_command_with_one_line(install: Install) -> None:
+    broken = guide_example().replace("max_dead_tuples: int = 100_000", "max_dead_tuples: int")
+    site = install("acme_checks", broken, "acme")
+    with pytest.raises(PackError, match=r"check pack 'acme' \(acme_checks\) failed to load: "
+                                        r"check ACME101: options must be a frozen"):  # fmt: skip
+        load_checks()
+    commands = [("explain",), ("check", "--snapshot", "missing.json"),
+                ("snapshot", "host=/nonexistent dbname=app")]  # fmt: skip
+    for args in commands:  # the pack is loaded before anything is read
+        run = qadvisor(*args, env=_env(site))
+        assert run.rc == 2 and run.stdout == "", args
+        assert run.stderr.strip().splitlines() == [run.stderr.strip()], run.stderr
+        assert "Traceback" not in run.stderr and "has no default" in run.stderr
+
+
+def test_an_entry_point_naming_an_attribute_is_a_pack_error(install: Install) -> None:
+    site = install("acme_checks", guide_example(), "acme", "acme_checks:dead_tuples_over_budget")
+    with pytest.raises(PackError, match="check pack 'acme' must name a module, not acme_checks:"):
+        load_checks()
+    run = qadvisor("explain", env=_env(site))
+    assert run.rc == 2 and run.stderr.startswith("qadvisor: error: check pack 'acme' must name")
+
+
+def test_a_package_pack_registers_its_public_submodules_only(install: Install) -> None:
+    private = (
+        guide_example()
+        .replace('"ACME101"', '"ACME199"')
+        .replace('"queue-dead-tuples-over-budget"', '"private-helper-check"')
+    )
+    install("acme_pkg", {"__init__.py": "", "queues.py": guide_example(), "_helpers.py": private},
+            "acme")  # fmt: skip
+    codes = [c.code for c in load_checks()]
+    assert "ACME101" in codes and "ACME199" not in codes
+
+
+def test_options_for_the_pack_are_checked_like_the_built_in_ones(
+    install: Install, tmp_path: Path
+) -> None:
+    site = install("acme_checks", guide_example(), "acme")
+    snapshot = tmp_path / "jobs.json"
+    snap = S.snapshot(S.jobs_table(stats=TableStats(n_dead_tup=1_753_949)))
+    snapshot.write_text(json.dumps(snap.to_dict()))
+    config = tmp_path / "qadvisor.toml"
+
+    def run_with(text: str) -> Run:
+        config.write_text(text)
+        return qadvisor("check", "--snapshot", str(snapshot), "--config", str(config),
+                        "--format", "json", "--fail-on", "never", env=_env(site))  # fmt: skip
+
+    # The guide's config example (500,000) is still under the table's 1,753,949 dead tuples.
+    assert run_with("[options.ACME101]\nmax_dead_tuples = 500000\n").findings("ACME101")
+    assert_quiet(run_with("[options.ACME101]\nmax_dead_tuples = 2000000\n"), "ACME101", live=False)
+    run = run_with('[options.ACME101]\nmax_dead_tuples = "many"\n')
+    assert run.rc == 2 and "ACME101.max_dead_tuples must be an integer" in run.stderr
+    run = run_with("[options.ACME101]\nmax_dead_tuple = 5\n")
+    assert run.rc == 2
+    assert "ACME101 has no option 'max_dead_tuple' (options: max_dead_tuples)" in run.stderr
+
+
+def test_an_old_server_is_a_skip_naming_the_version(install: Install) -> None:
+    newer = guide_example().replace("    options=Options,\n", "    options=Options,\n"
+                                    "    min_server_version=190000,\n")  # fmt: skip
+    assert newer != guide_example()
+    install("acme_checks", newer, "acme")
+    chk = acme(load_checks())
+    report = run_checks(S.snapshot(S.jobs_table(stats=TableStats(n_dead_tup=1_753_949))), [chk])
+    assert report.findings == () and "ACME101" not in report.checks_run
+    assert report.skipped == (Skip("ACME101", "needs PostgreSQL 19 or newer"),)
+
+
+def test_repeated_reasons_of_one_check_are_reported_once() -> None:
+    from qadvisor.api import Unmet, check
+
+    @check("ACME102", "repeats-itself", severity=Severity.INFO, category="test")
+    def repeats(snapshot: object, options: object) -> list[Unmet]:
+        """Says the same thing twice."""
+        return [Unmet("no way to tell", "public.jobs"), Unmet("no way to tell", "public.jobs")]
+
+    report = run_checks(S.snapshot(S.jobs_table()), [repeats])
+    assert report.skipped == (Skip("ACME102", "no way to tell", "public.jobs"),)

@@ -33,8 +33,8 @@ from qadvisor.dequeue import DequeueStatement
 from qadvisor.estimates import live_index
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
-from qadvisor.plans import queues_named
 from qadvisor.sqltext import ident, qualified
+from qadvisor.statement_queues import queues_named
 
 Conn = psycopg.Connection[Any]
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from qadvisor.errors import InputError
 
-class CollectError(Exception):
+
+class CollectError(InputError):
     """A fact every check needs could not be read; the message is safe to print."""
 
 

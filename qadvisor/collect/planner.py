@@ -44,7 +44,9 @@ from psycopg import sql
 from qadvisor import dequeue
 from qadvisor.collect.queries import first_line
 from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
-from qadvisor.plans import SORT_NODES, index_predicate_columns, indexes_used, parse_explain
+from qadvisor.plans.explain_json import parse_explain
+from qadvisor.plans.reading import SORT_NODES, indexes_used
+from qadvisor.predicates import index_predicate_columns
 from qadvisor.sqltext import RANGE_OPS, ident, literal
 
 Conn = psycopg.Connection[Any]

@@ -53,7 +53,7 @@ from qadvisor.model import (
     Table,
     TableStats,
 )
-from qadvisor.plans import statement_label
+from qadvisor.statement_queues import statement_label
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")
@@ -126,7 +126,7 @@ def collect(
     rejected: list[Rejected] = []
     columns: list[discover.CandidateColumn] = []
     decisions = _discover(
-        conn, tables, gathered.claims, rejected, columns, locks.blocked(ACCESS_SHARE)
+        conn, tables, gathered.claims, rejected, columns, locks.blocked(ACCESS_SHARE), server.user
     )
     relids = [d.relid for d in decisions]
     queues = tuple(
@@ -308,6 +308,7 @@ def _discover(
     rejected: list[Rejected],
     columns: list[discover.CandidateColumn],
     blocked: list[int],
+    role: str,
 ) -> list[discover.Decision]:
     claimed = sorted({c.relid for c in claims})
     candidates = q.rows(conn, "candidate_columns", {"claimed": claimed})
@@ -324,7 +325,7 @@ def _discover(
             what = t.arg if t.arg == name else f"{t.arg} ({name})"
             raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
         explicit.append((t.schema, t.table, t.relid))
-    return discover.decide(columns, partials, claims, all_columns, explicit, rejected)
+    return discover.decide(columns, partials, claims, all_columns, explicit, rejected, role)
 
 
 def _system_schema(schema: str) -> bool:
@@ -344,6 +345,7 @@ def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
         indexed=r["indexed"],
         common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
         readable=r["readable"],
+        partitioned=bool(r.get("partitioned")),
     )
 
 

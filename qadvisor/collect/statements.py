@@ -34,8 +34,8 @@ from qadvisor import claims, dequeue, names
 from qadvisor.discover import Claim
 from qadvisor.function_claims import FunctionClaim
 from qadvisor.model import LeftOut, Statement
-from qadvisor.plans import statement_label
 from qadvisor.recorded_statements import called_functions, match_nested
+from qadvisor.statement_queues import statement_label
 
 # pg_stat_statements keeps a SQL-level PREPARE with its statement: "PREPARE s(text) AS ...".
 _PREPARE_PREFIX = re.compile(

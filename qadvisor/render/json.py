@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Fix, Report
@@ -94,3 +94,7 @@ def fix_dict(fix: Fix | None) -> dict[str, Any] | None:
 
 def render(report: Report) -> str:
     return json.dumps(report_dict(report), indent=2, sort_keys=True, default=str) + "\n"
+
+
+def write(report: Report, out: TextIO) -> None:
+    out.write(render(report))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
+from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Skip
@@ -100,3 +101,7 @@ def _details(f: Finding) -> str:
 
 def _clean(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
+
+
+def write(report: Report, out: TextIO) -> None:
+    out.write(render(report))

@@ -9,6 +9,7 @@ What could not be judged comes before the findings, and the all-clear only when 
 from __future__ import annotations
 
 import re
+from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Severity
@@ -165,3 +166,7 @@ def _sql_block(statements: tuple[str, ...]) -> list[str]:
 
 def _url(path: str) -> str:
     return path.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+
+
+def write(report: Report, out: TextIO) -> None:
+    out.write(render(report))

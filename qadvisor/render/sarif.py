@@ -1,6 +1,7 @@
 """The SARIF 2.1.0 report, for GitHub code scanning and other SARIF viewers.
 
-One run; ``tool.driver.rules`` holds every check that ran (its docstring is the rule help),
+One run; ``tool.driver.rules`` holds every check that ran (the report's rules: its docstring
+is the rule help),
 ``results`` one entry per finding. A finding is about a database object, not a file, so its
 location is a logical location (``public.jobs``, kind ``table``). GitHub code scanning rejects
 a result whose locations carry no artifact, so each location also names a stable pseudo
@@ -13,13 +14,11 @@ Skipped checks are tool execution notifications of the one invocation.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import quote
 
 from qadvisor import __version__
-from qadvisor.model import Finding, Report, Severity, Target
-from qadvisor.registry import Check
+from qadvisor.model import Finding, Report, Rule, Severity, Target
 from qadvisor.render.json import fix_dict
 
 SARIF_VERSION = "2.1.0"
@@ -32,15 +31,15 @@ ARTIFACT_ROOT = "postgresql"
 LEVEL = {Severity.CRITICAL: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
-def render(report: Report, checks: Sequence[Check], *, docs_base_url: str | None = None) -> str:
-    """SARIF for ``report``; ``checks`` supplies the rules (those not in checks_run are left out).
+def render(report: Report, *, docs_base_url: str | None = None) -> str:
+    """SARIF for ``report``.
 
     The schema wants ``helpUri`` to be an absolute URI (GitHub's upload checks URI formats), so it
     is set only when ``docs_base_url`` is given; the docs path is in the rule help either way.
     """
     return (
         json.dumps(
-            sarif_dict(report, checks, docs_base_url=docs_base_url),
+            sarif_dict(report, docs_base_url=docs_base_url),
             indent=2,
             sort_keys=True,
             default=str,
@@ -49,13 +48,12 @@ def render(report: Report, checks: Sequence[Check], *, docs_base_url: str | None
     )
 
 
-def sarif_dict(
-    report: Report, checks: Sequence[Check], *, docs_base_url: str | None = None
-) -> dict[str, Any]:
+def sarif_dict(report: Report, *, docs_base_url: str | None = None) -> dict[str, Any]:
     ran = set(report.checks_run)
-    rules = [_rule(c, docs_base_url) for c in sorted(checks, key=lambda c: c.code) if c.code in ran]
+    described = sorted((r for r in report.rules if r.code in ran), key=lambda r: r.code)
+    rules = [_rule(r, docs_base_url) for r in described]
     index = {r["id"]: i for i, r in enumerate(rules)}
-    for f in report.findings:  # a finding whose check was not passed in still gets a rule
+    for f in report.findings:  # a finding whose check the report does not describe
         if f.code not in index:
             index[f.code] = len(rules)
             rules.append(_bare_rule(f))
@@ -90,7 +88,7 @@ def sarif_dict(
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 
 
-def _rule(c: Check, docs_base_url: str | None) -> dict[str, Any]:
+def _rule(c: Rule, docs_base_url: str | None) -> dict[str, Any]:
     body = c.doc.split("\n", 1)[1].strip() if "\n" in c.doc else ""
     text = body or c.summary
     rule: dict[str, Any] = {
@@ -143,3 +141,7 @@ def _location(t: Target) -> dict[str, Any]:
         "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": 1}},
         "logicalLocations": [logical],
     }
+
+
+def write(report: Report, out: TextIO) -> None:
+    out.write(render(report))

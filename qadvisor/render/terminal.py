@@ -3,7 +3,7 @@ severity with fixes as highlighted SQL, and the all-clear only when it was earne
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -107,3 +107,8 @@ def _finding(f: Finding) -> Panel:
         (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"
     )
     return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
+
+
+def write(report: Report, out: TextIO) -> None:
+    """To ``out`` in colour when it is a terminal (and NO_COLOR is unset), at its width."""
+    render(report, Console(file=out))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from qadvisor.pgserver import LocalServer
+from qadvisor.demo.pgserver import LocalServer
 from tests.conftest import _bin_dirs
 from tests.corpus import envs
 from tests.corpus.library import Library, Observed, build_aged, build_fresh, observe

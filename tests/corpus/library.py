@@ -31,7 +31,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from qadvisor.pgserver import LocalServer
+from qadvisor.demo.pgserver import LocalServer
 from tests.corpus import envs
 from tests.helpers import Run, qadvisor
 

@@ -2,7 +2,8 @@
 -- of every table, and every column of the tables claims read (%(claimed)s: a claim may wait
 -- on any column, a boolean or an enum, and may read a partition). One query for the whole
 -- database, however many tables it has. By OID: no USAGE on the schemas is needed.
-SELECT n.nspname AS schema, c.relname AS table, c.oid AS relid, a.attname AS column,
+SELECT n.nspname AS schema, c.relname AS table, c.oid AS relid, c.relkind = 'p' AS partitioned,
+       a.attname AS column,
        format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
        has_column_privilege(c.oid, a.attnum, 'SELECT') AS readable,
        CASE WHEN et.typtype = 'e' THEN

