@@ -230,6 +230,16 @@ def check(
         ),
     ] = None,
     config: ConfigOpt = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="In the text report, also list the tables discovery did not take for queues "
+            "and the row-locking statements it did not judge as claims, each with why (JSON "
+            "always carries them: rejected, left_out).",
+        ),
+    ] = False,
     statement_timeout: StatementTimeoutOpt = None,
     lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
@@ -255,6 +265,7 @@ def check(
         fail_on=fail_on.value if fail_on else None,
         fail_on_skip=fail_on_skip,
         format=fmt.value,
+        verbose=verbose,
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
@@ -262,7 +273,13 @@ def check(
     settings = _or_fail(lambda: resolve(flags))
     with _SampleBar() as bar:
         report = _or_fail(lambda: engine.check(settings, bar))
-    render.write(report, settings.format, sys.stdout, annotations=settings.github_annotations)
+    render.write(
+        report,
+        settings.format,
+        sys.stdout,
+        annotations=settings.github_annotations,
+        verbose=settings.verbose,
+    )
     raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
 
 

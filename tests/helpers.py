@@ -108,17 +108,24 @@ def rewrite_of(finding: dict[str, Any] | Finding) -> str:
     return after
 
 
-def apply_fix(db: TestDB, finding: dict[str, Any] | Finding, *, review: bool = False) -> None:
-    """Run a finding's migration steps exactly as printed, one statement per call
-    (CONCURRENTLY needs it); with ``review``, its review steps too, in order. A rewrite is
-    never run: it is application code (see plan_rewrites)."""
+def fix_sql(finding: dict[str, Any] | Finding, *, review: bool = False) -> list[str]:
+    """The statements of a finding's fix to run as printed, in order: its migration steps
+    (which are its ``statements``), with ``review`` its review steps too. Never a rewrite:
+    that is application code (see plan_rewrites)."""
     kinds = ("migration", "review") if review else ("migration",)
     fix = fix_dict(finding.fix) if isinstance(finding, Finding) else finding["fix"]
-    assert fix is not None and any(s["kind"] in kinds for s in fix["steps"]), fix
+    assert fix is not None
     assert fix["statements"] == [s["sql"] for s in fix["steps"] if s["kind"] == "migration"]
-    for step in fix["steps"]:
-        if step["kind"] in kinds:
-            db.execute(step["sql"])
+    out = [s["sql"] for s in fix["steps"] if s["kind"] in kinds]
+    assert out, f"the fix has no step to run: {fix}"
+    return out
+
+
+def apply_fix(db: TestDB, finding: dict[str, Any] | Finding, *, review: bool = False) -> None:
+    """Run a finding's fix exactly as printed, one statement per call (CONCURRENTLY needs
+    it): its migration steps, with ``review`` its review steps too (see fix_sql)."""
+    for statement in fix_sql(finding, review=review):
+        db.execute(statement)
 
 
 def plan_rewrites(db: TestDB, finding: dict[str, Any] | Finding) -> list[str]:
