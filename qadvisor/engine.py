@@ -16,10 +16,14 @@ and without a skip is one the check judged healthy, and that must be earned.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.errors import InputError
 from qadvisor.model import Finding, Report, Severity, Skip, Snapshot
@@ -47,8 +51,15 @@ def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:
 
 
 def judge(snapshot: Snapshot, settings: Settings) -> Report:
-    """Every check of the settings on the snapshot, with their options and ignores."""
-    return run_checks(snapshot, settings.checks, settings.options, settings.ignore)
+    """Every check of the settings on the snapshot, with their options and ignores, stamped
+    with the time and the command as run (passwords removed)."""
+    report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
+    command = " ".join(shlex.quote(a) for a in settings.command) if settings.command else None
+    return replace(
+        report,
+        checked_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        command=redact(command, settings.dsn) if command else None,
+    )
 
 
 def gate(report: Report, settings: Settings) -> bool:

@@ -548,6 +548,10 @@ class Report:
     checks_run: tuple[str, ...]
     # The checks of checks_run, described: a renderer needs nothing but the report.
     rules: tuple[Rule, ...] = ()
+    # When the checks ran (UTC, ISO 8601) and the command as run, its passwords removed: the
+    # header of a report that is pasted somewhere. None where the report was built otherwise.
+    checked_at: str | None = None
+    command: str | None = None
 
     def summary(self) -> dict[str, int]:
         counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
