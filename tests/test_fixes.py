@@ -227,3 +227,11 @@ def test_edge_case_index_fixes_build_and_supply_their_order(db: TestDB) -> None:
     db.execute(long.statement)
     names = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'Jobs'")}
     assert long.name in names and len(long.name) <= MAX_IDENTIFIER  # not truncated by the server
+
+
+def test_array_literals_are_read_by_the_server_as_their_values(db: TestDB) -> None:
+    # Backslashes and double quotes inside a quoted array item are escaped with a backslash;
+    # unescaped, 'a\b' would come back as 'ab' (PostgreSQL's array input syntax).
+    values = ["queued", "a,b", 'say "hi"', "back\\slash", "it's", "NULL", " padded "]
+    ((got,),) = db.execute(f"SELECT {array_literal(values)}::text[]")
+    assert got == values
