@@ -21,7 +21,7 @@ def _escape(text: str, *, prop: bool = False) -> str:
 
 def render(report: Report) -> str:
     lines = []
-    for f in report.findings:
+    for f in report.new_findings:  # a baseline's accepted findings are not announced again
         title = _escape(f"{f.code} {f.name} {f.target.key_part}", prop=True)
         lines.append(f"::{_LEVEL[f.severity]} title={title}::{_escape(f.message)}")
     return "".join(line + "\n" for line in lines)
