@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -38,10 +39,12 @@ class Run:
         return [f for f in self.report["findings"] if f["code"] == code]
 
 
-def qadvisor(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Run:
-    """Run the installed CLI as a user would, in its own process; without ``env``, in this
-    process's environment minus qadvisor's settings variables (a QADVISOR_FAIL_ON exported
-    in the developer's shell must not change what the tests see)."""
+def qadvisor(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
+) -> Run:
+    """Run the installed CLI as a user would, in its own process (in ``cwd``, else here);
+    without ``env``, in this process's environment minus qadvisor's settings variables (a
+    QADVISOR_FAIL_ON exported in the developer's shell must not change what the tests see)."""
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
     proc = subprocess.run(
@@ -50,6 +53,7 @@ def qadvisor(*args: str, env: dict[str, str] | None = None, timeout: float = 120
         text=True,
         timeout=timeout,
         env=env,
+        cwd=cwd,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
