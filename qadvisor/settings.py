@@ -36,7 +36,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -221,13 +221,23 @@ def resolve(
         if why:
             raise SettingsError(f"--write-baseline {write_baseline}: cannot write it: {why}")
     baseline_path = flags.baseline or cfg.baseline
-    loaded = baseline_file.load(baseline_path) if baseline_path is not None else None
+    if (
+        baseline_path is not None
+        and write_baseline is not None
+        and not baseline_path.exists()
+        and baseline_path.resolve() == write_baseline.resolve()
+    ):
+        baseline_path = None  # the run that writes the config file's baseline the first time
+    loaded = None
+    if baseline_path is not None:
+        loaded = baseline_file.load(baseline_path)
+        loaded = replace(loaded, source=repo_path(baseline_path, root) or str(baseline_path))
     anchor = _anchor(cfg, flags.sarif_anchor or cfg.sarif_anchor, root, file_label)
     docs_url = flags.docs_url or cfg.docs_url
     if docs_url is not None and not re.match(r"https?://[^/\s]+", docs_url):
         where = "--docs-url" if flags.docs_url else f"{file_label}: docs_url"
         raise SettingsError(f"{where} {docs_url!r}: must be an absolute http(s) URL")
-    queries, directives = _queries(cfg, flags, installed) if on_server else ((), ())
+    queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
     return Settings(
         checks=installed,
         dsn=flags.dsn,
@@ -391,10 +401,11 @@ def _timeout(
 
 
 def _queries(
-    cfg: Config, flags: Flags, checks: Sequence[Check]
+    cfg: Config, flags: Flags, checks: Sequence[Check], root: Path
 ) -> tuple[tuple[tuple[str, str], ...], tuple[InlineIgnore, ...]]:
     """(source, text) pairs: each --query (file's first), refused unless it is one plannable
-    statement, then every statement of each query file (the file's first); and the files'
+    statement, then every statement of each query file (the file's first), named by its path
+    relative to ``root`` when it is inside it (``sql/claim.sql:12``); and the files'
     ``-- qadvisor: ignore`` comments, their codes checked against the installed checks."""
     out: list[tuple[str, str]] = []
     ignores: list[InlineIgnore] = []
@@ -405,7 +416,9 @@ def _queries(
             raise SettingsError(f"--query {i} refused: {exc}") from None
         out.append((f"--query {i}", text))
     codes = {c.code for c in checks}
-    for path in [*cfg.query_files, *flags.query_files]:
+    # A file named by the config file and by a flag is read once.
+    files = {p.resolve(): p for p in [*cfg.query_files, *flags.query_files]}
+    for path in files.values():
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -416,7 +429,8 @@ def _queries(
             found = inline_ignores.directives(text)
         except (dequeue.StatementError, inline_ignores.DirectiveError) as exc:
             raise SettingsError(f"--query-file {path}: {exc}") from None
-        out += [(f"{path}:{line}", stmt) for line, stmt in statements]
+        label = repo_path(path, root) or str(path)
+        out += [(f"{label}:{line}", stmt) for line, stmt in statements]
         for d in found:
             where = f"--query-file {path}:{d.line}"
             if d.statement_line == 0:
@@ -430,5 +444,5 @@ def _queries(
                     f"{where}: 'qadvisor: ignore' names {unknown[0]!r}, which no check has "
                     "(qadvisor checks lists them)"
                 )
-            ignores.append(InlineIgnore(f"{path}:{d.statement_line}", d.codes, d.line))
+            ignores.append(InlineIgnore(f"{label}:{d.statement_line}", d.codes, d.line))
     return tuple(out), tuple(ignores)
