@@ -1,8 +1,8 @@
 """Command line: `qadvisor check`, `snapshot`, `demo`, `checks`, `explain`.
 
 Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
-above it (or, with --fail-on-skip, a check that could not judge a queue, or no queue found);
-2 usage, connection or input error.
+above it (only new ones with --baseline; or, with --fail-on-skip, a check that could not judge
+a queue, or no queue found); 2 usage, connection or input error.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ app = typer.Typer(
     help=(
         "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
         "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
-        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (or, "
-        "with --fail-on-skip, a check that could not judge a queue, or no queue found), "
-        "2 usage, connection or input error."
+        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (only "
+        "new ones with --baseline; or, with --fail-on-skip, a check that could not judge a "
+        "queue, or no queue found), 2 usage, connection or input error."
     ),
     no_args_is_help=True,
     add_completion=False,

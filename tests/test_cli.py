@@ -131,7 +131,9 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert run.rc == 1
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
                            "checks_run", "queues", "rejected", "left_out", "findings",
-                           "skipped", "hidden", "summary"}  # fmt: skip
+                           "skipped", "hidden", "summary", "baseline", "fixed",
+                           "ignored"}  # fmt: skip
+    assert report["baseline"] is None and report["fixed"] == [] and report["ignored"] == []
     assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1
     assert report["server"]["version_num"] == db.version_num
@@ -140,7 +142,8 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert queue["table"] == "jobs" and queue["live_predicate"] == "status = 'pending'"
     for f in report["findings"]:
         assert set(f) == {"code", "name", "severity", "key", "target", "message", "evidence",
-                          "fix", "docs"}  # fmt: skip
+                          "fix", "docs", "baseline", "location"}  # fmt: skip
+        assert f["baseline"] is None and f["location"] is None
         assert f["key"].startswith(f["code"] + ":")
         assert Path(f["docs"]).name == f"{f['code']}.md"
     assert report["summary"]["warning"] == len(report["findings"])
