@@ -6,11 +6,13 @@ qadvisor.collect, the only code that talks to PostgreSQL), and :func:`judge` run
 on it. ``snapshot`` stops after :func:`collect`. :func:`gate` says whether the report fails
 the run. Rendering is the renderers' (qadvisor.render), exit codes the command line's.
 
-Judging: every check is pure; the engine attaches identities, filters and sorts. A check that
-requires a fact the snapshot lacks for a queue (hidden from the role, behind another session's
-lock, or a read that failed) is reported as skipped for that queue, with the reason and the
-GRANT that would show the fact, whatever it yielded for that queue: a queue without a finding
-and without a skip is one the check judged healthy, and that must be earned.
+Judging: every check is pure; the engine attaches identities, filters and sorts, drops what
+the inline ignores of --query-file statements name, places findings in the repository and
+measures them against the baseline. A check that requires a fact the snapshot lacks for a
+queue (hidden from the role, behind another session's lock, or a read that failed) is reported
+as skipped for that queue, with the reason and the GRANT that would show the fact, whatever it
+yielded for that queue: a queue without a finding and without a skip is one the check judged
+healthy, and that must be earned.
 """
 
 from __future__ import annotations

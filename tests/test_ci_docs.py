@@ -142,8 +142,9 @@ def test_the_commands_of_the_page_on_a_real_server(db: TestDB, tmp_path: Path) -
     results = [_run(c, repo, **github) for c in commands]
     check_run = next(r for c, r in zip(commands, results, strict=True) if "qadvisor" in c)
     assert check_run.returncode == 1, check_run.stderr
-    assert re.search(r"^::error title=QA301 ", check_run.stdout, re.M), check_run.stdout
-    assert "::warning title=QA203" not in check_run.stdout  # accepted: not announced again
+    annotation = r"^::error file=sql/dequeue.sql,line=2,title=QA301 "
+    assert re.search(annotation, check_run.stdout, re.M), check_run.stdout
+    assert "title=QA203" not in check_run.stdout  # accepted: not announced again
     sarif = json.loads((repo / "qadvisor.sarif").read_text())
     assert_valid_sarif(sarif)
     (result,) = sarif["runs"][0]["results"]

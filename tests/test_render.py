@@ -653,3 +653,15 @@ def test_github_annotations_escape_messages_and_titles() -> None:
     assert github.render(report) == (
         "::error title=QA201 archive-scaled-vacuum-threshold public.jobs::50%25 done,%0Anext: x\n"
     )
+
+
+def test_github_annotations_name_the_file_and_leave_out_accepted_findings() -> None:
+    from qadvisor.render import github
+
+    lines = github.render(baselined_report()).splitlines()
+    assert [ln.split(" ", 1)[0] for ln in lines] == ["::error", "::warning", "::notice"]
+    assert lines[1].startswith(
+        "::warning file=sql/claim.sql,line=3,title=QA102 dead-entry-bloated-partial-index "
+    )
+    assert lines[0].startswith("::error file=qadvisor.toml,line=2,title=QA203 ")
+    assert not any("QA101" in ln for ln in lines)  # preexisting
