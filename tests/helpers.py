@@ -19,6 +19,7 @@ from qadvisor.model import Report
 from qadvisor.render.json import report_dict
 from qadvisor.settings import ENV_VARIABLES
 from tests.conftest import TestDB
+from tests.json_schemas import assert_valid_report
 
 
 @dataclass
@@ -29,7 +30,9 @@ class Run:
 
     @property
     def report(self) -> dict[str, Any]:
+        """The JSON report on stdout, validated against the published schema."""
         data: dict[str, Any] = json.loads(self.stdout)
+        assert_valid_report(data)
         return data
 
     def codes(self) -> set[str]:
@@ -77,6 +80,7 @@ def assert_quiet(
     rotation table, the server, the xmin horizon) counts against every queue.
     """
     report = result.report if isinstance(result, Run) else report_dict(result)
+    assert_valid_report(report)
     queues = {f"{q['schema']}.{q['table']}": q for q in report["queues"]}
     assert queue in queues, f"{queue} is not among the queues found: {sorted(queues)}"
     if live:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from qadvisor.settings import ENV_VARIABLES
 from tests.conftest import TestDB
-from tests.sarif_schema import assert_valid_sarif
+from tests.json_schemas import assert_valid_sarif
 from tests.test_statements_collect import build_claim_queue
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "ci.md"

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
+from tests.json_schemas import assert_valid_snapshot
 
 SECRET = "s3cr3t-Pa55"
 
@@ -162,7 +163,9 @@ def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
     offline = qadvisor("check", "--snapshot", str(out), "--format", "json")
     assert offline.rc == 1
     assert [f["key"] for f in offline.report["findings"]] == [f["key"] for f in online["findings"]]
-    assert json.loads(out.read_text())["server"]["database"] == db.name
+    saved = json.loads(out.read_text())
+    assert saved["server"]["database"] == db.name
+    assert_valid_snapshot(saved)
 
 
 def test_session_is_read_only_and_named(db: TestDB) -> None:

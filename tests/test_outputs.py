@@ -16,7 +16,7 @@ from qadvisor.dequeue import fingerprint
 from qadvisor.inline_ignores import directives
 from tests.conftest import TestDB
 from tests.helpers import qadvisor
-from tests.sarif_schema import assert_valid_sarif
+from tests.json_schemas import assert_valid_report, assert_valid_sarif, assert_valid_snapshot
 from tests.test_statements_collect import CLAIM, build_claim_queue
 
 # A second claim of another shape, also comparing status with a parameter (QA301 too).
@@ -47,6 +47,7 @@ def test_one_run_writes_the_terminal_report_and_sarif_junit_markdown(
     assert run.stdout.startswith("qadvisor ") and "QA301" in run.stdout  # the text report
     assert run.stderr == ""
     report = json.loads((repo / "out" / "report.json").read_text())
+    assert_valid_report(report)
     keys = {f["key"] for f in report["findings"]}
     claim_key = f"QA301:public.jobs@{fingerprint(CLAIM)}"
     other_key = f"QA301:public.jobs@{fingerprint(OTHER)}"
@@ -100,6 +101,9 @@ def test_an_inline_ignore_drops_that_statements_findings_of_that_code(
     # Kept in a snapshot: checked later, the same finding stays ignored.
     snap = qadvisor("snapshot", db.dsn, "--query-file", "sql/claim.sql", "-o", "s.json", cwd=repo)
     assert snap.rc == 0, snap.stderr
+    saved = json.loads((repo / "s.json").read_text())
+    assert_valid_snapshot(saved)
+    assert saved["inline_ignores"] == [{"source": "sql/claim.sql:4", "codes": ["QA301"], "line": 3}]
     later = qadvisor("check", "--snapshot", "s.json", "--format", "json", cwd=repo)
     assert {f["key"] for f in later.report["findings"]} == keys
     assert later.report["ignored"] == report["ignored"]

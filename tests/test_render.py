@@ -47,7 +47,7 @@ from qadvisor.render import json as json_render
 from qadvisor.render import junit, markdown, sarif
 from tests import snapshots as S
 from tests.conftest import in_ci
-from tests.sarif_schema import assert_valid_sarif
+from tests.json_schemas import assert_valid_sarif
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("QADVISOR_UPDATE_GOLDEN") == "1"
