@@ -233,6 +233,16 @@ def check(
         ),
     ] = None,
     config: ConfigOpt = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="In the text report, also list the tables discovery did not take for queues "
+            "and the row-locking statements it did not judge as claims, each with why (JSON "
+            "always carries them: rejected, left_out).",
+        ),
+    ] = False,
     statement_timeout: StatementTimeoutOpt = None,
     lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
@@ -311,6 +321,7 @@ def check(
         fail_on=fail_on.value if fail_on else None,
         fail_on_skip=fail_on_skip,
         format=fmt.value,
+        verbose=verbose,
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
@@ -324,7 +335,13 @@ def check(
     with _SampleBar() as bar:
         report = _or_fail(lambda: engine.check(settings, bar))
     _write_files(report, settings)
-    render.write(report, settings.format, sys.stdout, annotations=settings.github_annotations)
+    render.write(
+        report,
+        settings.format,
+        sys.stdout,
+        annotations=settings.github_annotations,
+        verbose=settings.verbose,
+    )
     raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
 
 
@@ -339,7 +356,7 @@ def _write_files(report: Report, settings: Settings) -> None:
     files = []
     for fmt, path in settings.outputs:
         buffer = io.StringIO()
-        render.write(report, fmt, buffer)
+        render.write(report, fmt, buffer, verbose=settings.verbose)
         files.append((path, buffer.getvalue()))
     if settings.write_baseline is not None:
         files.append((settings.write_baseline, baseline.dumps(report)))

@@ -97,6 +97,7 @@ class Flags:
     fail_on: str | None = None
     fail_on_skip: bool | None = None
     format: str = "text"
+    verbose: bool = False
     statement_timeout: int | None = None
     lock_timeout: int | None = None
     connect_timeout: int | None = None
@@ -124,6 +125,7 @@ class Settings:
     fail_on: FailOn = "warning"
     fail_on_skip: bool = False
     format: str = "text"
+    verbose: bool = False  # the text report lists rejected candidates and left-out statements
     # With --format text under GitHub Actions: workflow-command annotations after the report.
     github_annotations: bool = False
     limits: SessionLimits = field(default_factory=SessionLimits)
@@ -251,6 +253,7 @@ def resolve(
         fail_on=cast(FailOn, fail_on),
         fail_on_skip=bool(fail_on_skip),
         format=flags.format,
+        verbose=flags.verbose,
         github_annotations=environ.get("GITHUB_ACTIONS") == "true",
         limits=limits,
         config_file=cfg.source,

@@ -144,7 +144,7 @@ def locking_statements(
         job = job_table(snapshot, stmt)
         if job is None:
             if stmt.plan_error:
-                yield Unmet(f"{statement_id(stmt)}: {stmt.plan_error}")
+                yield Unmet(f"{statement_label(stmt)}: {stmt.plan_error}")
             continue
         claimed.add(job)
         yield stmt, job

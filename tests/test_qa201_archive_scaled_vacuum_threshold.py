@@ -13,8 +13,8 @@ from qadvisor.engine import run_checks
 from qadvisor.model import Finding, Sample, Severity, TableStats
 from qadvisor.registry import load_checks
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check
+from tests.helpers import assert_quiet, build_archive_queue
+from tests.shapes import Shape
 
 
 def test_measured_case_default_trigger_is_two_million() -> None:
@@ -119,11 +119,12 @@ def test_the_fix_note_says_how_the_threshold_was_rounded() -> None:
     assert "10x the live set of 5,292 rows is 52,920, rounded up to 100,000" in f.fix.notes
 
 
-def test_found_fixed_and_gone(db: TestDB) -> None:
+def test_found_fixed_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_archive_queue(db)
     db.execute("UPDATE jobs SET finished_at = now() WHERE id <= 30000")
     db.wait_for_stats("jobs", lambda r: r["n_dead_tup"] >= 30_000)
-    run = check(db)
+    run = shape.check()
     assert run.rc == 1
     (f,) = run.findings("QA201")
     ev = f["evidence"]
@@ -135,24 +136,26 @@ def test_found_fixed_and_gone(db: TestDB) -> None:
         assert ev["autovacuum_vacuum_max_threshold"] == 100_000_000
     else:
         assert ev["autovacuum_vacuum_max_threshold"] is None
-    apply_fix(db, f)
+    shape.apply_fix(f)
     (opts,) = db.execute("SELECT reloptions FROM pg_class WHERE relname = 'jobs'")[0]
     assert "autovacuum_vacuum_scale_factor=0" in opts
-    assert_quiet(check(db), "QA201")
+    assert_quiet(shape.check(), "QA201", shape.queue)
 
 
-def test_sample_of_an_idle_queue_is_not_critical(db: TestDB) -> None:
+def test_sample_of_an_idle_queue_is_not_critical(shape: Shape) -> None:
     # A CI gate against an idle staging database: no worker runs while the sample is taken.
-    build_archive_queue(db)
-    (f,) = check(db, "--sample", "1").findings("QA201")
+    build_archive_queue(shape.db)
+    (f,) = shape.check("--sample", "1").findings("QA201")
     assert f["severity"] == "warning", f["message"]
     assert "sample saw no claims: take it while workers run" in f["message"]
     assert f["evidence"]["sample_dead_tuples"] == 0
     assert f["evidence"]["seconds_to_autovacuum"] is None
 
 
-def test_sample_measures_the_dead_tuple_rate(db: TestDB) -> None:
+def test_sample_measures_the_dead_tuple_rate(shape: Shape) -> None:
+    db = shape.db
     build_archive_queue(db)
+    shape.grant()
     stop = threading.Event()
 
     def churn() -> None:
@@ -172,7 +175,7 @@ def test_sample_measures_the_dead_tuple_rate(db: TestDB) -> None:
     worker = threading.Thread(target=churn)
     worker.start()
     try:
-        with connect(db.dsn, SessionLimits()) as conn:
+        with connect(shape.checker.dsn, SessionLimits()) as conn:
             snap = collect(conn, sample_seconds=3)
     finally:
         stop.set()
@@ -184,18 +187,19 @@ def test_sample_measures_the_dead_tuple_rate(db: TestDB) -> None:
     assert "30 s of dead tuples" in (f.fix.notes if f.fix else "")
 
 
-def test_quiet_when_tuned_or_deleted_on_completion(db: TestDB) -> None:
-    build_archive_queue(db, reloptions="autovacuum_vacuum_scale_factor = 0, "
+def test_quiet_when_tuned_or_deleted_on_completion(shape: Shape) -> None:
+    build_archive_queue(shape.db, reloptions="autovacuum_vacuum_scale_factor = 0, "
                         "autovacuum_vacuum_threshold = 50000")  # fmt: skip
-    assert_quiet(check(db), "QA201")
+    assert_quiet(shape.check(), "QA201", shape.queue)
 
 
-def test_quiet_when_rows_are_deleted_on_completion(db: TestDB) -> None:
+def test_quiet_when_rows_are_deleted_on_completion(shape: Shape) -> None:
     # Finished rows are deleted (a few wait for the cleanup): the trigger, 50 + 0.2 x 302,000,
     # is over min_trigger, and it is quiet because it is a fraction of the live set.
+    db = shape.db
     build_archive_queue(db, archive=2_000, live=300_000)
     ((reltuples,),) = db.execute("SELECT reltuples FROM pg_class WHERE relname = 'jobs'")
     assert 50 + 0.2 * reltuples > 50_000
-    run = check(db, "--table", "jobs")
+    run = shape.check("--table", shape.queue)
     assert run.report["queues"][0]["live_predicate"] == "status = 'pending'"
-    assert_quiet(run, "QA201")
+    assert_quiet(run, "QA201", shape.queue)

@@ -12,7 +12,8 @@ from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.model import Finding, HorizonHolder, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, qadvisor
+from tests.shapes import APP_MONITOR, PUBLIC_SUPERUSER, Shape, open_shape
 
 
 def test_idle_in_transaction_and_inactive_slot() -> None:
@@ -53,7 +54,8 @@ def test_quiet_without_holders() -> None:
     assert_quiet(S.report("QA202", S.snapshot(S.jobs_table())), "QA202")
 
 
-def test_open_transaction_found_terminated_and_gone(db: TestDB, tmp_path: Path) -> None:
+def test_open_transaction_found_terminated_and_gone(shape: Shape, tmp_path: Path) -> None:
+    db = shape.db
     build_archive_queue(db, composite=False, partial=True)
     config = tmp_path / "qadvisor.toml"
     # A real holder is minutes old; the test's is a second old, so the age limit is lowered.
@@ -65,11 +67,11 @@ def test_open_transaction_found_terminated_and_gone(db: TestDB, tmp_path: Path) 
     holder.execute("SET application_name = 'long_report'")
     holder.execute("SELECT count(*) FROM jobs")
     try:
-        (f,) = check(db, "--config", str(config)).findings("QA202")
+        (f,) = shape.check("--config", str(config)).findings("QA202")
         assert f["evidence"]["application_name"] == "long_report"
         assert f["evidence"]["state"] == "idle in transaction"
-        apply_fix(db, f)
-        assert_quiet(check(db, "--config", str(config)), "QA202")
+        shape.apply_fix(f, as_dba=True)
+        assert_quiet(shape.check("--config", str(config)), "QA202", shape.queue)
     finally:
         holder.close()
 
@@ -108,8 +110,12 @@ def test_sessions_hidden_from_the_role_are_a_skip_naming_the_grant(
 
 
 @pytest.mark.server
+@pytest.mark.parametrize("shape_name", [PUBLIC_SUPERUSER, APP_MONITOR])
 def test_prepared_transaction_found_rolled_back_as_printed_and_gone(
-    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    shape_name: str,
 ) -> None:
     # PREPARE TRANSACTION needs max_prepared_transactions > 0: a server of its own.
     bin_dir = embedded_bin_dir()
@@ -118,21 +124,24 @@ def test_prepared_transaction_found_rolled_back_as_printed_and_gone(
     config = tmp_path / "qadvisor.toml"
     config.write_text("[options.QA202]\nmin_age_s = 0\n")
     base = tmp_path_factory.mktemp("prepared")
-    with start_server(bin_dir, base, settings={"max_prepared_transactions": "2"}) as server:
-        db = TestDB("postgres", server)
+    with (
+        start_server(bin_dir, base, settings={"max_prepared_transactions": "2"}) as server,
+        open_shape(shape_name, TestDB("postgres", server), request.node) as shape,
+    ):
+        db = shape.db
         build_archive_queue(db, archive=10_000, composite=False, partial=True)
         with db.connect() as conn:
             conn.execute("BEGIN")
             conn.execute("UPDATE jobs SET finished_at = now() WHERE id = 1")
             conn.execute("PREPARE TRANSACTION 'stuck_2pc'")
-        (f,) = check(db, "--config", str(config)).findings("QA202")
+        (f,) = shape.check("--config", str(config)).findings("QA202")
         assert f["evidence"]["kind"] == "prepared transaction"
         assert f["fix"]["statements"] == ["ROLLBACK PREPARED 'stuck_2pc';"]
-        apply_fix(db, f)
+        shape.apply_fix(f, as_dba=True)
         assert db.execute("SELECT count(*) FROM pg_prepared_xacts") == [(0,)]
-        assert_quiet(check(db, "--config", str(config)), "QA202")
+        assert_quiet(shape.check("--config", str(config)), "QA202", shape.queue)
 
 
-def test_quiet_on_a_queue_without_long_transactions(db: TestDB) -> None:
-    build_archive_queue(db, composite=False, partial=True)
-    assert_quiet(check(db), "QA202")
+def test_quiet_on_a_queue_without_long_transactions(shape: Shape) -> None:
+    build_archive_queue(shape.db, composite=False, partial=True)
+    assert_quiet(shape.check(), "QA202", shape.queue)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from qadvisor.model import Finding, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, build_archive_queue, check
+from tests.helpers import assert_quiet, build_archive_queue
+from tests.shapes import Shape
 
 
 def test_reloption_and_server_setting() -> None:
@@ -25,29 +28,33 @@ def test_quiet_when_autovacuum_runs() -> None:
     assert_quiet(S.report("QA203", S.snapshot(S.jobs_table())), "QA203")
 
 
-def test_table_opt_out_found_fixed_and_gone(db: TestDB) -> None:
-    build_archive_queue(db, reloptions="autovacuum_enabled = false")
-    (f,) = check(db).findings("QA203")
-    assert f["key"] == "QA203:public.jobs"
+# No claim and no partial index: the table is found by its status values alone, which a
+# monitoring role sees only with discovery's GRANT (docs/privileges.md).
+@pytest.mark.judges("QA203", reads=("discovery",))
+def test_table_opt_out_found_fixed_and_gone(shape: Shape) -> None:
+    build_archive_queue(shape.db, reloptions="autovacuum_enabled = false")
+    (f,) = shape.check().findings("QA203")
+    assert f["key"] == f"QA203:{shape.queue}"
     assert f["evidence"]["autovacuum_enabled"] == "false"
-    apply_fix(db, f)
-    assert_quiet(check(db), "QA203")
+    shape.apply_fix(f)
+    assert_quiet(shape.check(), "QA203", shape.queue)
 
 
-def test_server_wide_off_is_critical_and_fixed_by_alter_system(db: TestDB) -> None:
+def test_server_wide_off_is_critical_and_fixed_by_alter_system(shape: Shape) -> None:
+    db = shape.db
     build_archive_queue(db, composite=False, partial=True)
-    admin = db.execute
+    admin = shape.dba.execute
     admin("ALTER SYSTEM SET autovacuum = off")
     admin("SELECT pg_reload_conf()")
     try:
         _wait_for_setting(db, "autovacuum", "off")
-        run = check(db)
+        run = shape.check()
         (f,) = run.findings("QA203")
         assert f["severity"] == "critical" and f["target"]["name"] == "autovacuum"
         assert run.rc == 1
-        apply_fix(db, f)
+        shape.apply_fix(f, as_dba=True)
         _wait_for_setting(db, "autovacuum", "on")
-        assert_quiet(check(db), "QA203")
+        assert_quiet(shape.check(), "QA203", shape.queue)
     finally:
         admin("ALTER SYSTEM RESET autovacuum")
         admin("SELECT pg_reload_conf()")

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from qadvisor.api import indexes_used, parse_explain
 from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check
+from tests.helpers import assert_quiet
+from tests.shapes import Shape
 from tests.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
 
 PARTIAL = S.index(
@@ -123,13 +126,16 @@ def test_quiet_when_literal_or_when_the_generic_plan_keeps_the_index() -> None:
 # --- on real servers ---------------------------------------------------------------------------
 
 
-def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(db: TestDB) -> None:
+def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(
+    shape: Shape,
+) -> None:
+    db = shape.db
     build_claim_queue(db)
-    db.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
-    run = check(db, "--query", CLAIM)
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
+    run = shape.check("--query", CLAIM)
     assert run.rc == 1
     (f,) = run.findings("QA301")
-    assert f["severity"] == "critical" and f["key"] == f"QA301:public.jobs@{fingerprint(CLAIM)}"
+    assert f["severity"] == "critical" and f["key"] == f"QA301:{shape.queue}@{fingerprint(CLAIM)}"
     ev = f["evidence"]
     assert ev["plan_cache_mode"] == "force_generic_plan"
     assert ev["plan_cache_mode_source"] == (
@@ -143,17 +149,20 @@ def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(db:
 
     # The proof is the server's: planned generically while force_generic_plan is still set,
     # the rewrite uses the partial index and the application's statement does not.
-    assert "jobs_queued_created_at_idx" in generic_plan_indexes(db, rewritten.rstrip(";"))
-    assert "jobs_queued_created_at_idx" not in generic_plan_indexes(db, CLAIM, "text", "'queued'")
-    assert_quiet(check(db, "--query", rewritten), "QA301")
+    schema = shape.schema
+    assert "jobs_queued_created_at_idx" in generic_plan_indexes(db, schema, rewritten.rstrip(";"))
+    assert "jobs_queued_created_at_idx" not in generic_plan_indexes(
+        db, schema, CLAIM, "text", "'queued'"
+    )
+    assert_quiet(shape.check("--query", rewritten), "QA301", shape.queue)
 
 
 def generic_plan_indexes(
-    db: TestDB, statement: str, types: str = "", values: str = ""
+    db: TestDB, schema: str, statement: str, types: str = "", values: str = ""
 ) -> tuple[str, ...]:
-    """The indexes of public.jobs that the statement's cached plan uses in a new session of
-    the database (which takes its plan_cache_mode), prepared and explained in a transaction
-    that is rolled back."""
+    """The indexes of ``schema``.jobs that the statement's cached plan uses in a new session
+    of the database as ``db``'s role (which takes its plan_cache_mode), prepared and
+    explained in a transaction that is rolled back."""
     with db.connect() as conn:
         assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
         with conn.transaction(force_rollback=True):
@@ -164,49 +173,54 @@ def generic_plan_indexes(
             conn.execute("DEALLOCATE proof")
     assert row is not None
     plan, _ = parse_explain(row[0])
-    return indexes_used(plan, "public", "jobs")
+    return indexes_used(plan, schema, "jobs")
 
 
-def test_without_the_setting_it_is_a_warning(db: TestDB) -> None:
-    build_claim_queue(db)
-    (f,) = check(db, "--query", CLAIM).findings("QA301")
+def test_without_the_setting_it_is_a_warning(shape: Shape) -> None:
+    build_claim_queue(shape.db)
+    (f,) = shape.check("--query", CLAIM).findings("QA301")
     assert f["severity"] == "warning" and f["evidence"]["plan_cache_mode"] == "auto"
 
 
 def test_from_pg_stat_statements_it_is_latent_until_the_database_forces_generic_plans(
-    db: TestDB,
+    shape: Shape,
 ) -> None:
-    build_claim_queue(db, pgss=True)
+    db = shape.db
+    build_claim_queue(db)
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
     run_claims(db)
-    (f,) = check(db).findings("QA301")
+    (f,) = shape.check().findings("QA301")
     # The key is the claim's shape: the same for the normalised text as for the application's.
     assert (
         f["severity"] == "info"
         and f["target"]["name"] == f"jobs@{fingerprint(SELECT_CLAIM.replace('%s', '$1'))}"
     )
     assert f["evidence"]["calls"] == 3
-    db.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
-    (f,) = check(db).findings("QA301")
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
+    (f,) = shape.check().findings("QA301")
     assert f["severity"] == "critical"
 
 
-def test_a_healthy_literal_claim_on_a_matching_partial_index_is_quiet(db: TestDB) -> None:
-    build_claim_queue(db)
-    run = check(db, "--query", CLAIM.replace("$1", "'queued'"))
+@pytest.mark.judges("QA301", "QA302", "QA303")
+def test_a_healthy_literal_claim_on_a_matching_partial_index_is_quiet(shape: Shape) -> None:
+    build_claim_queue(shape.db)
+    run = shape.check("--query", CLAIM.replace("$1", "'queued'"))
     for code in ("QA301", "QA302", "QA303"):
-        assert_quiet(run, code)
+        assert_quiet(run, code, shape.queue)
 
 
-def test_a_driver_forcing_generic_plans_is_confirmed_by_plans_per_call(db: TestDB) -> None:
+def test_a_driver_forcing_generic_plans_is_confirmed_by_plans_per_call(shape: Shape) -> None:
     # The application's own session forces generic plans (invisible to qadvisor): only the
     # runtime counters tell, here plans/calls far below 1 with track_planning on.
-    build_claim_queue(db, pgss=True)
-    db.execute(f"ALTER DATABASE {db.name} SET pg_stat_statements.track_planning = on")
+    db = shape.db
+    build_claim_queue(db)
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET pg_stat_statements.track_planning = on")
     with db.connect() as app:
         app.execute("SET plan_cache_mode = force_generic_plan")
         for _ in range(60):
             app.execute(SELECT_CLAIM, ["queued"], prepare=True)
-    (f,) = check(db).findings("QA301")
+    (f,) = shape.check().findings("QA301")
     assert f["severity"] == "warning", f["message"]
     assert f["evidence"]["calls"] == 60 and f["evidence"]["plans_per_call"] < 0.1
     assert "plans per call" in f["evidence"]["confirmed_by"]

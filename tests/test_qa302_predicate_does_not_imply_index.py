@@ -15,8 +15,8 @@ from qadvisor.api import indexes_used
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, PlanNode, Snapshot, Statement
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, check
+from tests.helpers import assert_quiet
+from tests.shapes import Shape
 from tests.test_statements_collect import build_claim_queue, take_snapshot
 
 PARTIAL = S.index(
@@ -101,7 +101,8 @@ def test_only_the_planners_own_no_counts() -> None:
         assert "is not clear" in skip.reason
 
 
-def test_an_or_of_the_index_values_is_proved_by_the_planner(db: TestDB) -> None:
+def test_an_or_of_the_index_values_is_proved_by_the_planner(shape: Shape) -> None:
+    db = shape.db
     build_claim_queue(db)
     db.execute(
         "CREATE INDEX jobs_waiting_created_at ON jobs (created_at) "
@@ -111,10 +112,10 @@ def test_an_or_of_the_index_values_is_proved_by_the_planner(db: TestDB) -> None:
     # Ordered by id, the chosen plan walks the primary key: it avoids the index for its
     # order, which is no proof that the index cannot serve the condition.
     query = _claim("(status = 'queued' OR status = 'retry')").replace("created_at", "id")
-    assert_quiet(check(db, "--query", query), "QA302")
-    (stmt,) = take_snapshot(db, [("--query 1", query)]).statements
+    assert_quiet(shape.check("--query", query), "QA302", shape.queue)
+    (stmt,) = take_snapshot(shape.checker, [("--query 1", query)]).statements
     assert stmt.custom_plan is not None
-    assert "jobs_waiting_created_at" not in indexes_used(stmt.custom_plan, "public", "jobs")
+    assert "jobs_waiting_created_at" not in indexes_used(stmt.custom_plan, shape.schema, "jobs")
     assert stmt.index_probes["jobs_waiting_created_at"] == "proved"
     assert stmt.index_probes["jobs_queued_created_at_idx"].startswith("undecided")
 
@@ -122,13 +123,14 @@ def test_an_or_of_the_index_values_is_proved_by_the_planner(db: TestDB) -> None:
 @pytest.mark.parametrize(
     "condition", ["status IN ('queued', 'retry')", "status <> 'done'"], ids=["in-list", "not"]
 )
-def test_found_fixed_and_gone(db: TestDB, condition: str) -> None:
-    build_claim_queue(db)
+@pytest.mark.judges("QA302", "QA303")
+def test_found_fixed_and_gone(shape: Shape, condition: str) -> None:
+    build_claim_queue(shape.db)
     query = _claim(condition)
-    run = check(db, "--query", query)
+    run = shape.check("--query", query)
     (f,) = run.findings("QA302")
     assert f["severity"] == "warning"
-    assert f["evidence"]["custom_plan_scan"].startswith("Seq Scan on public.jobs")
+    assert f["evidence"]["custom_plan_scan"].startswith(f"Seq Scan on {shape.queue}")
     assert "jobs_queued_created_at_idx" not in str(f["evidence"]["custom_plan"])
     (create,) = f["fix"]["statements"]
     assert create.startswith("CREATE INDEX CONCURRENTLY ") and f"WHERE {condition};" in create
@@ -136,7 +138,7 @@ def test_found_fixed_and_gone(db: TestDB, condition: str) -> None:
     (sort,) = run.findings("QA303")
     assert sort["fix"]["statements"] == [create]
 
-    apply_fix(db, f)
-    after = check(db, "--query", query)
-    assert_quiet(after, "QA302")
-    assert_quiet(after, "QA303")
+    shape.apply_fix(f)
+    after = shape.check("--query", query)
+    assert_quiet(after, "QA302", shape.queue)
+    assert_quiet(after, "QA303", shape.queue)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, PlanNode, Snapshot, Statement
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, check
+from tests.helpers import assert_quiet
+from tests.shapes import Shape
 from tests.test_statements_collect import build_claim_queue
 
 PARTIAL = S.index(
@@ -91,26 +93,27 @@ def test_quiet_when_an_index_supplies_the_order_or_the_sort_is_small() -> None:
     assert_quiet(S.report("QA303", _snap(no_limit)), "QA303")
 
 
-def test_found_fixed_and_gone(db: TestDB) -> None:
-    build_claim_queue(db)
+@pytest.mark.judges("QA301", "QA302", "QA303")
+def test_found_fixed_and_gone(shape: Shape) -> None:
+    build_claim_queue(shape.db)
     query = (
         "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs "
         "WHERE status = 'queued' ORDER BY tenant_id, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
         "RETURNING id"
     )
-    run = check(db, "--query", query)
+    run = shape.check("--query", query)
     (f,) = run.findings("QA303")
     ev = f["evidence"]
     assert ev["rows_sorted"] >= 1000 and ev["limit"] == 1
     assert ev["sort_node"].startswith("Sort ")
     assert ev["scan_node"].startswith(("Index Scan using jobs_queued_created_at_idx", "Seq Scan"))
     assert f["fix"]["statements"] == [
-        "CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_id_idx ON public.jobs (tenant_id, id) "
+        f"CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_id_idx ON {shape.queue} (tenant_id, id) "
         "WHERE status = 'queued';"
     ]
-    assert_quiet(run, "QA302")
+    assert_quiet(run, "QA302", shape.queue)
 
-    apply_fix(db, f)
-    after = check(db, "--query", query)
+    shape.apply_fix(f)
+    after = shape.check("--query", query)
     for code in ("QA301", "QA302", "QA303"):
-        assert_quiet(after, code)
+        assert_quiet(after, code, shape.queue)

@@ -10,6 +10,8 @@ import dataclasses
 import json
 from typing import Any
 
+import pytest
+
 from checks.qa401_round_robin_walks_backlog import tenant_order
 from qadvisor.dequeue import OrderItem, analyse
 from qadvisor.model import (
@@ -29,7 +31,8 @@ from qadvisor.model import (
 )
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import apply_fix, assert_quiet, check, qadvisor
+from tests.helpers import assert_quiet, qadvisor
+from tests.shapes import Shape
 
 QUEUED = LivePredicate("status", "in", ("queued",), "partial index jobs_queued_fifo")
 
@@ -430,11 +433,13 @@ def test_tenant_order_prefers_an_order_only_the_tenant_index_supplies() -> None:
 # --- on real servers --------------------------------------------------------------------------
 
 
-def test_round_robin_trap_found_fixed_and_gone(db: TestDB) -> None:
+@pytest.mark.judges("QA401", "QA402")
+def test_round_robin_trap_found_fixed_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_trap(db)
     # --analyze runs the walk (about 10 s): the session default of 5 s would cancel it.
     slow = ("--analyze", "--statement-timeout", "120000")
-    run = check(db, "--query", RR_BY_ID, *slow)
+    run = shape.check("--query", RR_BY_ID, *slow)
     assert run.rc == 1
     assert {"QA401", "QA402"} <= run.codes(), (run.report["skipped"], run.report["findings"])
     (f,) = run.findings("QA401")
@@ -455,16 +460,15 @@ def test_round_robin_trap_found_fixed_and_gone(db: TestDB) -> None:
     ddl, (rewritten,) = split_fix(f)
     (create,) = ddl
     assert "(tenant_id, enqueued_at, id) WHERE status = 'queued'" in create
-    for statement in ddl:
-        db.execute(statement)  # as printed: no ANALYZE of its own
+    shape.apply(ddl)  # as printed: no ANALYZE of its own
 
     # The id-ordered sub-select keeps walking even with the per-tenant index in place...
-    assert "QA401" in check(db, "--query", RR_BY_ID).codes()
+    assert "QA401" in shape.check("--query", RR_BY_ID).codes()
     # ...the rewritten one descends it.
-    after = check(db, "--query", rewritten)
-    assert_quiet(after, "QA401")
+    after = shape.check("--query", rewritten)
+    assert_quiet(after, "QA401", shape.queue)
     assert "QA402" in after.codes()
-    snap = snapshot_of(db, rewritten, *slow)
+    snap = snapshot_of(shape.checker, rewritten, *slow)
     (scan,) = inner_scans(snap)
     assert scan.index == "jobs_queued_tenant_id_enqueued_at_id_idx"
     assert scan.index_cond is not None and "tenant_id = qt.tenant_id" in scan.index_cond
@@ -473,77 +477,78 @@ def test_round_robin_trap_found_fixed_and_gone(db: TestDB) -> None:
 
     # The idle tenants: prune them with the printed DO block.
     (prune,) = after.findings("QA402")
-    for statement in prune["fix"]["statements"]:
-        db.execute(statement)
+    shape.apply_fix(prune)
     assert db.execute("SELECT count(*) FROM queue_tenants") == [(11,)]
-    pruned = check(db, "--query", rewritten)
-    assert_quiet(pruned, "QA401")
-    assert_quiet(pruned, "QA402")
-    pruned_ms = snapshot_of(db, rewritten, *slow).statements[0].analyzed_ms
+    pruned = shape.check("--query", rewritten)
+    assert_quiet(pruned, "QA401", shape.queue)
+    assert_quiet(pruned, "QA402", shape.queue)
+    pruned_ms = snapshot_of(shape.checker, rewritten, *slow).statements[0].analyzed_ms
     assert pruned_ms is not None
     print(
-        f"\nPostgreSQL {db.version_num}: one round-robin dequeue, 100,000 + 10 queued jobs: "
-        f"id-ordered walk with 989 idle tenants {before_ms:,.1f} ms; per-tenant index + "
-        f"ORDER BY enqueued_at, id {after_ms:,.2f} ms; after pruning idle tenants "
+        f"\nPostgreSQL {db.version_num}, {shape.name}: one round-robin dequeue, 100,000 + 10 "
+        f"queued jobs: id-ordered walk with 989 idle tenants {before_ms:,.1f} ms; per-tenant "
+        f"index + ORDER BY enqueued_at, id {after_ms:,.2f} ms; after pruning idle tenants "
         f"{pruned_ms:,.3f} ms"
     )
     assert after_ms * 100 < before_ms
 
 
 def test_a_sample_that_gave_the_good_plan_is_latent_and_the_fix_makes_it_stick(
-    db: TestDB,
+    shape: Shape,
 ) -> None:
     # The same skewed backlog, analyzed by a sample that saw all 11 tenants with work: the
     # id-ordered sub-select descends the (tenant_id, id) index today.
+    db = shape.db
     build_trap(db, n_distinct=11)
-    assert inner_scans(snapshot_of(db, RR_BY_ID))[0].index == "jobs_queued_tenant_id"
-    (f,) = check(db, "--query", RR_BY_ID).findings("QA401")
+    shape.grant(["--query", RR_BY_ID])
+    assert inner_scans(snapshot_of(shape.checker, RR_BY_ID))[0].index == "jobs_queued_tenant_id"
+    (f,) = shape.check("--query", RR_BY_ID).findings("QA401")
     assert f["severity"] == "info" and f["evidence"]["latent"] is True
     assert f["evidence"]["order_index"] in ("jobs_pkey", "jobs_queued_fifo")
     ddl, (rewritten,) = split_fix(f)
     assert ddl == [
-        "CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_enqueued_at_id_idx ON public.jobs "
+        f"CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_enqueued_at_id_idx ON {shape.queue} "
         "(tenant_id, enqueued_at, id) WHERE status = 'queued';"
     ]
     # Latent indeed: the next sample, one without small tenants, makes the statement walk.
     pin_n_distinct(db, 1)
-    assert inner_scans(snapshot_of(db, RR_BY_ID))[0].index == "jobs_queued_fifo"
+    assert inner_scans(snapshot_of(shape.checker, RR_BY_ID))[0].index == "jobs_queued_fifo"
     # The printed fix holds whatever the sample: the rewrite descends the new index with
     # either estimate.
-    for statement in ddl:
-        db.execute(statement)
+    shape.apply(ddl)
     for n in (1, 11):
         pin_n_distinct(db, n)
-        assert_quiet(check(db, "--query", rewritten), "QA401")
-        (scan,) = inner_scans(snapshot_of(db, rewritten))
+        assert_quiet(shape.check("--query", rewritten), "QA401", shape.queue)
+        (scan,) = inner_scans(snapshot_of(shape.checker, rewritten))
         assert scan.index == "jobs_queued_tenant_id_enqueued_at_id_idx", n
 
 
-def test_evenly_spread_backlog_does_not_reproduce_the_walk(db: TestDB) -> None:
+def test_evenly_spread_backlog_does_not_reproduce_the_walk(shape: Shape) -> None:
     # Same tables, 100 jobs each for 1,000 tenants: the planner knows tenants are small and
     # descends the (tenant_id, id) index even with the sub-select ordered by id.
-    build_tenant_queue(db, dict.fromkeys(range(1, 1001), 100), rotation=1000)
-    assert_quiet(check(db, "--query", RR_BY_ID), "QA401")
+    build_tenant_queue(shape.db, dict.fromkeys(range(1, 1001), 100), rotation=1000)
+    assert_quiet(shape.check("--query", RR_BY_ID), "QA401", shape.queue)
 
 
-def test_statistics_fix_runs_as_printed_and_the_walk_is_gone(db: TestDB) -> None:
+def test_statistics_fix_runs_as_printed_and_the_walk_is_gone(shape: Shape) -> None:
     # Index and order already right: the per-tenant index (tenant_id, enqueued_at, id) and a
     # sub-select ordered by enqueued_at, id. A FIFO index in that same order lets the planner
     # walk it when pg_stats says there is one tenant: then the statistics are the fix.
+    db = shape.db
     build_tenant_queue(db, {1: 100_000, **dict.fromkeys(range(2, 12), 1)}, rotation=1000,
                        tenant_index="(tenant_id, enqueued_at, id)")  # fmt: skip
     db.execute("CREATE INDEX jobs_queued_by_time ON jobs (enqueued_at, id) WHERE status = 'queued'")
     db.execute("ALTER TABLE jobs ALTER COLUMN tenant_id SET (n_distinct = 1)")
     db.execute("ANALYZE jobs")
-    (f,) = check(db, "--query", RR_FIXED).findings("QA401")
+    (f,) = shape.check("--query", RR_FIXED).findings("QA401")
     assert f["evidence"]["index"] == "jobs_queued_by_time"
     assert f["fix"]["statements"] == [
-        "ALTER TABLE public.jobs ALTER COLUMN tenant_id SET (n_distinct = 1000);",
-        "ANALYZE public.jobs;",
+        f"ALTER TABLE {shape.queue} ALTER COLUMN tenant_id SET (n_distinct = 1000);",
+        f"ANALYZE {shape.queue};",
     ]
     assert "SHARE UPDATE EXCLUSIVE" in f["fix"]["notes"]
-    apply_fix(db, f)
-    assert_quiet(check(db, "--query", RR_FIXED), "QA401")
-    (scan,) = inner_scans(snapshot_of(db, RR_FIXED))
+    shape.apply_fix(f)
+    assert_quiet(shape.check("--query", RR_FIXED), "QA401", shape.queue)
+    (scan,) = inner_scans(snapshot_of(shape.checker, RR_FIXED))
     assert scan.index == "jobs_queued_tenant_id"
     assert scan.index_cond is not None and "tenant_id = qt.tenant_id" in scan.index_cond

@@ -11,11 +11,13 @@ import re
 from typing import Any
 
 import psycopg
+import pytest
 
 from qadvisor.model import Finding, Severity, Skip, Snapshot
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check
+from tests.helpers import assert_quiet
+from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
     FIFO_IDX,
@@ -107,19 +109,20 @@ def build_idle_rotation(db: TestDB) -> None:
                        tenant_index=PER_TENANT_INDEX)  # fmt: skip
 
 
-def test_idle_tenants_found_pruned_and_gone(db: TestDB) -> None:
+@pytest.mark.judges("QA401", "QA402")
+def test_idle_tenants_found_pruned_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_idle_rotation(db)
-    found = check(db, "--query", RR_FIXED)
-    assert_quiet(found, "QA401")
+    found = shape.check("--query", RR_FIXED)
+    assert_quiet(found, "QA401", shape.queue)
     (f,) = found.findings("QA402")
     assert (f["evidence"]["idle_tenants"], f["evidence"]["rotation_rows"]) == (289, 300)
-    assert f["target"] == {"kind": "table", "schema": "public", "table": "queue_tenants",
+    assert f["target"] == {"kind": "table", "schema": shape.schema, "table": "queue_tenants",
                            "name": "queue_tenants"}  # fmt: skip
-    for statement in f["fix"]["statements"]:
-        db.execute(statement)
+    shape.apply_fix(f)
     left = db.execute("SELECT tenant_id FROM queue_tenants ORDER BY 1")
     assert [r[0] for r in left] == list(range(1, 12))
-    assert_quiet(check(db, "--query", RR_FIXED), "QA402")
+    assert_quiet(shape.check("--query", RR_FIXED), "QA402", shape.queue)
 
 
 def _enqueue_statement(notes: str) -> str:
@@ -128,9 +131,12 @@ def _enqueue_statement(notes: str) -> str:
     return m.group(1).replace("$1", "%s")
 
 
-def test_the_prune_is_safe_against_an_enqueue_that_locks_the_rotation_row(db: TestDB) -> None:
+def test_the_prune_is_safe_against_an_enqueue_that_locks_the_rotation_row(
+    shape: Shape,
+) -> None:
+    db = shape.db
     build_idle_rotation(db)
-    (f,) = check(db, "--query", RR_FIXED).findings("QA402")
+    (f,) = shape.check("--query", RR_FIXED).findings("QA402")
     (prune,) = f["fix"]["statements"]
     upsert = _enqueue_statement(f["fix"]["notes"])
 
@@ -159,9 +165,10 @@ def test_the_prune_is_safe_against_an_enqueue_that_locks_the_rotation_row(db: Te
     assert orphans == [(1,)]
 
 
-def test_an_enqueue_after_the_prune_locked_the_row_waits_and_reinserts(db: TestDB) -> None:
+def test_an_enqueue_after_the_prune_locked_the_row_waits_and_reinserts(shape: Shape) -> None:
+    db = shape.db
     build_idle_rotation(db)
-    (f,) = check(db, "--query", RR_FIXED).findings("QA402")
+    (f,) = shape.check("--query", RR_FIXED).findings("QA402")
     (prune,) = f["fix"]["statements"]
     upsert = _enqueue_statement(f["fix"]["notes"])
     with psycopg.connect(db.dsn) as pruner, psycopg.connect(db.dsn, autocommit=True) as app:
@@ -182,7 +189,7 @@ def test_an_enqueue_after_the_prune_locked_the_row_waits_and_reinserts(db: TestD
     assert db.execute("SELECT count(*) FROM queue_tenants WHERE tenant_id = 150") == [(1,)]
 
 
-def test_quiet_with_only_active_tenants(db: TestDB) -> None:
-    build_tenant_queue(db, {1: 1000, **dict.fromkeys(range(2, 12), 1)}, rotation=11,
+def test_quiet_with_only_active_tenants(shape: Shape) -> None:
+    build_tenant_queue(shape.db, {1: 1000, **dict.fromkeys(range(2, 12), 1)}, rotation=11,
                        tenant_index=PER_TENANT_INDEX)  # fmt: skip
-    assert_quiet(check(db, "--query", RR_FIXED), "QA402")
+    assert_quiet(shape.check("--query", RR_FIXED), "QA402", shape.queue)

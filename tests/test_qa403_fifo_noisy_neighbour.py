@@ -9,11 +9,14 @@ import dataclasses
 import re
 from typing import Any
 
+import pytest
+
 from qadvisor.dequeue import analyse
 from qadvisor.model import Finding, Severity, Skip, Snapshot, Statement, TenantCount
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check, holding, run_now
+from tests.helpers import assert_quiet, holding, run_now
+from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
     FIFO_IDX,
@@ -128,9 +131,11 @@ def test_statement_on_another_table_does_not_count() -> None:
 # --- on real servers --------------------------------------------------------------------------
 
 
-def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) -> None:
+@pytest.mark.judges("QA401", "QA402", "QA403")
+def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_tenant_queue(db, EXAMPLE_JOBS, tenant_index=None)
-    run = check(db, "--query", FIFO)
+    run = shape.check("--query", FIFO)
     (f,) = run.findings("QA403")
     ev = f["evidence"]
     assert (ev["live_rows"], ev["tenants_with_work"], ev["top_tenant_rows"]) == (1050, 11, 1000)
@@ -138,12 +143,11 @@ def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(db: TestDB) 
     assert ev["tenants"][0] == {"tenant": "1", "rows": 1000, "share": 0.9524}
     assert "waits behind all 1,050" in f["message"]
     ddl, (dequeue,) = split_fix(f)
-    for statement in ddl:
-        db.execute(statement)
+    shape.apply(ddl)
     assert db.execute("SELECT count(*) FROM jobs_tenants") == [(11,)]
-    fixed = check(db, "--query", dequeue)
+    fixed = shape.check("--query", dequeue)
     for code in ("QA401", "QA402", "QA403"):
-        assert_quiet(fixed, code)
+        assert_quiet(fixed, code, shape.queue)
     # The lock is on the job: while a worker holds one, the next worker claims another.
     with holding(db, dequeue) as held:
         ((job, _),) = held
@@ -178,24 +182,25 @@ def claims(db: TestDB, dequeue: str, turn: str | None, n: int, keep: bool = True
     return served
 
 
-def test_measured_job_durations_make_the_estimate(db: TestDB) -> None:
-    build_tenant_queue(db, EXAMPLE_JOBS, tenant_index=None, done=5000)
-    (f,) = check(db, "--query", FIFO).findings("QA403")
+def test_measured_job_durations_make_the_estimate(shape: Shape) -> None:
+    build_tenant_queue(shape.db, EXAMPLE_JOBS, tenant_index=None, done=5000)
+    (f,) = shape.check("--query", FIFO).findings("QA403")
     ev = f["evidence"]
     assert abs(ev["mean_job_seconds"] - 0.020) < 1e-6
     assert ev["estimated_wait_s_per_worker"] == 21.0  # 1,050 jobs x 20 ms
     assert any("1,000 most recently finished jobs" in n for n in ev["tenant_facts"])
 
 
-def test_quiet_on_a_healthy_round_robin(db: TestDB) -> None:
+@pytest.mark.judges("QA401", "QA402", "QA403", "QA501", "QA502", "QA503")
+def test_quiet_on_a_healthy_round_robin(shape: Shape) -> None:
     # Round-robin with the tenant-led index and only active tenants in the rotation.
-    build_tenant_queue(db, {1: 100_000, **dict.fromkeys(range(2, 12), 1)}, rotation=11,
+    build_tenant_queue(shape.db, {1: 100_000, **dict.fromkeys(range(2, 12), 1)}, rotation=11,
                        tenant_index="(tenant_id, enqueued_at, id)")  # fmt: skip
-    run = check(db, "--query", RR_FIXED)
+    run = shape.check("--query", RR_FIXED)
     for code in ("QA401", "QA402", "QA403", "QA501", "QA502", "QA503"):
-        assert_quiet(run, code)
+        assert_quiet(run, code, shape.queue)
 
 
-def test_quiet_on_an_evenly_shared_fifo_queue(db: TestDB) -> None:
-    build_tenant_queue(db, {1: 500, 2: 500, 3: 480}, tenant_index=None)
-    assert_quiet(check(db, "--query", FIFO), "QA403")
+def test_quiet_on_an_evenly_shared_fifo_queue(shape: Shape) -> None:
+    build_tenant_queue(shape.db, {1: 500, 2: 500, 3: 480}, tenant_index=None)
+    assert_quiet(shape.check("--query", FIFO), "QA403", shape.queue)

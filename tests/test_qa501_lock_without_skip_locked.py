@@ -12,8 +12,8 @@ import pytest
 from qadvisor.dequeue import LockClause, analyse
 from qadvisor.model import Finding, Snapshot, Statement
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check, holding, run_now
+from tests.helpers import assert_quiet, holding, run_now
+from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
     FIFO_IDX,
@@ -127,11 +127,13 @@ def _plan_errors(run: Any) -> list[str]:
     return [s["reason"] for s in run.report["skipped"] if "--query" in s["reason"]]
 
 
-def test_a_cte_claim_rewritten_skips_the_held_job(db: TestDB) -> None:
+@pytest.mark.judges("QA501", reads=("plans",))
+def test_a_cte_claim_rewritten_skips_the_held_job(shape: Shape) -> None:
+    db = shape.db
     build_tenant_queue(db, {1: 50, 2: 50})
-    (f,) = check(db, "--query", CTE_CLAIM).findings("QA501")
+    (f,) = shape.check("--query", CTE_CLAIM).findings("QA501")
     (rewritten,) = f["fix"]["statements"]
-    assert_quiet(check(db, "--query", rewritten), "QA501")
+    assert_quiet(shape.check("--query", rewritten), "QA501", shape.queue)
     with holding(db, rewritten) as held:
         ((first,),) = held
         ((other,),) = run_now(db, rewritten)
@@ -140,15 +142,18 @@ def test_a_cte_claim_rewritten_skips_the_held_job(db: TestDB) -> None:
             run_now(db, CTE_CLAIM)
 
 
-def test_plain_for_update_found_rewritten_and_gone(db: TestDB) -> None:
+# That PostgreSQL plans the rewrite is the plans fact's (QA501 itself reads no plan).
+@pytest.mark.judges("QA501", reads=("plans",))
+def test_plain_for_update_found_rewritten_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_tenant_queue(db, {1: 50, 2: 50})
     for clause in ("for update", "for update nowait"):
         original = FIFO.replace("for update skip locked", clause)
-        run = check(db, "--query", original)
+        run = shape.check("--query", original)
         (f,) = run.findings("QA501")
         (rewritten,) = f["fix"]["statements"]
-        fixed = check(db, "--query", rewritten)
-        assert_quiet(fixed, "QA501")
+        fixed = shape.check("--query", rewritten)
+        assert_quiet(fixed, "QA501", shape.queue)
         assert _plan_errors(fixed) == []  # PostgreSQL plans the rewrite as printed
         # A worker holds the first job: the rewrite claims the next one, where the statement
         # as found waits for that worker (or fails at once with NOWAIT).

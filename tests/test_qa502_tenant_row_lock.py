@@ -3,10 +3,12 @@ servers, fixed with the printed rewrite."""
 
 from __future__ import annotations
 
+import pytest
+
 from qadvisor.dequeue import LockClause, analyse
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check, holding, row_locked, run_now
+from tests.helpers import assert_quiet, holding, row_locked, run_now
+from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
 from tests.test_qa501_lock_without_skip_locked import findings, lock_of, with_statements
 
@@ -63,7 +65,9 @@ def test_quiet_when_only_the_job_is_locked() -> None:
 # --- on real servers --------------------------------------------------------------------------
 
 
-def test_tenant_row_lock_found_rewritten_and_gone(db: TestDB) -> None:
+@pytest.mark.judges("QA501", "QA502")
+def test_tenant_row_lock_found_rewritten_and_gone(shape: Shape) -> None:
+    db = shape.db
     build_tenant_queue(db, {1: 50, 2: 50}, rotation=2)
     db.execute(
         "CREATE TABLE tenants (id int PRIMARY KEY, active bool NOT NULL DEFAULT true);"
@@ -75,11 +79,11 @@ def test_tenant_row_lock_found_rewritten_and_gone(db: TestDB) -> None:
         (RR_OUTER_LOCK, "queue_tenants", "tenant_id"),
     ]
     for sql, tenants, key in cases:
-        (f,) = check(db, "--query", sql).findings("QA502")
+        (f,) = shape.check("--query", sql).findings("QA502")
         (rewritten,) = f["fix"]["statements"]
-        fixed = check(db, "--query", rewritten)
-        assert_quiet(fixed, "QA501")
-        assert_quiet(fixed, "QA502")
+        fixed = shape.check("--query", rewritten)
+        assert_quiet(fixed, "QA501", shape.queue)
+        assert_quiet(fixed, "QA502", shape.queue)
         # The statement as found holds the tenant's row until the claim commits...
         with holding(db, sql) as held:
             ((_, tenant),) = held

@@ -3,11 +3,13 @@ real servers: PostgreSQL refuses the original, takes the printed rewrite."""
 
 from __future__ import annotations
 
+import pytest
+
 from qadvisor.dequeue import analyse
 from qadvisor.model import Severity
 from tests import snapshots as S
-from tests.conftest import TestDB
-from tests.helpers import assert_quiet, check, holding, run_now
+from tests.helpers import assert_quiet, holding, run_now
+from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import build_tenant_queue, split_fix
 from tests.test_qa501_lock_without_skip_locked import findings, with_statements
 
@@ -66,18 +68,21 @@ def test_quiet_when_the_window_is_out_of_the_locks_reach() -> None:
 # --- on real servers --------------------------------------------------------------------------
 
 
-def test_window_refused_by_postgresql_and_the_rewrites_accepted(db: TestDB) -> None:
+# PostgreSQL's refusal is seen by planning: the plans fact (QA503 itself reads no plan).
+@pytest.mark.judges("QA401", "QA402", "QA403", "QA501", "QA502", "QA503", reads=("plans",))
+def test_window_refused_by_postgresql_and_the_rewrites_accepted(shape: Shape) -> None:
+    db = shape.db
     build_tenant_queue(db, {1: 100, 2: 5, 3: 5})
-    run = check(db, "--query", RANKED, "--query", PER_TENANT_WINDOW)
+    run = shape.check("--query", RANKED, "--query", PER_TENANT_WINDOW)
     ranked, per_tenant = sorted(run.findings("QA503"), key=lambda f: f["target"]["name"])
     assert ranked["severity"] == "critical"
     # The collector could not plan it: PostgreSQL refuses the statement itself.
     assert "not allowed with window functions" in (ranked["evidence"]["plan_error"] or "")
 
     (rewritten,) = ranked["fix"]["statements"]
-    fixed = check(db, "--query", rewritten)
+    fixed = shape.check("--query", rewritten)
     for code in ("QA501", "QA502", "QA503"):
-        assert_quiet(fixed, code)
+        assert_quiet(fixed, code, shape.queue)
     assert len(run_now(db, rewritten)) == 10
     # A worker holds the oldest job: the rewrite skips it (and, as its note says, does not
     # replace it with the eleventh).
@@ -88,11 +93,10 @@ def test_window_refused_by_postgresql_and_the_rewrites_accepted(db: TestDB) -> N
         assert len(claimed) == 9 and first not in claimed
 
     ddl, (dequeue,) = split_fix(per_tenant)
-    for statement in ddl:
-        db.execute(statement)
-    fixed = check(db, "--query", dequeue)
+    shape.apply(ddl)
+    fixed = shape.check("--query", dequeue)
     for code in ("QA401", "QA402", "QA403", "QA501", "QA502", "QA503"):
-        assert_quiet(fixed, code)
+        assert_quiet(fixed, code, shape.queue)
     # The round-robin dequeue: a worker holds one job, the next worker claims another.
     with holding(db, dequeue) as held:
         ((job, _),) = held

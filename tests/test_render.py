@@ -9,6 +9,7 @@ tests fail, since rewriting a golden file compares the output with itself.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -44,7 +45,7 @@ from qadvisor.model import (
 )
 from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import json as json_render
-from qadvisor.render import junit, markdown, sarif
+from qadvisor.render import junit, markdown, sarif, terminal
 from tests import snapshots as S
 from tests.conftest import in_ci
 from tests.json_schemas import assert_valid_sarif
@@ -665,3 +666,23 @@ def test_github_annotations_name_the_file_and_leave_out_accepted_findings() -> N
     )
     assert lines[0].startswith("::error file=qadvisor.toml,line=2,title=QA203 ")
     assert not any("QA101" in ln for ln in lines)  # preexisting
+
+
+# --- terminal ------------------------------------------------------------------------------
+
+
+def _terminal(report: Report, *, verbose: bool) -> str:
+    out = io.StringIO()
+    terminal.write(report, out, verbose=verbose)
+    return out.getvalue()
+
+
+def test_terminal_counts_what_discovery_did_not_take_and_lists_it_when_verbose() -> None:
+    brief = " ".join(_terminal(full_report(), verbose=False).split())
+    assert "1 candidate table(s) not taken for queues" in brief
+    assert "1 row-locking statement(s) not judged as claims" in brief
+    assert "jobs_log" not in brief and "RI triggers" not in brief
+    listed = " ".join(_terminal(full_report(), verbose=True).split())
+    assert "public.jobs_log" in listed and "no known claim reads it" in listed
+    assert "pg_stat_statements 1f2e3d4c5b" in listed and "RI triggers" in listed
+    assert "--verbose lists them" not in listed

@@ -245,9 +245,10 @@ def _judge(
     verdict = claims.judge(parsed, rel.unique_keys, stmt.toplevel)
     if not verdict.is_claim:
         if stmt.source.startswith("--query"):
-            # Given on purpose: the user hears why it is not judged, as a skip.
+            # Given on purpose: the user hears why it is not judged, as a skip. Without its
+            # analysis no check takes it for a dequeue (the lock checks judge claims only).
             out.statements.append(
-                replace(stmt, plan_error=f"not judged as a claim: it {verdict.reason}")
+                replace(stmt, parsed=None, plan_error=f"not judged as a claim: it {verdict.reason}")
             )
         else:
             out.left_out.append(LeftOut(label, stmt.text, verdict.reason, rel.qualified))

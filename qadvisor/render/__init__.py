@@ -28,9 +28,15 @@ RENDERERS: Mapping[str, Renderer] = {
 }
 
 
-def write(report: Report, fmt: str, out: TextIO, *, annotations: bool = False) -> None:
+def write(
+    report: Report, fmt: str, out: TextIO, *, annotations: bool = False, verbose: bool = False
+) -> None:
     """The report in format ``fmt``; with ``annotations`` (GitHub Actions) and the text format,
-    one workflow-command annotation per finding after it."""
-    RENDERERS[fmt].write(report, out)
+    one workflow-command annotation per finding after it; ``verbose`` lists, in the text
+    format, what discovery did not take (the other formats always carry it)."""
+    if fmt == "text":
+        terminal.write(report, out, verbose=verbose)
+    else:
+        RENDERERS[fmt].write(report, out)
     if annotations and fmt == "text":
         out.write(github.render(report))

@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from qadvisor import __version__
 from qadvisor.model import BaselineEntry, Finding, Fix, Location, Report
+from qadvisor.render.values import statement_start
 from qadvisor.sqltext import predicate_sql
 
 SCHEMA_VERSION = 1
@@ -32,7 +33,12 @@ def report_dict(report: Report) -> dict[str, Any]:
             {"schema": r.schema, "table": r.table, "reason": r.reason} for r in snap.rejected
         ],
         "left_out": [
-            {"source": o.source, "statement": _start(o.text), "reason": o.reason, "queue": o.queue}
+            {
+                "source": o.source,
+                "statement": statement_start(o.text),
+                "reason": o.reason,
+                "queue": o.queue,
+            }
             for o in snap.left_out
         ],
         "checks_run": list(report.checks_run),
@@ -116,11 +122,6 @@ def _finding(f: Finding, report: Report) -> dict[str, Any]:
         "fix": fix_dict(f.fix),
         "docs": f.docs,
     }
-
-
-def _start(text: str, width: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
 def fix_dict(fix: Fix | None) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qadvisor.model import Finding, Report, Severity
-from qadvisor.render.values import evidence_text
+from qadvisor.render.values import evidence_text, statement_start
 from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
@@ -26,7 +26,7 @@ from qadvisor.sqltext import predicate_sql
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(report: Report, console: Console) -> None:
+def render(report: Report, console: Console, *, verbose: bool = False) -> None:
     snap = report.snapshot
     s = report.summary()
     console.print(
@@ -45,6 +45,7 @@ def render(report: Report, console: Console) -> None:
     if note:
         console.print(Text(note))
     _queues(report, console)
+    _not_taken(report, console, verbose)
     _not_judged(report, console)
     new = report.new_findings
     for sev in sorted(Severity, reverse=True):
@@ -122,6 +123,31 @@ def _baselined(report: Report, console: Console) -> None:
         console.print(Text(f"in the baseline, not judged in this run: {keys}", style="yellow"))
 
 
+def _not_taken(report: Report, console: Console, verbose: bool) -> None:
+    """The tables discovery did not take for queues and the row-locking statements it did not
+    judge as claims, each with why: listed with --verbose, counted otherwise."""
+    snap = report.snapshot
+    if not snap.rejected and not snap.left_out:
+        return
+    if not verbose:
+        counts = []
+        if snap.rejected:
+            counts.append(f"{len(snap.rejected)} candidate table(s) not taken for queues")
+        if snap.left_out:
+            counts.append(f"{len(snap.left_out)} row-locking statement(s) not judged as claims")
+        console.print(Text(f"{' and '.join(counts)}: --verbose lists them with why.", style="dim"))
+        return
+    if snap.rejected:
+        console.print(Text("not taken for queues:", style="bold"))
+        for r in snap.rejected:
+            console.print(Text.assemble(f"  {r.qualified}: ", (r.reason, "dim")))
+    if snap.left_out:
+        console.print(Text("row-locking statements not judged as claims:", style="bold"))
+        for o in snap.left_out:
+            console.print(Text.assemble(f"  {o.source}: ", (o.reason, "dim")))
+            console.print(Text(f"    {statement_start(o.text)}"))
+
+
 def _finding(f: Finding) -> Panel:
     parts: list[Any] = [Text(f.message)]
     if f.explanation:
@@ -145,6 +171,7 @@ def _finding(f: Finding) -> Panel:
     return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
 
 
-def write(report: Report, out: TextIO) -> None:
-    """To ``out`` in colour when it is a terminal (and NO_COLOR is unset), at its width."""
-    render(report, Console(file=out))
+def write(report: Report, out: TextIO, *, verbose: bool = False) -> None:
+    """To ``out`` in colour when it is a terminal (and NO_COLOR is unset), at its width; with
+    ``verbose``, the candidates discovery rejected and the statements it left out, listed."""
+    render(report, Console(file=out), verbose=verbose)

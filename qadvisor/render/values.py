@@ -21,3 +21,9 @@ def evidence_text(v: object, none: str = "-") -> str:
     if isinstance(v, str):
         return v
     return json.dumps(v, sort_keys=True, default=str)
+
+
+def statement_start(text: str, width: int = 160) -> str:
+    """A statement on one line, cut at ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
