@@ -238,7 +238,9 @@ def decide(
         if live is not None and signals:
             decisions.append(Decision(schema, table, ev.relid, live, "; ".join([why, *signals])))
             continue
-        if rejected is not None and _worth_reporting(ev):
+        # A status column whose values read like no queue's (a users table's active /
+        # inactive) is no candidate: listing every such table would bury the real ones.
+        if rejected is not None and (ev.partials or live is not None or _hidden_status(ev)):
             rejected.append(Rejected(schema, table, _rejection(ev, live, why, claims_known)))
     return decisions
 

@@ -290,3 +290,15 @@ def test_skip_locked_on_rows_that_wait_for_nothing_is_not_a_queue() -> None:
     assert discover.decide([started], [], [claim("instance", sql)], rejected=rejected) == []
     (r,) = rejected
     assert "no condition of the claim on instance can be a live predicate" in r.reason
+
+
+def test_only_tables_that_looked_like_queues_are_listed_as_rejected() -> None:
+    # A users table's active/inactive status is no candidate; a table with waiting and
+    # finished values that nothing else marks as a queue is, and so is one whose values
+    # the role cannot read (the reader needs the GRANT).
+    users = col("users", "status", ("active", "inactive"), indexed=True)
+    outbox = col("outbox", "status", ("pending", "done"))
+    hidden = col("mail", "status", None, readable=False)
+    rejected: list[Rejected] = []
+    assert discover.decide([users, outbox, hidden], [], [], rejected=rejected) == []
+    assert sorted(r.table for r in rejected) == ["mail", "outbox"], rejected
