@@ -322,6 +322,7 @@ def check(
         fail_on_skip=fail_on_skip,
         format=fmt.value,
         verbose=verbose,
+        command=("qadvisor", *sys.argv[1:]),
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
@@ -437,7 +438,7 @@ def demo(
     from qadvisor import render
     from qadvisor.settings import defaults
 
-    settings = _or_fail(lambda: defaults(fmt.value))
+    settings = _or_fail(lambda: defaults(fmt.value, command=("qadvisor", *sys.argv[1:])))
     report, kept = _or_fail(
         lambda: demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
     )

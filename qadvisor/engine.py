@@ -18,12 +18,15 @@ healthy, and that must be earned.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from qadvisor import baseline
+from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.errors import InputError
 from qadvisor.model import (
@@ -66,14 +69,18 @@ def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:
 
 def judge(snapshot: Snapshot, settings: Settings) -> Report:
     """Every check of the settings on the snapshot, with their options and ignores (given and
-    inline), each finding placed in the repository, measured against the baseline if any."""
+    inline), each finding placed in the repository, measured against the baseline if any;
+    stamped with the time and the command as run (passwords removed)."""
     report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
     report, dropped = apply_inline_ignores(report)
+    command = " ".join(shlex.quote(a) for a in settings.command) if settings.command else None
     report = replace(
         report,
         locations=locations(report, settings.root),
         anchor=settings.anchor,
         docs_url=settings.docs_url,
+        checked_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        command=redact(command, settings.dsn) if command else None,
     )
     if settings.baseline is None:
         return report

@@ -571,6 +571,10 @@ class Report:
     anchor: Location | None = None
     # An absolute URL the docs/ directory is published under (SARIF helpUri), or None.
     docs_url: str | None = None
+    # When the checks ran (UTC, ISO 8601) and the command as run, its passwords removed: the
+    # header of a report that is pasted somewhere. None where the report was built otherwise.
+    checked_at: str | None = None
+    command: str | None = None
 
     def baseline_state(self, finding: Finding) -> BaselineState | None:
         """None without a baseline."""

@@ -98,6 +98,7 @@ class Flags:
     fail_on_skip: bool | None = None
     format: str = "text"
     verbose: bool = False
+    command: Sequence[str] = ()  # the command line as run (qadvisor and its arguments)
     statement_timeout: int | None = None
     lock_timeout: int | None = None
     connect_timeout: int | None = None
@@ -126,6 +127,7 @@ class Settings:
     fail_on_skip: bool = False
     format: str = "text"
     verbose: bool = False  # the text report lists rejected candidates and left-out statements
+    command: tuple[str, ...] = ()  # as run, for the report's header (passwords still in it)
     # With --format text under GitHub Actions: workflow-command annotations after the report.
     github_annotations: bool = False
     limits: SessionLimits = field(default_factory=SessionLimits)
@@ -254,6 +256,7 @@ def resolve(
         fail_on_skip=bool(fail_on_skip),
         format=flags.format,
         verbose=flags.verbose,
+        command=tuple(flags.command),
         github_annotations=environ.get("GITHUB_ACTIONS") == "true",
         limits=limits,
         config_file=cfg.source,
@@ -319,14 +322,19 @@ def repo_path(path: Path, root: Path) -> str | None:
 
 
 def defaults(
-    fmt: str = "text", env: Mapping[str, str] | None = None, checks: Sequence[Check] | None = None
+    fmt: str = "text",
+    env: Mapping[str, str] | None = None,
+    checks: Sequence[Check] | None = None,
+    command: Sequence[str] = (),
 ) -> Settings:
     """Every setting at its default, with the installed checks: the demo's settings (it reads
     no config file; its server is its own)."""
     environ = os.environ if env is None else env
     installed = tuple(load_checks() if checks is None else checks)
     annotations = environ.get("GITHUB_ACTIONS") == "true"
-    return Settings(checks=installed, format=fmt, github_annotations=annotations)
+    return Settings(
+        checks=installed, format=fmt, github_annotations=annotations, command=tuple(command)
+    )
 
 
 def _name(key: str) -> str:

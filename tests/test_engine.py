@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ import pytest
 from qadvisor import engine, render
 from qadvisor.cli import Format
 from qadvisor.engine import SnapshotFileError
-from qadvisor.model import Severity
+from qadvisor.model import Report, Severity
 from qadvisor.registry import load_checks
 from qadvisor.render import sarif
 from qadvisor.settings import Flags, Settings, resolve
@@ -40,10 +41,27 @@ def _settings(tmp_path: Path, **changes: object) -> Settings:
 def test_check_is_collect_then_judge(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     snap = engine.collect(settings)
-    report = engine.check(settings)
-    assert report == engine.judge(snap, settings)
+    report = _unstamped(engine.check(settings))
+    assert report == _unstamped(engine.judge(snap, settings))
     assert report == engine.run_checks(snap, CHECKS)
     assert {"QA101", "QA201"} <= {f.code for f in report.findings}
+
+
+def _unstamped(report: Report) -> Report:
+    return dataclasses.replace(report, checked_at=None, command=None)
+
+
+def test_the_report_is_stamped_with_the_time_and_the_command_without_its_password(
+    tmp_path: Path,
+) -> None:
+    dsn = "postgresql://monitor:s3cr%3Ct@db.example/app"
+    settings = _settings(tmp_path, dsn=dsn, command=("qadvisor", "check", dsn, "-f", "markdown"))
+    before = datetime.now(UTC).replace(microsecond=0)
+    report = engine.judge(engine.collect(_settings(tmp_path)), settings)
+    assert report.checked_at is not None and report.checked_at.endswith("Z")
+    assert before <= datetime.fromisoformat(report.checked_at) <= datetime.now(UTC)
+    assert report.command == "qadvisor check postgresql://monitor:***@db.example/app -f markdown"
+    assert engine.judge(engine.collect(settings), _settings(tmp_path)).command is None
 
 
 def test_judge_applies_the_settings_options_and_ignores(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -45,7 +46,7 @@ from qadvisor.model import (
 )
 from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import json as json_render
-from qadvisor.render import junit, markdown, sarif, terminal
+from qadvisor.render import junit, labels, markdown, sarif, terminal
 from tests import snapshots as S
 from tests.conftest import in_ci
 from tests.json_schemas import assert_valid_sarif
@@ -238,6 +239,8 @@ def full_report() -> Report:
         ),
         checks_run=("QA101", "QA102", "QA201", "QA203", "QA999"),
         rules=RULES,
+        checked_at="2026-12-01T09:30:00Z",
+        command="qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown",
     )
 
 
@@ -437,14 +440,15 @@ def test_no_secret_in_any_output(fmt: str) -> None:
 
 def test_markdown_escapes_table_cells_and_formats_numbers() -> None:
     md = markdown.render(full_report())
-    assert "| `index_bytes` | 325,477,785 |" in md
-    assert "| `size_ratio` | 1,234.5 |" in md
-    assert "| `min_ratio` | 10 |" in md
-    assert "| `live_rows_source` | pg_stats most_common_freqs of status \\| sampled |" in md
+    assert "| Index size | 310.4 MB |" in md
+    assert "| Size against the partial index | 1,234.5x |" in md
+    assert "Flagged because (the check's thresholds):\n\n| threshold | value |" in md
+    assert "| Minimum ratio | 10x |" in md
+    assert "| Live rows | 5,000 (pg_stats most_common_freqs of status \\| sampled) |" in md
     # Escaped pipes do not split cells: every row has the columns of its table.
     rows = [ln for ln in md.splitlines() if ln.startswith("|") and not ln.startswith("|---")]
     widths = {ln.replace("\\|", "").count("|") for ln in rows}
-    assert widths <= {3, 4}
+    assert widths <= {3, 4, 5}
     # The SQL is verbatim in a fenced block, multi-line statements included.
     assert "```sql\nCREATE INDEX CONCURRENTLY jobs_pending_created_at_idx\n    ON" in md
     # A message that starts like a list item stays a paragraph.
@@ -686,3 +690,59 @@ def test_terminal_counts_what_discovery_did_not_take_and_lists_it_when_verbose()
     assert "public.jobs_log" in listed and "no known claim reads it" in listed
     assert "pg_stat_statements 1f2e3d4c5b" in listed and "RI triggers" in listed
     assert "--verbose lists them" not in listed
+
+
+# --- human evidence -------------------------------------------------------------------------
+
+
+def test_evidence_reads_in_human_words_with_units_and_thresholds_apart() -> None:
+    ev = labels.human_evidence(
+        {
+            "index_bytes": 66_854_912,
+            "live_rows": 6051,
+            "live_rows_source": "pg_stats of status",
+            "archive_fraction": 0.9994,
+            "size_ratio": 242.0,
+            "mean_exec_ms": 0.42,
+            "dead_tuples_per_s": 12.5,
+            "index_columns": ["status", "created_at"],
+            "min_index_bytes": 8 * 1024 * 1024,
+            "generic_plan": "Limit\n  -> Index Scan using jobs_pkey on jobs",
+            "rows_seen": 3,
+        }
+    )
+    facts = {line.label: line.text for line in ev.facts}
+    assert facts == {
+        "Index size": "63.8 MB",
+        "Live rows": "6,051 (pg_stats of status)",
+        "Finished rows": "99.94 %",
+        "Size against the partial index": "242x",
+        "Mean execution time": "0.42 ms",
+        "Dead tuples per second (sampled)": "12.5 /s",
+        "Index columns": "status, created_at",
+        "Rows seen": "3",  # a field without a label still reads as words
+    }
+    assert [(t.label, t.text) for t in ev.thresholds] == [("Minimum index size", "8.0 MB")]
+    assert [(b.label, b.field) for b in ev.blocks] == [("Generic plan", "generic_plan")]
+
+
+def test_every_evidence_field_of_the_built_in_checks_has_a_label() -> None:
+    # A new evidence field gets its human words in labels.LABELS with the check that adds it.
+    fields: set[str] = set()
+    for path in sorted(Path("checks").glob("qa*.py")):
+        fields |= set(re.findall(r'^\s+"([a-z][a-z0-9_]*)":', path.read_text(), re.M))
+    known = set(labels.LABELS) | set(labels.BLOCKS)
+    missing = sorted(
+        f for f in fields - known if not (f.endswith("_source") and f[: -len("_source")] in known)
+    )
+    assert missing == [], missing
+
+
+def test_markdown_header_names_database_time_version_and_command() -> None:
+    md = markdown.render(full_report())
+    head = md.split("**Summary:**")[0]
+    assert "- **Database:** `app` on PostgreSQL 18.6" in head
+    assert "- **Checked at:** 2026-12-01T09:30:00Z" in head
+    assert "- **qadvisor:** 0.0.0-test" in head
+    assert "`qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown`" in head
+    assert "index_bytes" not in md and "live_rows" not in md  # no raw field names

@@ -13,7 +13,8 @@ from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Severity
-from qadvisor.render.values import evidence_text
+from qadvisor.render.labels import human_evidence
+from qadvisor.render.values import first_sentence
 from qadvisor.render.verdict import (
     ALL_CLEAR,
     baseline_note,
@@ -47,6 +48,7 @@ def render(report: Report) -> str:
         f"# qadvisor report: {_text(snap.server.database)} on PostgreSQL "
         f"{_text(snap.server.version)}",
         "",
+        *_header(report),
         f"**Summary:** {s['critical']} critical, {s['warning']} warning, {s['info']} info "
         f"({checks_run_note(report)}; {_plural(len(report.skipped), 'skip')}).",
         "",
@@ -55,6 +57,7 @@ def render(report: Report) -> str:
     if note:
         out += [f"**Baseline:** {_text(note.removeprefix('baseline '))}.", ""]
     out += [
+        *_summary_table(report),
         "## Queue tables",
         "",
     ]
@@ -137,6 +140,54 @@ def _baselined(report: Report) -> list[str]:
     return out
 
 
+def _header(report: Report) -> list[str]:
+    """Which database, when, by which qadvisor and how: what a pasted report must say."""
+    snap = report.snapshot
+    out = [
+        f"- **Database:** {_code(snap.server.database, cell=False)} on PostgreSQL "
+        f"{_text(snap.server.version)}"
+    ]
+    if report.checked_at:
+        out.append(f"- **Checked at:** {_text(report.checked_at)}")
+    out.append(f"- **qadvisor:** {_text(__version__)}")
+    if report.command:
+        out.append(f"- **Command:** {_code(report.command, cell=False)}")
+    return [*out, ""]
+
+
+def _summary_table(report: Report) -> list[str]:
+    # With a baseline, the new findings: the accepted ones have their own section.
+    findings = report.new_findings
+    if not findings:
+        return []
+    out = ["| severity | code | object | finding |", "|---|---|---|---|"]
+    for f in sorted(findings, key=lambda f: -f.severity):
+        out.append(
+            f"| {f.severity.label} | {_text(f.code)} | {_code(f.target.key_part)} | "
+            f"{_cell(first_sentence(f.message))} |"
+        )
+    return [*out, ""]
+
+
+def _evidence(f: Finding) -> list[str]:
+    """The evidence in human words and units, the thresholds apart, plans as blocks."""
+    ev = human_evidence(f.evidence)
+    out: list[str] = []
+    if ev.facts:
+        out += ["| evidence | value |", "|---|---|"]
+        out += [f"| {_cell(line.label)} | {_cell(line.text)} |" for line in ev.facts]
+        out.append("")
+    if ev.thresholds:
+        out += ["Flagged because (the check's thresholds):", ""]
+        out += ["| threshold | value |", "|---|---|"]
+        out += [f"| {_cell(line.label)} | {_cell(line.text)} |" for line in ev.thresholds]
+        out.append("")
+    for line in ev.blocks:
+        language = "text" if "plan" in line.field else "sql"
+        out += [f"{_text(line.label)}:", "", *_block(line.text, language), ""]
+    return out
+
+
 def _finding(f: Finding) -> list[str]:
     out = [
         f"### {_text(f.code)} {_text(f.name)}: {_code(f.target.key_part, cell=False)}",
@@ -146,10 +197,7 @@ def _finding(f: Finding) -> list[str]:
     ]
     if f.explanation:
         out += [f"*{_text(f.explanation)}*", ""]
-    if f.evidence:
-        out += ["| evidence | value |", "|---|---|"]
-        out += [f"| {_code(k)} | {_cell(evidence_text(v))} |" for k, v in f.evidence.items()]
-        out.append("")
+    out += _evidence(f)
     if f.fix:
         safety = _SAFETY.get(f.fix.safety, f.fix.safety)
         out += [f"**Fix** ({_text(safety)}):", ""]
@@ -199,10 +247,14 @@ def _code(text: str, *, cell: bool = True) -> str:
 
 
 def _sql_block(statements: tuple[str, ...]) -> list[str]:
-    body = "\n".join(s.rstrip() for s in statements)
+    return _block("\n".join(s.rstrip() for s in statements), "sql")
+
+
+def _block(body: str, language: str) -> list[str]:
+    """A fenced block that no run of backticks in the body can close early."""
     runs = [len(m) for m in re.findall(r"`{3,}", body)]
     fence = "`" * max(3, max(runs, default=0) + 1)
-    return [f"{fence}sql", body, fence]
+    return [f"{fence}{language}", body.rstrip(), fence]
 
 
 def _url(path: str) -> str:

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from qadvisor.model import Finding, Report, Severity
-from qadvisor.render.values import evidence_text, statement_start
+from qadvisor.render.labels import human_evidence
+from qadvisor.render.values import statement_start
 from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
@@ -152,12 +153,26 @@ def _finding(f: Finding) -> Panel:
     parts: list[Any] = [Text(f.message)]
     if f.explanation:
         parts.append(Text(f.explanation, style="dim italic"))
+    human = human_evidence(f.evidence)
     ev = Table(box=None, show_header=False, pad_edge=False)
     ev.add_column(style="dim")
     ev.add_column(overflow="fold")
-    for k, v in f.evidence.items():
-        ev.add_row(k, evidence_text(v))
+    for line in human.facts:
+        ev.add_row(line.label, line.text)
     parts += [Text(""), ev]
+    if human.thresholds:
+        flagged = Table(box=None, show_header=False, pad_edge=False)
+        flagged.add_column(style="dim")
+        flagged.add_column(overflow="fold", style="dim")
+        for line in human.thresholds:
+            flagged.add_row(line.label, line.text)
+        parts += [Text("flagged because (the check's thresholds):", style="dim"), flagged]
+    for line in human.blocks:
+        parts.append(Text(f"{line.label}:", style="dim"))
+        if "plan" in line.field:
+            parts.append(Text(line.text))
+        else:
+            parts.append(Syntax(line.text, "sql", word_wrap=True, background_color="default"))
     if f.fix:
         parts.append(Text(f"\nfix ({f.fix.safety}):", style="bold"))
         parts.append(Syntax("\n".join(f.fix.statements), "sql", word_wrap=True,

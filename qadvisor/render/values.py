@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 
 def evidence_text(v: object, none: str = "-") -> str:
@@ -27,3 +28,12 @@ def statement_start(text: str, width: int = 160) -> str:
     """A statement on one line, cut at ``width`` characters."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def first_sentence(text: str, width: int = 140) -> str:
+    """The first sentence of a message (a number such as 1.5 does not end one), on one line
+    and cut at ``width`` characters: a summary line."""
+    flat = " ".join(text.split())
+    m = re.search(r"[.!?](?=\s+[A-Z(])", flat)
+    head = flat[: m.start() + 1] if m else flat
+    return head if len(head) <= width else head[: width - 3] + "..."

@@ -1,0 +1,252 @@
+"""Evidence in human words with units, for the reports people read (markdown, terminal).
+
+A check's evidence is a mapping of stable field names to raw values (``index_bytes:
+66854912``): right for JSON, wrong for an incident review. Here each field gets a label and
+its value a unit (``Index size | 63.8 MB``); ``<field>_source`` is folded into its field
+(``Live rows | 6,051 (pg_stats of status)``); the thresholds a check compared with (its
+options, ``min_*``) are set apart, as what the finding was flagged against; plans and
+statements are blocks of their own. A field no label is known for (a third-party check's)
+is still shown, its name turned into words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from qadvisor.render.values import evidence_text
+from qadvisor.units import human_bytes
+
+LABELS: Mapping[str, str] = {
+    "active_tenants": "Tenants with work",
+    "actual_probes": "Probes run (EXPLAIN ANALYZE)",
+    "age_s": "Age",
+    "analyzed_ms": "Run time (EXPLAIN ANALYZE)",
+    "analyzed_rows_read": "Rows read (EXPLAIN ANALYZE)",
+    "analyzed_rows_removed_by_filter": "Rows removed by filter (EXPLAIN ANALYZE)",
+    "analyzed_sort_node": "Sort node (EXPLAIN ANALYZE)",
+    "application_name": "Application name",
+    "archive_fraction": "Finished rows",
+    "autoanalyze_count": "Autoanalyze runs",
+    "autovacuum_count": "Autovacuum runs",
+    "autovacuum_enabled": "Autovacuum enabled",
+    "autovacuum_vacuum_max_threshold": "autovacuum_vacuum_max_threshold",
+    "autovacuum_vacuum_scale_factor": "autovacuum_vacuum_scale_factor",
+    "autovacuum_vacuum_threshold": "autovacuum_vacuum_threshold",
+    "backlog_ahead_of_new_job": "Backlog ahead of a new job",
+    "calls": "Calls",
+    "confirmed_by": "Confirmed by",
+    "counts_complete": "Tenant counts complete",
+    "custom_plan_cost": "Custom plan cost",
+    "custom_plan_scan": "Custom plan scan",
+    "custom_values": "Custom plan values",
+    "dead_tuples_per_s": "Dead tuples per second (sampled)",
+    "estimate_basis": "Estimate based on",
+    "estimated_fresh_bytes": "Size once rebuilt (estimate)",
+    "estimated_ms_per_dequeue": "Time per dequeue (estimate)",
+    "estimated_partial_bytes": "Partial index size (estimate)",
+    "estimated_wait_s_per_worker": "Wait per worker (estimate)",
+    "fifo_statements": "FIFO claims",
+    "filter": "Filter",
+    "from_pg_stat_statements": "From pg_stat_statements",
+    "generic_plan_cost": "Generic plan cost",
+    "generic_plan_scan": "Generic plan scan",
+    "generic_to_custom_cost_ratio": "Generic to custom plan cost",
+    "idle_fraction": "Idle share of the rotation",
+    "idle_tenants": "Idle tenants in the rotation",
+    "idx_scan": "Index scans",
+    "index": "Index",
+    "index_bytes": "Index size",
+    "index_columns": "Index columns",
+    "index_cond": "Index condition",
+    "index_definition": "Index definition",
+    "index_entries": "Index entries",
+    "index_idx_scan": "Index scans",
+    "index_idx_tup_read": "Index entries read",
+    "index_predicate": "Index predicate",
+    "index_tup_read_per_scan": "Index entries read per scan",
+    "indexes_used": "Indexes used",
+    "inner_node": "Inner plan node",
+    "inserts_per_s": "Inserts per second (sampled)",
+    "job_locked": "Job row locked",
+    "kind": "Kind",
+    "last_autoanalyze": "Last autoanalyze",
+    "last_autovacuum": "Last autovacuum",
+    "last_vacuum": "Last vacuum",
+    "latent": "Latent",
+    "limit": "LIMIT",
+    "live_predicate": "Live predicate",
+    "live_rows": "Live rows",
+    "lock_level": "Locking level",
+    "lock_of": "Locked with OF",
+    "lock_strength": "Lock strength",
+    "locked_tables": "Tables locked",
+    "mean_exec_ms": "Mean execution time",
+    "mean_job_seconds": "Mean job duration",
+    "n_dead_tup": "Dead tuples",
+    "n_distinct_tenant": "Tenants in pg_stats (n_distinct)",
+    "name": "Name",
+    "order_by": "ORDER BY",
+    "order_index": "Index giving the order",
+    "order_index_columns": "Its columns",
+    "parameter_columns": "Columns compared with a parameter",
+    "partial_index": "Partial index",
+    "partial_index_rows": "Rows in the partial index",
+    "partial_index_scans": "Scans of the partial index",
+    "partition_by": "PARTITION BY",
+    "plan_cache_mode": "plan_cache_mode",
+    "plan_error": "Planning error",
+    "planner_probe": "Planner probe",
+    "planner_rows_per_tenant": "Planner's rows per tenant",
+    "plans_per_call": "Plans per call",
+    "queue_dead_tuples": "Dead tuples in the queue",
+    "queue_table": "Queue table",
+    "reltuples": "Rows (pg_class.reltuples)",
+    "role": "Role",
+    "rotation_rows": "Rows in the rotation table",
+    "rotation_rows_checked": "Rotation rows checked per dequeue",
+    "rotation_table": "Rotation table",
+    "round_robin_wait_s_per_worker": "Wait per worker, round robin (estimate)",
+    "rows_read": "Rows read",
+    "rows_read_per_row_returned": "Rows read per row returned",
+    "rows_removed_by_filter_per_probe": "Rows removed by filter per probe",
+    "rows_sorted": "Rows sorted",
+    "sample_dead_tuples": "Dead tuples during the sample",
+    "sample_inserts": "Inserts during the sample",
+    "sample_seconds": "Sample length",
+    "scan_filter": "Scan filter",
+    "scan_node": "Scan node",
+    "seconds_to_autovacuum": "Time to the next autovacuum",
+    "settings_source": "Autovacuum settings from",
+    "shared_blks_per_call": "Shared blocks per call",
+    "shared_blocks": "Shared blocks",
+    "size_ratio": "Size against the partial index",
+    "sort_key": "Sort key",
+    "sort_node": "Sort node",
+    "source": "Seen in",
+    "state": "State",
+    "statement": "Statement",
+    "statement_predicates": "Statement conditions",
+    "table_pages": "Table pages",
+    "table_rows": "Table rows",
+    "tenant_column": "Tenant column",
+    "tenants": "Tenants",
+    "tenants_with_work": "Tenants with work",
+    "top_tenant": "Largest tenant",
+    "top_tenant_rows": "Largest tenant's live rows",
+    "top_tenant_share": "Largest tenant's share",
+    "top_to_median_ratio": "Largest to median tenant",
+    "trigger_to_live_ratio": "Vacuum trigger to live rows",
+    "user": "User",
+    "vacuum_trigger": "Vacuum trigger (dead tuples)",
+    "wait_formula": "Wait formula",
+    "wait_policy": "Wait policy",
+    "xmin_age": "xmin age (transactions)",
+    # What the finding was flagged against: the check's options.
+    "latent_top_share": "Largest tenant's share for a latent finding",
+    "min_age_s": "Minimum age",
+    "min_archive_fraction": "Minimum finished share",
+    "min_idle_fraction": "Minimum idle share",
+    "min_idle_tenants": "Minimum idle tenants",
+    "min_index_bytes": "Minimum index size",
+    "min_ratio": "Minimum ratio",
+    "min_rows_read": "Minimum rows read",
+    "min_sample_rows": "Minimum rows changed in a sample",
+    "min_size_ratio": "Minimum size ratio",
+    "min_trigger": "Minimum vacuum trigger",
+    "min_xmin_age": "Minimum xmin age",
+}
+
+# Fields that hold a plan outline or a statement: shown as blocks, not table cells.
+BLOCKS: Mapping[str, str] = {
+    "custom_plan": "Custom plan",
+    "generic_plan": "Generic plan",
+    "statement_text": "Statement",
+}
+THRESHOLDS = frozenset({"latent_top_share"})
+
+
+@dataclass(frozen=True)
+class Line:
+    """One row of evidence as a person reads it."""
+
+    field: str  # the evidence field, as in the JSON
+    label: str
+    text: str
+
+
+@dataclass(frozen=True)
+class HumanEvidence:
+    facts: tuple[Line, ...]  # what was measured
+    thresholds: tuple[Line, ...]  # what it was flagged against
+    blocks: tuple[Line, ...]  # plans and statements, verbatim
+
+
+def is_threshold(field: str) -> bool:
+    return field.startswith("min_") or field in THRESHOLDS
+
+
+def label(field: str) -> str:
+    """A field's label; an unknown one turned into words (``rows_seen`` -> ``Rows seen``)."""
+    known = LABELS.get(field) or BLOCKS.get(field)
+    if known:
+        return known
+    words = field.replace("_", " ").strip()
+    return words[:1].upper() + words[1:]
+
+
+def value_text(field: str, value: object) -> str:
+    """A value with the unit its field name gives it."""
+    if isinstance(value, (list, tuple)) and all(
+        isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
+    ):
+        return ", ".join(value_text(field, v) for v in value) or "none"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return evidence_text(value)
+    unit = _unit(field)
+    if unit == "bytes":
+        return human_bytes(value)
+    if unit == "share":
+        return f"{value * 100:.4g} %"
+    if unit == "ratio":
+        return f"{evidence_text(value)}x"
+    if unit:
+        return f"{evidence_text(value)} {unit}"
+    return evidence_text(value)
+
+
+def human_evidence(evidence: Mapping[str, object]) -> HumanEvidence:
+    """A finding's evidence as labelled lines, each ``<field>_source`` folded into its field."""
+    facts: list[Line] = []
+    thresholds: list[Line] = []
+    blocks: list[Line] = []
+    for field, value in evidence.items():
+        if field.endswith("_source") and field.removesuffix("_source") in evidence:
+            continue
+        if field in BLOCKS:
+            if value:
+                blocks.append(Line(field, BLOCKS[field], str(value)))
+            continue
+        text = value_text(field, value)
+        source = evidence.get(f"{field}_source")
+        if source:
+            text = f"{text} ({evidence_text(source)})"
+        line = Line(field, label(field), text)
+        (thresholds if is_threshold(field) else facts).append(line)
+    return HumanEvidence(tuple(facts), tuple(thresholds), tuple(blocks))
+
+
+def _unit(field: str) -> str:
+    if field.endswith("_bytes"):
+        return "bytes"
+    if field.endswith("_per_s"):
+        return "/s"
+    if field.endswith("_ms"):
+        return "ms"
+    if field.endswith(("_s", "_seconds")) or field == "seconds_to_autovacuum":
+        return "s"
+    if field.endswith(("_fraction", "_share")):
+        return "share"
+    if field.endswith("_ratio"):
+        return "ratio"
+    return ""
