@@ -1,8 +1,8 @@
-"""Command line: `qadvisor check`, `snapshot`, `demo`, `explain`.
+"""Command line: `qadvisor check`, `snapshot`, `demo`, `checks`, `explain`.
 
 Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
-above it (or, with --fail-on-skip, a check that could not judge a queue, or no queue found);
-2 usage, connection or input error.
+above it (only new ones with --baseline; or, with --fail-on-skip, a check that could not judge
+a queue, or no queue found); 2 usage, connection or input error.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from qadvisor.errors import InputError
 if TYPE_CHECKING:
     from rich.progress import Progress
 
+    from qadvisor.model import Report
+    from qadvisor.settings import Settings
+
 T = TypeVar("T")
 
 EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -29,9 +32,9 @@ app = typer.Typer(
     help=(
         "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
         "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
-        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (or, "
-        "with --fail-on-skip, a check that could not judge a queue, or no queue found), "
-        "2 usage, connection or input error."
+        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (only "
+        "new ones with --baseline; or, with --fail-on-skip, a check that could not judge a "
+        "queue, or no queue found), 2 usage, connection or input error."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -243,6 +246,59 @@ def check(
     statement_timeout: StatementTimeoutOpt = None,
     lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
+    output: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--output",
+            help="Also write the report in FORMAT to PATH (repeatable: --output "
+            "sarif:qadvisor.sarif --output junit:report.xml); each file is written whole or "
+            "not at all, and stdout still gets --format.",
+            metavar="FORMAT:PATH",
+            show_default=False,
+        ),
+    ] = None,
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--baseline",
+            metavar="FILE",
+            help="Findings accepted earlier (written with --write-baseline): each finding is "
+            "new or preexisting, only new ones count for --fail-on, and baselined ones that "
+            "are gone are reported as fixed. Default: the config file's baseline.",
+            show_default=False,
+        ),
+    ] = None,
+    write_baseline: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-baseline",
+            metavar="FILE",
+            help="Write this run's findings to FILE as a baseline (keys, severities and "
+            "targets; no measurements, no secrets).",
+            show_default=False,
+        ),
+    ] = None,
+    sarif_anchor: Annotated[
+        Path | None,
+        typer.Option(
+            "--sarif-anchor",
+            metavar="FILE",
+            help="A file of the repository where SARIF shows findings that have no "
+            "--query-file line of their own and no config file naming the tables (e.g. the "
+            "workflow file). Default: the config file's sarif_anchor.",
+            show_default=False,
+        ),
+    ] = None,
+    docs_url: Annotated[
+        str | None,
+        typer.Option(
+            "--docs-url",
+            metavar="URL",
+            help="Absolute URL where qadvisor's docs/ directory is published: SARIF rules get "
+            "helpUri URL/docs/checks/CODE.md. Default: the config file's docs_url, else none.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Check the queue tables of a database and print findings with the SQL that fixes them.
 
@@ -270,10 +326,16 @@ def check(
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
+        baseline=baseline,
+        write_baseline=write_baseline,
+        outputs=output or (),
+        sarif_anchor=sarif_anchor,
+        docs_url=docs_url,
     )
     settings = _or_fail(lambda: resolve(flags))
     with _SampleBar() as bar:
         report = _or_fail(lambda: engine.check(settings, bar))
+    _write_files(report, settings)
     render.write(
         report,
         settings.format,
@@ -282,6 +344,28 @@ def check(
         verbose=settings.verbose,
     )
     raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
+
+
+def _write_files(report: Report, settings: Settings) -> None:
+    """The --output files and the --write-baseline file, before stdout: a file that cannot
+    be written is exit 2 with nothing on stdout."""
+    import io
+
+    from qadvisor import baseline, render
+    from qadvisor.outputs import OutputError, write_atomic
+
+    files = []
+    for fmt, path in settings.outputs:
+        buffer = io.StringIO()
+        render.write(report, fmt, buffer, verbose=settings.verbose)
+        files.append((path, buffer.getvalue()))
+    if settings.write_baseline is not None:
+        files.append((settings.write_baseline, baseline.dumps(report)))
+    for path, text in files:
+        try:
+            write_atomic(path, text)
+        except OutputError as exc:
+            _fail(str(exc))
 
 
 @app.command("snapshot")
@@ -365,6 +449,26 @@ def demo(
             f"Stop it with: {kept.stop_command}",
             err=True,
         )
+
+
+class ListFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command("checks")
+def checks_cmd(
+    fmt: Annotated[
+        ListFormat, typer.Option("--format", "-f", help="List format.", case_sensitive=False)
+    ] = ListFormat.text,
+) -> None:
+    """List every installed check: code, name, default severity, category, the facts it reads
+    and the privileges they need (`qadvisor explain CODE` prints one check's page)."""
+    from qadvisor.docs import checks_json, checks_table
+    from qadvisor.registry import load_checks
+
+    checks = _or_fail(load_checks)
+    typer.echo(checks_json(checks) if fmt is ListFormat.json else checks_table(checks))
 
 
 @app.command()

@@ -12,6 +12,9 @@ The file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
     statement_timeout = 5000 # ms, like --statement-timeout
     lock_timeout = 1000      # ms
     connect_timeout = 10     # seconds
+    baseline = "qadvisor-baseline.json"  # like --baseline, relative to this file
+    sarif_anchor = ".github/workflows/qadvisor.yml"  # like --sarif-anchor
+    docs_url = "https://example.org/qadvisor/"      # like --docs-url
 
     [options.QA201]          # [tool.qadvisor.options.QA201] in pyproject.toml
     min_ratio = 20
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import tomllib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +41,8 @@ from qadvisor.registry import Check
 # --fail-on's values: a severity, or never (no finding fails the run).
 FAIL_ON = ("critical", "warning", "info", "never")
 _KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "queries", "query_files", "options",
-         "statement_timeout", "lock_timeout", "connect_timeout"}  # fmt: skip
+         "statement_timeout", "lock_timeout", "connect_timeout", "baseline", "sarif_anchor",
+         "docs_url"}  # fmt: skip
 
 
 class ConfigError(InputError, ValueError):
@@ -57,6 +62,12 @@ class Config:
     statement_timeout: int | None = None  # ms
     lock_timeout: int | None = None  # ms
     connect_timeout: int | None = None  # seconds
+    baseline: Path | None = None  # relative paths are made relative to the file
+    sarif_anchor: Path | None = None
+    docs_url: str | None = None
+    # The line that sets ``tables`` (where SARIF shows findings that have no line of their
+    # own), or None when the file does not name tables.
+    tables_line: int | None = None
 
 
 def find_config(explicit: Path | None, cwd: Path | None = None) -> Config:
@@ -74,7 +85,8 @@ def find_config(explicit: Path | None, cwd: Path | None = None) -> Config:
 
 def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
     try:
-        data = tomllib.loads(path.read_text())
+        text = path.read_text()
+        data = tomllib.loads(text)
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
@@ -110,7 +122,30 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
         statement_timeout=_int(data, "statement_timeout", path),
         lock_timeout=_int(data, "lock_timeout", path),
         connect_timeout=_int(data, "connect_timeout", path),
+        baseline=_file(data, "baseline", path),
+        sarif_anchor=_file(data, "sarif_anchor", path),
+        docs_url=_str(data, "docs_url", path),
+        tables_line=_line_of_key(text, "tables", in_pyproject) if "tables" in data else None,
     )
+
+
+def _file(data: dict[str, Any], key: str, path: Path) -> Path | None:
+    value = _str(data, key, path)
+    return path.parent / value if value else None
+
+
+def _line_of_key(text: str, key: str, in_pyproject: bool) -> int | None:
+    """The line where ``key`` is set at the top of the qadvisor table (1-based)."""
+    table = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            table = stripped.strip("[] \t")
+            continue
+        wanted = "tool.qadvisor" if in_pyproject else None
+        if table == wanted and re.match(rf"{key}\s*=", stripped):
+            return number
+    return None
 
 
 def _str(data: dict[str, Any], key: str, path: Path) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 import sys
 from collections.abc import Sequence
@@ -58,6 +59,53 @@ def check_list(checks: Sequence[Check]) -> str:
     return "\n".join(
         f"{c.code:<{width}}  {c.name:<36} {c.severity.label:<8} {c.summary}" for c in checks
     )
+
+
+# How a kind of GRANT reads in the list of checks.
+_GRANT_WORDS = {"usage": "USAGE on the schema", "select": "SELECT", "update": "UPDATE",
+                "read_all_stats": "pg_read_all_stats (in pg_monitor)"}  # fmt: skip
+
+
+def privilege_summary(chk: Check) -> str:
+    """What the role needs beyond CONNECT for the facts the check reads, in a few words."""
+    kinds = dict.fromkeys(k for name in chk.requires for k in FACTS[name].grants)
+    return ", ".join(_GRANT_WORDS.get(k, k) for k in kinds) or "nothing"
+
+
+def checks_table(checks: Sequence[Check]) -> str:
+    """``qadvisor checks``: one row per check, with a header, columns aligned."""
+    rows = [("code", "name", "severity", "category", "reads", "needs (beyond CONNECT)")]
+    rows += [
+        (c.code, c.name, c.severity.label, c.category, ", ".join(c.requires) or "-",
+         privilege_summary(c))
+        for c in checks
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(f"{v:<{w}}" for v, w in zip(r, widths, strict=False)) + "  " + r[-1]
+             for r in rows]  # fmt: skip
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def checks_json(checks: Sequence[Check]) -> str:
+    """``qadvisor checks --format json``: a list, one object per check."""
+    out = []
+    for c in checks:
+        facts = [FACTS[name] for name in c.requires]
+        out.append(
+            {
+                "code": c.code,
+                "name": c.name,
+                "severity": c.severity.label,
+                "category": c.category,
+                "summary": c.summary,
+                "requires": list(c.requires),
+                "privileges": list(dict.fromkeys(f.privilege for f in facts)),
+                "grants": list(dict.fromkeys(g for f in facts for g in f.grants.values())),
+                "min_server_version": c.min_server_version,
+                "docs": c.docs_path,
+            }
+        )
+    return json.dumps(out, indent=2)
 
 
 def find_check(checks: Sequence[Check], code_or_name: str) -> Check | None:

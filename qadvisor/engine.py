@@ -6,11 +6,13 @@ qadvisor.collect, the only code that talks to PostgreSQL), and :func:`judge` run
 on it. ``snapshot`` stops after :func:`collect`. :func:`gate` says whether the report fails
 the run. Rendering is the renderers' (qadvisor.render), exit codes the command line's.
 
-Judging: every check is pure; the engine attaches identities, filters and sorts. A check that
-requires a fact the snapshot lacks for a queue (hidden from the role, behind another session's
-lock, or a read that failed) is reported as skipped for that queue, with the reason and the
-GRANT that would show the fact, whatever it yielded for that queue: a queue without a finding
-and without a skip is one the check judged healthy, and that must be earned.
+Judging: every check is pure; the engine attaches identities, filters and sorts, drops what
+the inline ignores of --query-file statements name, places findings in the repository and
+measures them against the baseline. A check that requires a fact the snapshot lacks for a
+queue (hidden from the role, behind another session's lock, or a read that failed) is reported
+as skipped for that queue, with the reason and the GRANT that would show the fact, whatever it
+yielded for that queue: a queue without a finding and without a skip is one the check judged
+healthy, and that must be earned.
 """
 
 from __future__ import annotations
@@ -23,12 +25,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from qadvisor import baseline
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.errors import InputError
-from qadvisor.model import Finding, Report, Severity, Skip, Snapshot
+from qadvisor.model import (
+    BaselineEntry,
+    Finding,
+    Ignored,
+    Location,
+    Report,
+    Severity,
+    Skip,
+    Snapshot,
+    Statement,
+)
 from qadvisor.registry import Check, Issue, Unmet
-from qadvisor.settings import Settings
+from qadvisor.settings import Settings, repo_path
+from qadvisor.statement_queues import statement_id
 
 # Called while --sample waits: (seconds elapsed, seconds in all).
 Progress = Callable[[float, float], None]
@@ -47,19 +61,100 @@ def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:
     """The snapshot the settings name: the saved file, else one read from the server."""
     if settings.snapshot_file is not None:
         return load_snapshot(settings.snapshot_file)
-    return snapshot_of(settings, progress)
+    snap = snapshot_of(settings, progress)
+    return (
+        replace(snap, inline_ignores=settings.inline_ignores) if settings.inline_ignores else snap
+    )
 
 
 def judge(snapshot: Snapshot, settings: Settings) -> Report:
-    """Every check of the settings on the snapshot, with their options and ignores, stamped
-    with the time and the command as run (passwords removed)."""
+    """Every check of the settings on the snapshot, with their options and ignores (given and
+    inline), each finding placed in the repository, measured against the baseline if any;
+    stamped with the time and the command as run (passwords removed)."""
     report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
+    report, dropped = apply_inline_ignores(report)
     command = " ".join(shlex.quote(a) for a in settings.command) if settings.command else None
-    return replace(
+    report = replace(
         report,
+        locations=locations(report, settings.root),
+        anchor=settings.anchor,
+        docs_url=settings.docs_url,
         checked_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         command=redact(command, settings.dsn) if command else None,
     )
+    if settings.baseline is None:
+        return report
+    ignored = set(settings.ignore) | dropped
+
+    def judged(entry: BaselineEntry) -> bool:
+        if entry.code not in report.checks_run or {entry.code, entry.key} & ignored:
+            return False
+        t = entry.target
+        queue = f"{t.schema}.{t.table}" if t.schema and t.table else None
+        return not any(
+            s.code == entry.code and (s.queue is None or queue is None or s.queue == queue)
+            for s in report.skipped
+        )
+
+    return replace(report, baseline=baseline.compare(report, settings.baseline, judged))
+
+
+def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:
+    """The statements read from a --query-file, with the file and the line they start on."""
+    out = []
+    for s in snapshot.statements:
+        if s.line is None or s.source == "pg_stat_statements" or s.source.startswith("--query"):
+            continue
+        path, _, line = s.source.rpartition(":")
+        if path and line.isdigit():
+            out.append((s, path, int(line)))
+    return out
+
+
+def _of_statement(f: Finding, stmt: Statement) -> bool:
+    """Whether the finding is about this statement: its target, or the statement its
+    evidence names (a round-robin finding names the claim it judged)."""
+    ident = statement_id(stmt)
+    queue = f"{f.target.schema}.{f.target.table}"
+    if f.target.kind == "statement":
+        return f.target.name == ident and (stmt.queue is None or stmt.queue == queue)
+    return f.evidence.get("statement") in (ident, stmt.source)
+
+
+def locations(report: Report, root: Path) -> dict[str, Location]:
+    """Finding key -> the --query-file line of its statement, for files inside ``root``."""
+    out: dict[str, Location] = {}
+    statements = _file_statements(report.snapshot)
+    for f in report.findings:
+        for stmt, path, line in statements:
+            rel = repo_path(Path(path), root)
+            if rel is not None and _of_statement(f, stmt):
+                out.setdefault(f.key, Location(rel, line))
+    return out
+
+
+def apply_inline_ignores(report: Report) -> tuple[Report, set[str]]:
+    """The report without the findings the --query-file comments ignore, with a record of
+    each ignore and what it dropped; and the keys dropped."""
+    ignores = report.snapshot.inline_ignores
+    if not ignores:
+        return report, set()
+    by_source: dict[str, list[Statement]] = {}
+    for s in report.snapshot.statements:
+        by_source.setdefault(s.source, []).append(s)
+    keep = list(report.findings)
+    records: list[Ignored] = []
+    dropped: set[str] = set()
+    for ig in ignores:
+        statements = by_source.get(ig.source, [])
+        for code in ig.codes:
+            hit = [
+                f for f in keep if f.code == code and any(_of_statement(f, s) for s in statements)
+            ]
+            keep = [f for f in keep if f not in hit]
+            dropped |= {f.key for f in hit}
+            records.append(Ignored(ig.source, ig.line, code, len(hit)))
+    return replace(report, findings=tuple(keep), ignored=tuple(records)), dropped
 
 
 def gate(report: Report, settings: Settings) -> bool:
@@ -70,7 +165,8 @@ def gate(report: Report, settings: Settings) -> bool:
     if settings.fail_on == "never":
         return False
     floor = Severity.parse(settings.fail_on)
-    return any(f.severity >= floor for f in report.findings)
+    # With a baseline, only new findings count: the accepted ones are still reported.
+    return any(f.severity >= floor for f in report.new_findings)
 
 
 def load_snapshot(path: Path) -> Snapshot:

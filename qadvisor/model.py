@@ -395,6 +395,15 @@ class HiddenFact:
 
 
 @dataclass(frozen=True)
+class InlineIgnore:
+    """``-- qadvisor: ignore CODE`` in a --query-file, on or directly above a statement."""
+
+    source: str  # the statement's source, "sql/claim.sql:12"
+    codes: tuple[str, ...]
+    line: int  # the line of the comment
+
+
+@dataclass(frozen=True)
 class Snapshot:
     server: ServerInfo
     settings: dict[str, str]
@@ -415,6 +424,9 @@ class Snapshot:
     format: int = SNAPSHOT_FORMAT
     # Facts hidden from the role or behind another session's lock, with the GRANT or the lock.
     hidden: tuple[HiddenFact, ...] = ()
+    # The application's own ignores, read from its --query-file comments at collection, so a
+    # saved snapshot keeps them.
+    inline_ignores: tuple[InlineIgnore, ...] = ()
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)
@@ -541,6 +553,56 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Location:
+    """A place in the repository a finding is shown at (SARIF's physical location): a path
+    relative to the repository root, "/"-separated, and a line."""
+
+    path: str
+    line: int = 1
+
+
+@dataclass(frozen=True)
+class BaselineEntry:
+    """A finding as a baseline file records it: what identifies it, no measurement."""
+
+    key: str
+    code: str
+    name: str
+    severity: Severity
+    target: Target
+
+
+# A finding measured against a baseline: "new" (its key was not in the baseline, or its
+# severity rose) or "preexisting".
+BaselineState = Literal["new", "preexisting"]
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """The findings of a run compared with a baseline file."""
+
+    source: str  # the baseline file, as given
+    database: str  # the database it was written on
+    preexisting: frozenset[str]  # keys of the findings that were in it (severity not higher)
+    keys: frozenset[str] = frozenset()  # every key the baseline holds
+    # In the baseline and gone: the check judged that object again and found nothing.
+    fixed: tuple[BaselineEntry, ...] = ()
+    # In the baseline and not seen, but not judged this run either (the check did not run,
+    # could not judge that queue, or the finding was ignored): not called fixed.
+    not_judged: tuple[BaselineEntry, ...] = ()
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """What one inline ignore of a --query-file dropped."""
+
+    source: str  # the statement, "sql/claim.sql:12"
+    line: int  # the comment's line
+    code: str
+    findings: int  # how many findings it dropped (0: nothing of that code to drop)
+
+
+@dataclass(frozen=True)
 class Report:
     snapshot: Snapshot
     findings: tuple[Finding, ...]
@@ -548,10 +610,36 @@ class Report:
     checks_run: tuple[str, ...]
     # The checks of checks_run, described: a renderer needs nothing but the report.
     rules: tuple[Rule, ...] = ()
+    # Set with --baseline: which findings are new, which baselined ones are fixed.
+    baseline: BaselineResult | None = None
+    # What the inline ignores of the --query-file statements dropped.
+    ignored: tuple[Ignored, ...] = ()
+    # Finding key -> where in the repository the finding is (its statement's --query-file).
+    locations: dict[str, Location] = field(default_factory=dict)
+    # Where findings without a location of their own are shown: the config file that named
+    # the tables, else --sarif-anchor; None: neither.
+    anchor: Location | None = None
+    # An absolute URL the docs/ directory is published under (SARIF helpUri), or None.
+    docs_url: str | None = None
     # When the checks ran (UTC, ISO 8601) and the command as run, its passwords removed: the
     # header of a report that is pasted somewhere. None where the report was built otherwise.
     checked_at: str | None = None
     command: str | None = None
+
+    def baseline_state(self, finding: Finding) -> BaselineState | None:
+        """None without a baseline."""
+        if self.baseline is None:
+            return None
+        return "preexisting" if finding.key in self.baseline.preexisting else "new"
+
+    @property
+    def new_findings(self) -> tuple[Finding, ...]:
+        """The findings that count for --fail-on: all of them without a baseline."""
+        return tuple(f for f in self.findings if self.baseline_state(f) != "preexisting")
+
+    def location(self, finding: Finding) -> Location | None:
+        """Where the finding is shown in the repository: its own place, else the anchor."""
+        return self.locations.get(finding.key, self.anchor)
 
     def summary(self) -> dict[str, int]:
         counts = {s.label: 0 for s in sorted(Severity, reverse=True)}

@@ -22,22 +22,35 @@ Where each setting comes from (file key / environment variable / flag):
 - session timeouts: statement_timeout, lock_timeout, connect_timeout /
   QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT /
   --statement-timeout, --lock-timeout, --connect-timeout
+- the accepted findings: baseline / (none) / --baseline (and --write-baseline, flag only)
+- where SARIF shows findings without a line of their own: sarif_anchor / (none) /
+  --sarif-anchor; the docs' published URL: docs_url / (none) / --docs-url
+- report files: (none) / (none) / --output FORMAT:PATH
+
+Paths in the report (SARIF locations) are relative to ``root``, the current directory: in CI,
+the checkout of the repository.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from qadvisor import dequeue
+from qadvisor import baseline as baseline_file
+from qadvisor import dequeue, inline_ignores
 from qadvisor.config import FAIL_ON, Config, ConfigError, check_ignores, check_options, find_config
 from qadvisor.errors import InputError
+from qadvisor.model import InlineIgnore, Location
+from qadvisor.outputs import unwritable
 from qadvisor.registry import Check, load_checks
 
 FailOn = Literal["critical", "warning", "info", "never"]
+# The report formats (qadvisor.render.RENDERERS has one renderer for each).
+FORMATS = ("text", "json", "markdown", "sarif", "junit")
 ENV_PREFIX = "QADVISOR_"
 # Every variable resolve() reads (with GITHUB_ACTIONS, which only turns on annotations).
 ENV_VARIABLES = tuple(
@@ -89,6 +102,11 @@ class Flags:
     statement_timeout: int | None = None
     lock_timeout: int | None = None
     connect_timeout: int | None = None
+    baseline: Path | None = None
+    write_baseline: Path | None = None
+    outputs: Sequence[str] = ()  # "FORMAT:PATH"
+    sarif_anchor: Path | None = None
+    docs_url: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +132,18 @@ class Settings:
     github_annotations: bool = False
     limits: SessionLimits = field(default_factory=SessionLimits)
     config_file: Path | None = None  # the file the settings were read from
+    baseline: baseline_file.Baseline | None = None  # read and checked
+    write_baseline: Path | None = None  # checked writable
+    outputs: tuple[tuple[str, Path], ...] = ()  # (format, file), each checked writable
+    # The directory paths in the report are relative to (the repository's checkout); where
+    # the process runs, not a choice, so two settings that differ only there are equal.
+    root: Path = field(default_factory=Path.cwd, compare=False)
+    # Where findings without a --query-file line are shown (SARIF): the config file's
+    # ``tables`` line, else --sarif-anchor.
+    anchor: Location | None = None
+    docs_url: str | None = None
+    # ``-- qadvisor: ignore`` comments of the --query-file statements.
+    inline_ignores: tuple[InlineIgnore, ...] = ()
 
 
 def resolve(
@@ -187,13 +217,38 @@ def resolve(
     )
     on_server = flags.snapshot is None
     tables = tuple(flags.tables) or _list(environ, "TABLES") or cfg.tables
+    root = cwd or Path.cwd()
+    outputs = _outputs(flags.outputs)
+    write_baseline = flags.write_baseline
+    if write_baseline is not None:
+        why = unwritable(write_baseline)
+        if why:
+            raise SettingsError(f"--write-baseline {write_baseline}: cannot write it: {why}")
+    baseline_path = flags.baseline or cfg.baseline
+    if (
+        baseline_path is not None
+        and write_baseline is not None
+        and not baseline_path.exists()
+        and baseline_path.resolve() == write_baseline.resolve()
+    ):
+        baseline_path = None  # the run that writes the config file's baseline the first time
+    loaded = None
+    if baseline_path is not None:
+        loaded = baseline_file.load(baseline_path)
+        loaded = replace(loaded, source=repo_path(baseline_path, root) or str(baseline_path))
+    anchor = _anchor(cfg, flags.sarif_anchor or cfg.sarif_anchor, root, file_label)
+    docs_url = flags.docs_url or cfg.docs_url
+    if docs_url is not None and not re.match(r"https?://[^/\s]+", docs_url):
+        where = "--docs-url" if flags.docs_url else f"{file_label}: docs_url"
+        raise SettingsError(f"{where} {docs_url!r}: must be an absolute http(s) URL")
+    queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
     return Settings(
         checks=installed,
         dsn=flags.dsn,
         snapshot_file=flags.snapshot,
         tables=tables if on_server else (),
         sample_seconds=flags.sample,
-        queries=_queries(cfg, flags) if on_server else (),
+        queries=queries,
         analyze=flags.analyze,
         ignore=tuple(p for _, patterns in ignores for p in patterns),
         options=options,
@@ -205,7 +260,65 @@ def resolve(
         github_annotations=environ.get("GITHUB_ACTIONS") == "true",
         limits=limits,
         config_file=cfg.source,
+        baseline=loaded,
+        write_baseline=write_baseline,
+        outputs=outputs,
+        root=root,
+        anchor=anchor,
+        docs_url=docs_url,
+        inline_ignores=directives,
     )
+
+
+def _outputs(specs: Sequence[str]) -> tuple[tuple[str, Path], ...]:
+    """--output FORMAT:PATH values, each format known and each file writable, no file twice."""
+    out: list[tuple[str, Path]] = []
+    for spec in specs:
+        fmt, colon, name = spec.partition(":")
+        fmt = fmt.strip().lower()
+        if not colon or not name:
+            raise SettingsError(
+                f"--output {spec!r}: expected FORMAT:PATH, e.g. sarif:qadvisor.sarif"
+            )
+        if fmt not in FORMATS:
+            raise SettingsError(f"--output {spec!r}: unknown format {fmt!r} (one of "
+                                f"{', '.join(FORMATS)})")  # fmt: skip
+        path = Path(name)
+        why = unwritable(path)
+        if why:
+            raise SettingsError(f"--output {spec}: cannot write {path}: {why}")
+        if any(p.resolve() == path.resolve() for _, p in out):
+            raise SettingsError(f"--output {spec}: {path} is given twice")
+        out.append((fmt, path))
+    return tuple(out)
+
+
+def _anchor(cfg: Config, sarif_anchor: Path | None, root: Path, file_label: str) -> Location | None:
+    """The config file's ``tables`` line when it names the tables, else --sarif-anchor."""
+    if cfg.source is not None and cfg.tables_line is not None:
+        path = repo_path(cfg.source, root)
+        if path is not None:
+            return Location(path, cfg.tables_line)
+    if sarif_anchor is None:
+        return None
+    if not sarif_anchor.is_file():
+        raise SettingsError(f"--sarif-anchor {sarif_anchor}: no such file")
+    path = repo_path(sarif_anchor, root)
+    if path is None:
+        raise SettingsError(
+            f"--sarif-anchor {sarif_anchor} is outside {root}: run qadvisor from the "
+            "repository's root and name a file in it"
+        )
+    return Location(path, 1)
+
+
+def repo_path(path: Path, root: Path) -> str | None:
+    """``path`` relative to ``root``, "/"-separated; None when it is outside it."""
+    try:
+        rel = (root / path).resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return rel.as_posix()
 
 
 def defaults(
@@ -298,17 +411,25 @@ def _timeout(
     return value
 
 
-def _queries(cfg: Config, flags: Flags) -> tuple[tuple[str, str], ...]:
+def _queries(
+    cfg: Config, flags: Flags, checks: Sequence[Check], root: Path
+) -> tuple[tuple[tuple[str, str], ...], tuple[InlineIgnore, ...]]:
     """(source, text) pairs: each --query (file's first), refused unless it is one plannable
-    statement, then every statement of each query file (the file's first)."""
+    statement, then every statement of each query file (the file's first), named by its path
+    relative to ``root`` when it is inside it (``sql/claim.sql:12``); and the files'
+    ``-- qadvisor: ignore`` comments, their codes checked against the installed checks."""
     out: list[tuple[str, str]] = []
+    ignores: list[InlineIgnore] = []
     for i, text in enumerate([*cfg.queries, *flags.queries], 1):
         try:
             dequeue.check_plannable(text)
         except dequeue.StatementError as exc:
             raise SettingsError(f"--query {i} refused: {exc}") from None
         out.append((f"--query {i}", text))
-    for path in [*cfg.query_files, *flags.query_files]:
+    codes = {c.code for c in checks}
+    # A file named by the config file and by a flag is read once.
+    files = {p.resolve(): p for p in [*cfg.query_files, *flags.query_files]}
+    for path in files.values():
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -316,7 +437,23 @@ def _queries(cfg: Config, flags: Flags) -> tuple[tuple[str, str], ...]:
             raise SettingsError(f"cannot read --query-file {path}: {reason}") from None
         try:
             statements = dequeue.statement_lines(text)
-        except dequeue.StatementError as exc:
+            found = inline_ignores.directives(text)
+        except (dequeue.StatementError, inline_ignores.DirectiveError) as exc:
             raise SettingsError(f"--query-file {path}: {exc}") from None
-        out += [(f"{path}:{line}", stmt) for line, stmt in statements]
-    return tuple(out)
+        label = repo_path(path, root) or str(path)
+        out += [(f"{label}:{line}", stmt) for line, stmt in statements]
+        for d in found:
+            where = f"--query-file {path}:{d.line}"
+            if d.statement_line == 0:
+                raise SettingsError(
+                    f"{where}: 'qadvisor: ignore' applies to no statement (write it on the "
+                    "statement's line or directly above it, without a blank line between)"
+                )
+            unknown = [c for c in d.codes if c not in codes]
+            if unknown:
+                raise SettingsError(
+                    f"{where}: 'qadvisor: ignore' names {unknown[0]!r}, which no check has "
+                    "(qadvisor checks lists them)"
+                )
+            ignores.append(InlineIgnore(f"{label}:{d.statement_line}", d.codes, d.line))
+    return tuple(out), tuple(ignores)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -19,6 +20,7 @@ from qadvisor.model import Finding, Report
 from qadvisor.render.json import fix_dict, report_dict
 from qadvisor.settings import ENV_VARIABLES
 from tests.conftest import TestDB
+from tests.json_schemas import assert_valid_report
 
 
 @dataclass
@@ -29,7 +31,9 @@ class Run:
 
     @property
     def report(self) -> dict[str, Any]:
+        """The JSON report on stdout, validated against the published schema."""
         data: dict[str, Any] = json.loads(self.stdout)
+        assert_valid_report(data)
         return data
 
     def codes(self) -> set[str]:
@@ -39,10 +43,12 @@ class Run:
         return [f for f in self.report["findings"] if f["code"] == code]
 
 
-def qadvisor(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> Run:
-    """Run the installed CLI as a user would, in its own process; without ``env``, in this
-    process's environment minus qadvisor's settings variables (a QADVISOR_FAIL_ON exported
-    in the developer's shell must not change what the tests see)."""
+def qadvisor(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path | None = None
+) -> Run:
+    """Run the installed CLI as a user would, in its own process (in ``cwd``, else here);
+    without ``env``, in this process's environment minus qadvisor's settings variables (a
+    QADVISOR_FAIL_ON exported in the developer's shell must not change what the tests see)."""
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
     proc = subprocess.run(
@@ -51,6 +57,7 @@ def qadvisor(*args: str, env: dict[str, str] | None = None, timeout: float = 120
         text=True,
         timeout=timeout,
         env=env,
+        cwd=cwd,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
@@ -74,6 +81,7 @@ def assert_quiet(
     rotation table, the server, the xmin horizon) counts against every queue.
     """
     report = result.report if isinstance(result, Run) else report_dict(result)
+    assert_valid_report(report)
     queues = {f"{q['schema']}.{q['table']}": q for q in report["queues"]}
     assert queue in queues, f"{queue} is not among the queues found: {sorted(queues)}"
     if live:

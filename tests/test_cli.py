@@ -9,6 +9,7 @@ import pytest
 
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
+from tests.json_schemas import assert_valid_snapshot
 from tests.test_statements_collect import build_claim_queue, run_claims
 
 SECRET = "s3cr3t-Pa55"
@@ -132,7 +133,9 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert run.rc == 1
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
                            "checks_run", "queues", "rejected", "left_out", "findings",
-                           "skipped", "hidden", "summary"}  # fmt: skip
+                           "skipped", "hidden", "summary", "baseline", "fixed",
+                           "ignored"}  # fmt: skip
+    assert report["baseline"] is None and report["fixed"] == [] and report["ignored"] == []
     assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1
     assert report["server"]["version_num"] == db.version_num
@@ -141,7 +144,8 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert queue["table"] == "jobs" and queue["live_predicate"] == "status = 'pending'"
     for f in report["findings"]:
         assert set(f) == {"code", "name", "severity", "key", "target", "message", "evidence",
-                          "fix", "docs"}  # fmt: skip
+                          "fix", "docs", "baseline", "location"}  # fmt: skip
+        assert f["baseline"] is None and f["location"] is None
         assert f["key"].startswith(f["code"] + ":")
         assert Path(f["docs"]).name == f"{f['code']}.md"
     assert report["summary"]["warning"] == len(report["findings"])
@@ -160,7 +164,9 @@ def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
     offline = qadvisor("check", "--snapshot", str(out), "--format", "json")
     assert offline.rc == 1
     assert [f["key"] for f in offline.report["findings"]] == [f["key"] for f in online["findings"]]
-    assert json.loads(out.read_text())["server"]["database"] == db.name
+    saved = json.loads(out.read_text())
+    assert saved["server"]["database"] == db.name
+    assert_valid_snapshot(saved)
 
 
 def test_session_is_read_only_and_named(db: TestDB) -> None:

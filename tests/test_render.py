@@ -33,11 +33,15 @@ from qadvisor.fixes import (
     table_setting,
 )
 from qadvisor.model import (
+    BaselineEntry,
+    BaselineResult,
     Finding,
     Fix,
     HiddenFact,
+    Ignored,
     LeftOut,
     LivePredicate,
+    Location,
     Queue,
     Rejected,
     Report,
@@ -54,6 +58,7 @@ from qadvisor.render import json as json_render
 from qadvisor.render import junit, labels, markdown, sarif, terminal
 from tests import snapshots as S
 from tests.conftest import in_ci
+from tests.json_schemas import assert_valid_sarif
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("QADVISOR_UPDATE_GOLDEN") == "1"
@@ -300,7 +305,54 @@ def empty_report() -> Report:
     return Report(snap, (), (), checks_run=("QA101", "QA102"), rules=RULES)
 
 
-REPORTS: dict[str, Callable[[], Report]] = {"full": full_report, "empty": empty_report}
+def baselined_report() -> Report:
+    """The full report against a baseline: QA203 was a warning in it (its severity rose: new),
+    QA101 and QA201 were accepted, QA999 is new; a QA102 finding is gone (fixed) and a QA301
+    one not judged again. One statement finding of a --query-file, one inline ignore, and the
+    config file's tables line as the anchor."""
+    full = full_report()
+    stmt = Finding(
+        code="QA102",
+        name="dead-entry-bloated-partial-index",
+        severity=Severity.WARNING,
+        target=Target("statement", "public", "jobs", "jobs@3f9a2c1b0d"),
+        message="A made-up finding about the claim in sql/claim.sql.",
+        evidence={"statement": "sql/claim.sql:3"},
+        docs="docs/checks/QA102.md",
+    )
+    (qa999,) = [f for f in full.findings if f.code == "QA999"]
+    findings = (*full.findings[:3], stmt, qa999)
+    qa203, qa101, qa201 = (f.key for f in full.findings[:3])
+    fixed = BaselineEntry(
+        "QA102:public.jobs_pending_idx", "QA102", "dead-entry-bloated-partial-index",
+        Severity.WARNING, Target("index", "public", "jobs", "jobs_pending_idx"),
+    )  # fmt: skip
+    unjudged = BaselineEntry(
+        "QA301:public.jobs@0a1b2c3d4e", "QA301", "generic-plan-misses-partial-index",
+        Severity.WARNING, Target("statement", "public", "jobs", "jobs@0a1b2c3d4e"),
+    )  # fmt: skip
+    return replace(
+        full,
+        findings=findings,
+        baseline=BaselineResult(
+            source="qadvisor-baseline.json",
+            database="app",
+            preexisting=frozenset({qa101, qa201}),
+            keys=frozenset({qa203, qa101, qa201, fixed.key, unjudged.key}),
+            fixed=(fixed,),
+            not_judged=(unjudged,),
+        ),
+        ignored=(Ignored("sql/claim.sql:9", 8, "QA301", 1),),
+        locations={stmt.key: Location("sql/claim.sql", 3)},
+        anchor=Location("qadvisor.toml", 2),
+    )
+
+
+REPORTS: dict[str, Callable[[], Report]] = {
+    "full": full_report,
+    "empty": empty_report,
+    "baselined": baselined_report,
+}
 FORMATS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "json": ("json", json_render.render),
     "markdown": ("md", markdown.render),
@@ -340,6 +392,83 @@ def test_golden(fmt: str, report_name: str) -> None:
         f"{fmt} output differs from {path}; if intended, regenerate with "
         "QADVISOR_UPDATE_GOLDEN=1 and review the diff"
     )
+
+
+@pytest.mark.parametrize("report_name", sorted(REPORTS))
+def test_sarif_validates_against_the_2_1_0_schema(report_name: str) -> None:
+    assert_valid_sarif(json.loads(sarif.render(REPORTS[report_name]())))
+
+
+def test_sarif_places_each_result_in_the_repository_and_leaves_out_accepted_ones() -> None:
+    report = baselined_report()
+    doc = json.loads(sarif.render(report))
+    (run,) = doc["runs"]
+    results = {r["partialFingerprints"]["qadvisorKey/v1"]: r for r in run["results"]}
+    # The accepted findings are left out (their alerts close); new ones say how they are new.
+    assert sorted(results) == sorted(f.key for f in report.new_findings)
+    assert results["QA203:public.jobs"]["baselineState"] == "updated"  # its severity rose
+    assert results["QA999:database"]["baselineState"] == "new"
+    place = {k: r["locations"][0]["physicalLocation"] for k, r in results.items()}
+    # A statement's finding is at its --query-file line; the others at the config file's.
+    assert place["QA102:public.jobs@3f9a2c1b0d"] == {
+        "artifactLocation": {"uri": "sql/claim.sql"}, "region": {"startLine": 3},
+    }  # fmt: skip
+    assert place["QA203:public.jobs"] == {
+        "artifactLocation": {"uri": "qadvisor.toml"}, "region": {"startLine": 2},
+    }  # fmt: skip
+    # The database object stays the logical location.
+    logical = results["QA203:public.jobs"]["locations"][0]["logicalLocations"]
+    assert logical == [{"fullyQualifiedName": "public.jobs", "kind": "table", "name": "jobs"}]
+
+
+def test_sarif_help_uri_from_the_report_docs_url() -> None:
+    report = replace(full_report(), docs_url="https://example.org/qadvisor")
+    doc = json.loads(sarif.render(report))
+    assert_valid_sarif(doc)
+    rules = doc["runs"][0]["tool"]["driver"]["rules"]
+    assert [r["helpUri"] for r in rules][:2] == [
+        "https://example.org/qadvisor/docs/checks/QA101.md",
+        "https://example.org/qadvisor/docs/checks/QA102.md",
+    ]
+    assert "## What it finds" in rules[0]["help"]["markdown"]
+
+
+def test_the_schema_check_catches_what_github_rejects() -> None:
+    # The validator is not a formality: a result without a location, or a level SARIF does
+    # not know, is caught.
+    doc = json.loads(sarif.render(full_report()))
+    doc["runs"][0]["results"][0]["level"] = "critical"
+    with pytest.raises(AssertionError, match="critical"):
+        assert_valid_sarif(doc)
+    doc = json.loads(sarif.render(full_report()))
+    doc["runs"][0]["results"][0]["locations"] = []
+    with pytest.raises(AssertionError):
+        assert_valid_sarif(doc)
+
+
+def test_baselined_report_in_the_human_formats() -> None:
+    report = baselined_report()
+    md = markdown.render(report)
+    assert "## Preexisting (2, in the baseline)" in md
+    assert "## Fixed since the baseline (1)\n\n- `QA102:public.jobs_pending_idx`" in md
+    assert "QA301 ignored on sql/claim.sql:9 (comment at sql/claim.sql:8): 1 finding" in md
+    # Accepted findings are not repeated in full with the new ones.
+    assert "### QA101" not in md and "### QA203" in md
+    suite = ET.fromstring(junit.render(report)).find("testsuite")
+    assert suite is not None
+    cases = {c.get("name"): c for c in suite.findall("testcase")}
+    assert cases["QA101:public.jobs_status_created_at_idx"].find("failure") is None
+    assert cases["QA102:public.jobs_pending_idx"].find("failure") is None  # fixed: passes
+    assert cases["QA203:public.jobs"].find("failure") is not None
+    assert suite.get("failures") == str(len(report.new_findings))
+    data = json_render.report_dict(report)
+    states = {f["key"]: f["baseline"] for f in data["findings"]}
+    assert states["QA101:public.jobs_status_created_at_idx"] == "preexisting"
+    assert states["QA203:public.jobs"] == "new"
+    assert data["baseline"]["not_judged"] == ["QA301:public.jobs@0a1b2c3d4e"]
+    assert data["ignored"] == [
+        {"source": "sql/claim.sql:9", "line": 8, "code": "QA301", "findings": 1}
+    ]
 
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
@@ -521,6 +650,7 @@ def test_every_format_renders_a_report_of_the_real_checks() -> None:
     assert report.findings, "the snapshot is meant to trip at least one check"
     assert [r.code for r in report.rules] == list(report.checks_run)
     _assert_valid_sarif(json.loads(sarif.render(report)), report)
+    assert_valid_sarif(json.loads(sarif.render(report)))
     _junit_counts(junit.render(report), report)
     md = markdown.render(report)
     for f in report.findings:
@@ -546,6 +676,7 @@ def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
     assert proc.stderr == ""
     if fmt == "sarif":
         doc = json.loads(proc.stdout)
+        assert_valid_sarif(doc)
         results = doc["runs"][0]["results"]
         assert "QA101" in {r["ruleId"] for r in results}
         assert {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]} >= {"QA101"}
@@ -577,6 +708,18 @@ def test_github_annotations_escape_messages_and_titles() -> None:
     assert github.render(report) == (
         "::error title=QA201 archive-scaled-vacuum-threshold public.jobs::50%25 done,%0Anext: x\n"
     )
+
+
+def test_github_annotations_name_the_file_and_leave_out_accepted_findings() -> None:
+    from qadvisor.render import github
+
+    lines = github.render(baselined_report()).splitlines()
+    assert [ln.split(" ", 1)[0] for ln in lines] == ["::error", "::warning", "::notice"]
+    assert lines[1].startswith(
+        "::warning file=sql/claim.sql,line=3,title=QA102 dead-entry-bloated-partial-index "
+    )
+    assert lines[0].startswith("::error file=qadvisor.toml,line=2,title=QA203 ")
+    assert not any("QA101" in ln for ln in lines)  # preexisting
 
 
 # --- terminal ------------------------------------------------------------------------------

@@ -189,9 +189,15 @@ def test_queries_come_read_with_where_they_came_from(tmp_path: Path) -> None:
     assert s.queries == (
         ("--query 1", "SELECT 2"),
         ("--query 2", "SELECT 3"),
-        (f"{sql}:2", "SELECT 1"),
-        (f"{sql}:4", "SELECT id FROM jobs FOR UPDATE SKIP LOCKED"),
+        # Named relative to the current directory, the repository's root in CI.
+        ("sql/claim.sql:2", "SELECT 1"),
+        ("sql/claim.sql:4", "SELECT id FROM jobs FOR UPDATE SKIP LOCKED"),
     )
+    # A file outside the current directory keeps the path it was given as.
+    outside = tmp_path.parent / f"{tmp_path.name}-other.sql"
+    outside.write_text("SELECT 4;\n")
+    s = settings(tmp_path, Flags(query_files=(outside,)))
+    assert s.queries[-1] == (f"{outside}:1", "SELECT 4")
 
 
 def test_a_saved_snapshot_takes_no_server_settings(tmp_path: Path) -> None:

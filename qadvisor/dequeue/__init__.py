@@ -57,6 +57,7 @@ from qadvisor.dequeue.screening import (
     quiet_sqlglot,
     split_statements,
     statement_lines,
+    statement_ranges,
 )
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "quiet_sqlglot",
     "split_statements",
     "statement_lines",
+    "statement_ranges",
     "window_partitions",
     "with_literals",
     "with_lock_outside",

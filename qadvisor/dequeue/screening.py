@@ -69,6 +69,14 @@ def statement_lines(sql: str) -> list[tuple[int, str]]:
     ]
 
 
+def statement_ranges(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(each statement's first and last offset, each token's first and last offset), both
+    inclusive: text outside every token is whitespace, ';' or a comment."""
+    statements = _statement_tokens(sql)
+    spans = [(tokens[0].start, tokens[-1].end) for tokens in statements]
+    return spans, [(t.start, t.end) for tokens in statements for t in tokens]
+
+
 def split_statements(sql: str) -> list[str]:
     """The statements of a file's text, without the ';' between them.
 

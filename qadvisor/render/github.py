@@ -1,7 +1,8 @@
 """GitHub Actions workflow commands: one annotation per finding on the run's summary page.
 
 Printed after the terminal report when ``GITHUB_ACTIONS=true``; other formats stay untouched
-so their output remains parseable.
+so their output remains parseable. A finding placed in the repository (its --query-file line,
+or the report's anchor) names that file and line. Findings a baseline accepted are left out.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ def _escape(text: str, *, prop: bool = False) -> str:
 
 def render(report: Report) -> str:
     lines = []
-    for f in report.findings:
+    for f in report.new_findings:  # a baseline's accepted findings are not announced again
         title = _escape(f"{f.code} {f.name} {f.target.key_part}", prop=True)
-        lines.append(f"::{_LEVEL[f.severity]} title={title}::{_escape(f.message)}")
+        place = report.location(f)
+        # With a file of the repository the annotation also shows on that line of the diff.
+        at = f"file={_escape(place.path, prop=True)},line={place.line}," if place else ""
+        lines.append(f"::{_LEVEL[f.severity]} {at}title={title}::{_escape(f.message)}")
     return "".join(line + "\n" for line in lines)

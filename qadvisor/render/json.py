@@ -6,7 +6,7 @@ import json
 from typing import Any, TextIO
 
 from qadvisor import __version__
-from qadvisor.model import Finding, Fix, FixStep, Report
+from qadvisor.model import BaselineEntry, Finding, Fix, FixStep, Location, Report
 from qadvisor.render.values import statement_start
 from qadvisor.sqltext import predicate_sql
 
@@ -42,7 +42,13 @@ def report_dict(report: Report) -> dict[str, Any]:
             for o in snap.left_out
         ],
         "checks_run": list(report.checks_run),
-        "findings": [_finding(f) for f in report.findings],
+        "findings": [_finding(f, report) for f in report.findings],
+        "baseline": _baseline(report),
+        "fixed": [_entry(e) for e in report.baseline.fixed] if report.baseline else [],
+        "ignored": [
+            {"source": i.source, "line": i.line, "code": i.code, "findings": i.findings}
+            for i in report.ignored
+        ],
         "skipped": [
             {
                 "code": s.code,
@@ -67,8 +73,40 @@ def report_dict(report: Report) -> dict[str, Any]:
     }
 
 
-def _finding(f: Finding) -> dict[str, Any]:
+def _baseline(report: Report) -> dict[str, Any] | None:
+    b = report.baseline
+    if b is None:
+        return None
+    states = [report.baseline_state(f) for f in report.findings]
     return {
+        "file": b.source,
+        "database": b.database,
+        "new": states.count("new"),
+        "preexisting": states.count("preexisting"),
+        "fixed": len(b.fixed),
+        "not_judged": [e.key for e in b.not_judged],
+    }
+
+
+def _entry(e: BaselineEntry) -> dict[str, Any]:
+    t = e.target
+    return {
+        "code": e.code,
+        "name": e.name,
+        "severity": e.severity.label,
+        "key": e.key,
+        "target": {"kind": t.kind, "schema": t.schema, "table": t.table, "name": t.name},
+    }
+
+
+def location_dict(loc: Location | None) -> dict[str, Any] | None:
+    return None if loc is None else {"path": loc.path, "line": loc.line}
+
+
+def _finding(f: Finding, report: Report) -> dict[str, Any]:
+    return {
+        "baseline": report.baseline_state(f),
+        "location": location_dict(report.locations.get(f.key)),
         "code": f.code,
         "name": f.name,
         "severity": f.severity.label,

@@ -1,11 +1,13 @@
 """The JUnit XML report, for CI systems that show test results (GitLab, Jenkins, Actions).
 
 One ``<testsuite name="qadvisor">``: a failing test case per finding (classname = check code,
-name = finding key, so a finding keeps its identity across runs), a passing one per check that
-ran cleanly, and a ``<skipped>`` one per skip reason (name = the code and the queue it could
-not judge). A check that ran but could not judge part of the database is reported as skipped,
-not as passing; the properties say how many checks could not judge which queue; and a run
-that found no queue at all has a skipped ``discovery`` case, so it never shows all green.
+name = finding key, so a finding keeps its identity across runs), passing ones for the findings
+a baseline accepted and for the baselined ones now fixed (same names, so a CI system's history
+shows them turn green), a passing one per check that ran cleanly, and a ``<skipped>`` one per
+skip reason (name = the code and the queue it could not judge). A check that ran but could
+not judge part of the database is reported as skipped, not as passing; the properties say how
+many checks could not judge which queue; and a run that found no queue at all has a skipped
+``discovery`` case, so it never shows all green.
 """
 
 from __future__ import annotations
@@ -41,10 +43,22 @@ def render(report: Report) -> str:
     ):
         ET.SubElement(props, "property", name=_clean(name), value=_clean(value))
 
-    for f in report.findings:
+    new = report.new_findings
+    for f in new:
         case = ET.SubElement(suite, "testcase", classname=_clean(f.code), name=_clean(f.key))
         failure = ET.SubElement(case, "failure", message=_clean(f.message), type=f.severity.label)
         failure.text = _clean(_details(f))
+    b = report.baseline
+    accepted = [f for f in report.findings if f not in new]
+    for f in accepted:
+        case = ET.SubElement(suite, "testcase", classname=_clean(f.code), name=_clean(f.key))
+        out = ET.SubElement(case, "system-out")
+        out.text = _clean(f"preexisting: accepted in the baseline {b.source if b else ''}\n"
+                          + _details(f))  # fmt: skip
+    for e in b.fixed if b else ():
+        case = ET.SubElement(suite, "testcase", classname=_clean(e.code), name=_clean(e.key))
+        out = ET.SubElement(case, "system-out")
+        out.text = _clean(f"fixed: in the baseline {b.source if b else ''}, gone in this run\n")
 
     with_findings = {f.code for f in report.findings}
     with_skips = {s.code for s in report.skipped}
@@ -69,9 +83,10 @@ def render(report: Report) -> str:
         ET.SubElement(case, "skipped", message=_NO_QUEUE)
         skipped += 1
 
-    tests = len(report.findings) + len(passed) + skipped
+    fixed = len(b.fixed) if b else 0
+    tests = len(report.findings) + fixed + len(passed) + skipped
     suite.set("tests", str(tests))
-    suite.set("failures", str(len(report.findings)))
+    suite.set("failures", str(len(new)))
     suite.set("errors", "0")
     suite.set("skipped", str(skipped))
 

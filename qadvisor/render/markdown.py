@@ -18,8 +18,10 @@ from qadvisor.render.steps import step_heading
 from qadvisor.render.values import first_sentence
 from qadvisor.render.verdict import (
     ALL_CLEAR,
+    baseline_note,
     checks_run_note,
     discovery_gaps,
+    ignored_lines,
     not_judged_lines,
     verdict,
 )
@@ -51,6 +53,11 @@ def render(report: Report) -> str:
         f"**Summary:** {s['critical']} critical, {s['warning']} warning, {s['info']} info "
         f"({checks_run_note(report)}; {_plural(len(report.skipped), 'skip')}).",
         "",
+    ]
+    note = baseline_note(report)
+    if note:
+        out += [f"**Baseline:** {_text(note.removeprefix('baseline '))}.", ""]
+    out += [
         *_summary_table(report),
         "## Queue tables",
         "",
@@ -85,12 +92,18 @@ def render(report: Report) -> str:
             out += _sql_block(grants)
             out.append("")
 
+    new = report.new_findings
     for sev in sorted(Severity, reverse=True):
-        group = [f for f in report.findings if f.severity == sev]
+        group = [f for f in new if f.severity == sev]
         if group:
             out += [f"## {sev.label.capitalize()} ({len(group)})", ""]
             for f in group:
                 out += _finding(f)
+    out += _baselined(report)
+    if report.ignored:
+        out += ["## Ignored in the SQL files", ""]
+        out += [f"- {_text(line)}" for line in ignored_lines(report)]
+        out.append("")
     closing = verdict(report)
     if not report.findings:
         out += ["## Findings", "", closing if closing == ALL_CLEAR else "No finding.", ""]
@@ -98,6 +111,34 @@ def render(report: Report) -> str:
         out += [f"**{_text(closing)}**", ""]
     out.append(f"*Report by qadvisor {__version__}.*")
     return "\n".join(out) + "\n"
+
+
+def _baselined(report: Report) -> list[str]:
+    """The findings the baseline accepted, and those it held that are fixed: apart from the
+    new ones, one line each."""
+    b = report.baseline
+    if b is None:
+        return []
+    out: list[str] = []
+    old = [f for f in report.findings if report.baseline_state(f) == "preexisting"]
+    if old:
+        out += [f"## Preexisting ({len(old)}, in the baseline)", ""]
+        out += ["| severity | finding | message |", "|---|---|---|"]
+        out += [f"| {f.severity.label} | {_code(f.key)} | {_cell(f.message)} |" for f in old]
+        out.append("")
+    if b.fixed:
+        out += [f"## Fixed since the baseline ({len(b.fixed)})", ""]
+        out += [f"- {_code(e.key, cell=False)} ({e.severity.label}, {_text(e.name)})"
+                for e in b.fixed]  # fmt: skip
+        out.append("")
+    if b.not_judged:
+        out += [
+            "In the baseline but not judged in this run (not called fixed): "
+            + ", ".join(_code(e.key, cell=False) for e in b.not_judged)
+            + ".",
+            "",
+        ]
+    return out
 
 
 def _header(report: Report) -> list[str]:
@@ -116,10 +157,12 @@ def _header(report: Report) -> list[str]:
 
 
 def _summary_table(report: Report) -> list[str]:
-    if not report.findings:
+    # With a baseline, the new findings: the accepted ones have their own section.
+    findings = report.new_findings
+    if not findings:
         return []
     out = ["| severity | code | object | finding |", "|---|---|---|---|"]
-    for f in sorted(report.findings, key=lambda f: -f.severity):
+    for f in sorted(findings, key=lambda f: -f.severity):
         out.append(
             f"| {f.severity.label} | {_text(f.code)} | {_code(f.target.key_part)} | "
             f"{_cell(first_sentence(f.message))} |"

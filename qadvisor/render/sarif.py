@@ -1,12 +1,14 @@
 """The SARIF 2.1.0 report, for GitHub code scanning and other SARIF viewers.
 
 One run; ``tool.driver.rules`` holds every check that ran (the report's rules: its docstring
-is the rule help),
-``results`` one entry per finding. A finding is about a database object, not a file, so its
-location is a logical location (``public.jobs``, kind ``table``). GitHub code scanning rejects
-a result whose locations carry no artifact, so each location also names a stable pseudo
-artifact, ``postgresql/<schema>/<object>``, at line 1 (no such file is in the repository).
-Alerts are matched across runs by ``partialFingerprints["qadvisorKey/v1"]``, the finding key.
+is the rule help), ``results`` one entry per finding, except those a baseline accepted
+(preexisting ones are left out, so their alerts close). A finding is about a database object:
+that is its logical location (``public.jobs``, kind ``table``). GitHub code scanning rejects a
+result without a file, so each also has a physical location in the repository: the
+--query-file line of its statement, else the report's anchor (the config file's ``tables``
+line, or --sarif-anchor), else a stable pseudo artifact ``postgresql/<schema>/<object>`` at
+line 1 (no such file is in the repository). Alerts are matched across runs by
+``partialFingerprints["qadvisorKey/v1"]``, the finding key.
 
 Skipped checks are tool execution notifications of the one invocation.
 """
@@ -18,7 +20,7 @@ from typing import Any, TextIO
 from urllib.parse import quote
 
 from qadvisor import __version__
-from qadvisor.model import Finding, Report, Rule, Severity, Target
+from qadvisor.model import Finding, Location, Report, Rule, Severity, Target
 from qadvisor.render.json import fix_dict
 
 SARIF_VERSION = "2.1.0"
@@ -35,7 +37,8 @@ def render(report: Report, *, docs_base_url: str | None = None) -> str:
     """SARIF for ``report``.
 
     The schema wants ``helpUri`` to be an absolute URI (GitHub's upload checks URI formats), so it
-    is set only when ``docs_base_url`` is given; the docs path is in the rule help either way.
+    is set only when ``docs_base_url`` (default: the report's ``docs_url``) is given; the docs
+    path is in the rule help either way.
     """
     return (
         json.dumps(
@@ -49,6 +52,7 @@ def render(report: Report, *, docs_base_url: str | None = None) -> str:
 
 
 def sarif_dict(report: Report, *, docs_base_url: str | None = None) -> dict[str, Any]:
+    docs_base_url = docs_base_url or report.docs_url
     ran = set(report.checks_run)
     described = sorted((r for r in report.rules if r.code in ran), key=lambda r: r.code)
     rules = [_rule(r, docs_base_url) for r in described]
@@ -78,7 +82,11 @@ def sarif_dict(report: Report, *, docs_base_url: str | None = None) -> dict[str,
             }
         },
         "invocations": [invocation],
-        "results": [_result(f, index[f.code]) for f in report.findings],
+        "results": [
+            _result(f, index[f.code], report)
+            for f in report.findings
+            if report.baseline_state(f) != "preexisting"
+        ],
         "properties": {
             "database": snap.server.database,
             "server": {"version": snap.server.version, "version_num": snap.server.version_num},
@@ -112,13 +120,13 @@ def _bare_rule(f: Finding) -> dict[str, Any]:
     return {"id": f.code, "name": f.name, "shortDescription": {"text": f.name}}
 
 
-def _result(f: Finding, rule_index: int) -> dict[str, Any]:
-    result = {
+def _result(f: Finding, rule_index: int, report: Report) -> dict[str, Any]:
+    result: dict[str, Any] = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
         "level": LEVEL[f.severity],
         "message": {"text": f.message},
-        "locations": [_location(f.target)],
+        "locations": [_location(f.target, report.location(f))],
         "partialFingerprints": {FINGERPRINT: f.key},
         "properties": {
             "key": f.key,
@@ -128,19 +136,23 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
             "docs": f.docs,
         },
     }
-    fixes = _fixes(f)
+    if report.baseline is not None:
+        # Preexisting ones are not in the file; one whose severity rose is "updated".
+        result["baselineState"] = "updated" if f.key in report.baseline.keys else "new"
+    fixes = _fixes(f, report.location(f))
     if fixes:
         result["fixes"] = fixes
     return result
 
 
-def _fixes(f: Finding) -> list[dict[str, Any]]:
-    """SARIF fixes: the migration steps only, each as text inserted at the start of the
-    finding's artifact. A rewrite is application code and a review step is for a person to
-    judge, so neither is offered as something a tool may apply."""
-    if f.fix is None or not f.fix.statements:
+def _fixes(f: Finding, place: Location | None) -> list[dict[str, Any]]:
+    """SARIF fixes: the migration steps only, as text inserted at the start of the finding's
+    placeholder artifact. A rewrite is application code and a review step is for a person to
+    judge, so neither is offered as something a tool may apply; nor is a migration for a
+    finding located in one of the repository's SQL files, which it does not belong in."""
+    if f.fix is None or not f.fix.statements or place is not None:
         return []
-    location = _location(f.target)["physicalLocation"]["artifactLocation"]
+    location = _location(f.target, None)["physicalLocation"]["artifactLocation"]
     notes = list(dict.fromkeys(s.note for s in f.fix.of_kind("migration") if s.note))
     return [
         {
@@ -160,15 +172,18 @@ def _fixes(f: Finding) -> list[dict[str, Any]]:
     ]
 
 
-def _location(t: Target) -> dict[str, Any]:
+def _location(t: Target, place: Location | None) -> dict[str, Any]:
     logical: dict[str, Any] = {"fullyQualifiedName": t.key_part, "kind": t.kind}
     name = t.name or t.table
     if name:
         logical["name"] = name
-    segments = [p for p in (t.schema, name) if p] or [t.kind]
-    uri = "/".join([ARTIFACT_ROOT, *(quote(p, safe="") for p in segments)])
+    if place is not None:
+        uri, line = "/".join(quote(p) for p in place.path.split("/")), place.line
+    else:
+        segments = [p for p in (t.schema, name) if p] or [t.kind]
+        uri, line = "/".join([ARTIFACT_ROOT, *(quote(p, safe="") for p in segments)]), 1
     return {
-        "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": 1}},
+        "physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": line}},
         "logicalLocations": [logical],
     }
 

@@ -15,7 +15,14 @@ from qadvisor.model import Finding, FixStep, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.steps import step_heading
 from qadvisor.render.values import statement_start
-from qadvisor.render.verdict import checks_run_note, discovery_gaps, not_judged_lines, verdict
+from qadvisor.render.verdict import (
+    baseline_note,
+    checks_run_note,
+    discovery_gaps,
+    ignored_lines,
+    not_judged_lines,
+    verdict,
+)
 from qadvisor.sqltext import predicate_sql
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -36,15 +43,24 @@ def render(report: Report, console: Console, *, verbose: bool = False) -> None:
             f"  ({checks_run_note(report)})",
         )
     )
+    note = baseline_note(report)
+    if note:
+        console.print(Text(note))
     _queues(report, console)
     _not_taken(report, console, verbose)
     _not_judged(report, console)
+    new = report.new_findings
     for sev in sorted(Severity, reverse=True):
-        group = [f for f in report.findings if f.severity == sev]
+        group = [f for f in new if f.severity == sev]
         if group:
             console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
             for f in group:
                 console.print(_finding(f))
+    _baselined(report, console)
+    if report.ignored:
+        console.rule(Text("ignored in the SQL files", style="dim"), align="left")
+        for line in ignored_lines(report):
+            console.print(Text(f"  {line}", style="dim"))
     closing = verdict(report)
     if closing:
         console.print(Text(closing, style="yellow" if report.skipped else "green"))
@@ -87,6 +103,26 @@ def _queues(report: Report, console: Console) -> None:
     for q in snap.queues:
         table.add_row(q.qualified, predicate_sql(q.live) if q.live else "unknown", q.reason)
     console.print(table)
+
+
+def _baselined(report: Report, console: Console) -> None:
+    """Findings the baseline accepted, dimmed, and the baselined ones now fixed."""
+    b = report.baseline
+    if b is None:
+        return
+    old = [f for f in report.findings if report.baseline_state(f) == "preexisting"]
+    if old:
+        console.rule(Text(f"preexisting ({len(old)}, in the baseline)", style="dim"), align="left")
+        for f in old:
+            console.print(Text(f"  {f.severity.label} {f.key}: {f.message}", style="dim"))
+    if b.fixed:
+        console.rule(Text(f"fixed since the baseline ({len(b.fixed)})", style="green"),
+                     align="left")  # fmt: skip
+        for e in b.fixed:
+            console.print(Text(f"  {e.key} ({e.severity.label}, {e.name})", style="green"))
+    if b.not_judged:
+        keys = ", ".join(e.key for e in b.not_judged)
+        console.print(Text(f"in the baseline, not judged in this run: {keys}", style="yellow"))
 
 
 def _not_taken(report: Report, console: Console, verbose: bool) -> None:

@@ -52,3 +52,28 @@ def verdict(report: Report) -> str | None:
 def discovery_gaps(report: Report) -> list[HiddenFact]:
     """Tables discovery could not judge as queues (their status values are hidden)."""
     return [h for h in report.snapshot.hidden if h.fact == "discovery"]
+
+
+def baseline_note(report: Report) -> str | None:
+    """ "baseline b.json: 1 new, 2 preexisting, 1 fixed"; None without a baseline."""
+    b = report.baseline
+    if b is None:
+        return None
+    new = len(report.new_findings)
+    text = (
+        f"baseline {b.source}: {new} new, {len(report.findings) - new} preexisting, "
+        f"{len(b.fixed)} fixed"
+    )
+    if b.not_judged:
+        text += f", {len(b.not_judged)} not judged again"
+    return text
+
+
+def ignored_lines(report: Report) -> list[str]:
+    """One line per inline ignore: what it dropped and where it is written."""
+    lines = []
+    for i in report.ignored:
+        path = i.source.rpartition(":")[0]
+        what = f"{i.findings} finding" + ("" if i.findings == 1 else "s")
+        lines.append(f"{i.code} ignored on {i.source} (comment at {path}:{i.line}): {what}")
+    return lines

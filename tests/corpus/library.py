@@ -34,6 +34,7 @@ from psycopg import sql
 from qadvisor.demo.pgserver import LocalServer
 from tests.corpus import envs
 from tests.helpers import Run, qadvisor
+from tests.json_schemas import assert_valid_snapshot
 
 APP_ROLE = "corpus_app"  # the role the library's migrations and workers log in as
 _ROLE_LOCK = threading.Lock()  # builds run in threads, and the role is per server
@@ -188,7 +189,9 @@ def observe(
     assert snap.rc == 0 and snap.stdout.startswith("{"), (
         f"qadvisor snapshot failed on {label} (exit {snap.rc}):\n{snap.stderr}"
     )
-    observed = Observed(dbname, run, json.loads(snap.stdout), build_seconds)
+    snapshot = json.loads(snap.stdout)
+    assert_valid_snapshot(snapshot)
+    observed = Observed(dbname, run, snapshot, build_seconds)
     save_dir = os.environ.get(SAVE_ENV, "").strip()
     if save_dir:
         target = Path(save_dir)
