@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from qadvisor.api import (
     Fix,
     Index,
+    IndexKey,
     Issue,
     LivePredicate,
     Severity,
@@ -17,14 +18,13 @@ from qadvisor.api import (
     Unmet,
     btree_bytes,
     check,
+    drop_index,
+    existing_index,
     human_bytes,
     human_count,
-    ident,
-    index_name,
     live_rows,
-    parse_index_predicate,
+    live_set_index,
     predicate_sql,
-    qualified,
     queue_facts,
     statement_queue,
 )
@@ -144,32 +144,25 @@ def _judge(
     if ratio < options.min_size_ratio:
         return None
     keeps_constraint = idx.is_primary or idx.is_unique or idx.is_constraint
-    existing = _existing_replacement(table, live, keys)
+    existing = existing_index(table, [IndexKey(k) for k in keys], live)
     if keeps_constraint and existing is not None:
         return None
     where = predicate_sql(live)
-    new_name = index_name(table.name, [*_value_words(live), *keys])
-    create = (
-        f"CREATE INDEX CONCURRENTLY {ident(new_name)} ON {qualified(table.schema, table.name)} "
-        f"({', '.join(ident(k) for k in keys)}) WHERE {where};"
-    )
-    drop = f"DROP INDEX CONCURRENTLY {qualified(table.schema, idx.name)};"
+    build = live_set_index(table, live, (IndexKey(k) for k in keys))
+    drop = drop_index(table.schema, idx.name)
     notes = [
-        "CREATE/DROP INDEX CONCURRENTLY cannot run inside a transaction block: run each "
-        "statement on its own. A failed concurrent build leaves an INVALID index: drop it "
-        "and run the CREATE again.",
         f"The dequeue query must say {where} with a literal, or the planner cannot use the "
         "partial index (see QA301).",
     ]
     if existing is not None:
-        statements: tuple[str, ...] = (drop,)
+        steps = [drop]
         notes.insert(0, f"The partial index {existing.name} already serves the live set.")
     elif keeps_constraint:
-        statements = (create,)
+        steps = [build.step()]
         notes.insert(0, f"{idx.name} enforces a constraint, so it is kept; the partial index "
                         "takes the dequeue path off it.")  # fmt: skip
     else:
-        statements = (create, drop)
+        steps = [build.step(), drop]
     if idx.idx_scan:
         notes.append(
             f"{idx.name} has been scanned {idx.idx_scan:,} times since statistics were reset: "
@@ -203,7 +196,7 @@ def _judge(
             "PostgreSQL indexes every row, finished or not: an index over the whole table "
             "grows with the archive while the dequeue only ever needs the live rows."
         ),
-        fix=Fix(statements, " ".join(notes), "review"),
+        fix=Fix(notes=" ".join(notes), safety="review", steps=tuple(steps)),
     )
 
 
@@ -218,21 +211,3 @@ def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[st
     if pk is not None and all(pk.columns):
         return tuple(c for c in pk.columns if c is not None)
     return (live.column,)
-
-
-def _existing_replacement(table: Table, live: LivePredicate, keys: tuple[str, ...]) -> Index | None:
-    for other in table.indexes:
-        if not (other.is_valid and other.predicate):
-            continue
-        parsed = parse_index_predicate(other.predicate)
-        if parsed is None or parsed.column != live.column or parsed.op != live.op:
-            continue
-        if set(parsed.values) == set(live.values) and other.columns[: len(keys)] == keys:
-            return other
-    return None
-
-
-def _value_words(live: LivePredicate) -> list[str]:
-    if live.op == "is null":
-        return [f"{live.column}_null"]
-    return list(live.values[:2])

@@ -17,9 +17,10 @@ from qadvisor.api import (
     human_bytes,
     human_count,
     live_rows,
-    qualified,
     queue_facts,
+    reindex,
     suggested_vacuum_threshold,
+    table_setting,
     vacuum_threshold_sql,
     vacuum_trigger,
 )
@@ -81,11 +82,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             ratio = idx.bytes / fresh
             if ratio < options.min_size_ratio:
                 continue
-            statements = [f"REINDEX INDEX CONCURRENTLY {qualified(table.schema, idx.name)};"]
-            notes = [
-                "REINDEX CONCURRENTLY cannot run inside a transaction block; it needs "
-                "PostgreSQL 12+ and about the index's fresh size in free disk space."
-            ]
+            steps = [reindex(table.schema, idx.name)]
+            notes: list[str] = []
             trigger = vacuum_trigger(snapshot, table)
             live = live_rows(table, queue.live)
             live_n = live.rows if live.rows is not None else idx.reltuples
@@ -93,7 +91,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 live_n, 1.0
             ):
                 n, basis = suggested_vacuum_threshold(snapshot, table, live_n)
-                statements.append(vacuum_threshold_sql(table, n))
+                steps.append(table_setting(vacuum_threshold_sql(table, n)))
                 notes.append(
                     f"Autovacuum waits for {human_count(trigger.value)} dead tuples on this "
                     f"table (QA201), so the index would bloat again: the ALTER TABLE fixes "
@@ -124,8 +122,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                     "entries stay until vacuum: the index bloats with throughput, not size."
                 ),
                 fix=Fix(
-                    tuple(statements),
-                    " ".join(notes),
-                    "safe" if len(statements) == 1 else "review",
+                    notes=" ".join(notes),
+                    safety="safe" if len(steps) == 1 else "review",
+                    steps=tuple(steps),
                 ),
             )

@@ -21,6 +21,7 @@ from qadvisor.api import (
     queue_facts,
     rates,
     suggested_vacuum_threshold,
+    table_setting,
     vacuum_threshold_sql,
     vacuum_trigger,
 )
@@ -174,12 +175,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 "trigger to the archive while dead tuples come from throughput."
             ),
             fix=Fix(
-                (vacuum_threshold_sql(table, n),),
-                f"Threshold {n:,}: {basis}. ALTER TABLE ... SET takes a SHARE UPDATE "
-                "EXCLUSIVE lock: it does not block reads or writes but waits for a running "
-                "VACUUM/ANALYZE of the table; set a lock_timeout. Autovacuum picks the new "
-                "trigger up on its next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
-                "safe",
+                notes=f"Threshold {n:,}: {basis}. Autovacuum picks the new trigger up on its "
+                "next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
+                safety="safe",
+                steps=(table_setting(vacuum_threshold_sql(table, n)),),
             ),
         )
 

@@ -18,6 +18,7 @@ from qadvisor.api import (
     human_seconds,
     literal,
     queue_tables,
+    review,
 )
 
 
@@ -120,31 +121,29 @@ def _slug(kind: str) -> str:
 def _fix(h: HorizonHolder) -> Fix:
     if h.kind == "transaction":
         return Fix(
-            (f"SELECT pg_terminate_backend({int(h.name)});",),
-            "Ends that session and rolls back its transaction: find out what it is first "
+            notes="Ends that session and rolls back its transaction: find out what it is first "
             "(pg_stat_activity.query). To stop it recurring: ALTER ROLE ... SET "
             "idle_in_transaction_session_timeout = '5min', and keep long reports off the "
             "primary.",
-            "review",
+            steps=(review(f"SELECT pg_terminate_backend({int(h.name)});", "none"),),
         )
     if h.kind == "prepared transaction":
         return Fix(
-            (f"ROLLBACK PREPARED {literal(h.name)};",),
-            "Or COMMIT PREPARED, if its transaction manager expects that: ask its owner. "
+            notes="Or COMMIT PREPARED, if its transaction manager expects that: ask its owner. "
             "Run it in the database the transaction was prepared in.",
-            "review",
+            steps=(
+                # ROLLBACK PREPARED's page: it cannot be executed inside a transaction block.
+                review(f"ROLLBACK PREPARED {literal(h.name)};", "none", in_transaction_block=False),
+            ),
         )
     if h.kind == "replication slot":
         return Fix(
-            (f"SELECT pg_drop_replication_slot({literal(h.name)});",),
-            "Only for a slot nobody consumes any more: a standby or logical consumer using it "
-            "must then be rebuilt. An active slot is held by a lagging consumer: fix the "
+            notes="Only for a slot nobody consumes any more: a standby or logical consumer "
+            "using it must then be rebuilt. An active slot is held by a lagging consumer: fix the "
             "consumer instead.",
-            "review",
+            steps=(review(f"SELECT pg_drop_replication_slot({literal(h.name)});", "none"),),
         )
     return Fix(
-        (),
-        "A standby with hot_standby_feedback holds the horizon for its long queries: end "
+        notes="A standby with hot_standby_feedback holds the horizon for its long queries: end "
         "them on the standby, or set max_standby_streaming_delay instead of the feedback.",
-        "review",
     )

@@ -14,8 +14,10 @@ from qadvisor.api import (
     Unmet,
     check,
     human_count,
+    migration,
     qualified,
     queue_facts,
+    table_setting,
 )
 
 _OFF = ("false", "off", "0", "no")
@@ -67,10 +69,16 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
                     "removes them."
                 ),
                 fix=Fix(
-                    (f"ALTER SYSTEM SET {setting} = on;", "SELECT pg_reload_conf();"),
-                    "ALTER SYSTEM needs superuser (or the ALTER SYSTEM privilege); check that "
-                    "postgresql.conf or a command-line option does not set it off again.",
-                    "review",
+                    notes="ALTER SYSTEM needs superuser (or the ALTER SYSTEM privilege); check "
+                    "that postgresql.conf or a command-line option does not set it off again.",
+                    safety="review",
+                    steps=(
+                        # ALTER SYSTEM's page: it cannot be executed inside a transaction block.
+                        migration(
+                            f"ALTER SYSTEM SET {setting} = on;", "none", in_transaction_block=False
+                        ),
+                        migration("SELECT pg_reload_conf();", "none"),
+                    ),
                 ),
             )
     for item in queue_facts(snapshot):
@@ -96,9 +104,14 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
             },
             explanation="A queue table makes dead tuples at the rate of its throughput.",
             fix=Fix(
-                (f"ALTER TABLE {qualified(table.schema, table.name)} RESET (autovacuum_enabled);",),
-                "Takes a SHARE UPDATE EXCLUSIVE lock (does not block reads or writes). Run "
-                f"VACUUM {table.qualified} once afterwards to clear what has accumulated.",
-                "safe",
+                notes=f"Run VACUUM {table.qualified} once afterwards to clear what has "
+                "accumulated.",
+                safety="safe",
+                steps=(
+                    table_setting(
+                        f"ALTER TABLE {qualified(table.schema, table.name)} "
+                        "RESET (autovacuum_enabled);"
+                    ),
+                ),
             ),
         )

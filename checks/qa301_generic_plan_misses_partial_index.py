@@ -19,6 +19,7 @@ from qadvisor.api import (
     Table,
     Target,
     Unmet,
+    array_literal,
     check,
     dequeue_statements,
     describe_node,
@@ -29,6 +30,7 @@ from qadvisor.api import (
     parse_index_predicate,
     plan_cache_mode,
     plan_outline,
+    rewrite,
     scans,
     statement_evidence,
     statement_id,
@@ -251,16 +253,12 @@ def _fix(
         for i, operand in enumerate(params):
             assert operand.index is not None
             if pred.op == "any" and index_values:
-                values[operand.index] = literal(
-                    "{" + ",".join('"' + v.replace('"', '\\"') + '"' for v in index_values) + "}"
-                ).strip()
+                values[operand.index] = array_literal(index_values)
             elif index_values:
                 values[operand.index] = literal(index_values[min(i, len(index_values) - 1)])
             elif str(operand.index) in stmt.custom_values:
                 values[operand.index] = stmt.custom_values[str(operand.index)]
     notes = [
-        "This is the application's dequeue statement, not a migration: change it in the code "
-        "that sends it (running it as printed would claim a job).",
         f"The value is written as a literal so that every plan can prove it matches "
         f"{idx.name}'s predicate ({idx.predicate}).",
         "ORMs and drivers that bind every value (server-side prepared statements in JDBC, "
@@ -291,5 +289,5 @@ def _fix(
         rewritten = None
     if rewritten is None:
         notes.insert(0, f"Write {', '.join(sorted(columns))} as a literal in the statement.")
-        return Fix((), " ".join(notes), "review")
-    return Fix((rewritten + ";",), " ".join(notes), "review")
+        return Fix(notes=" ".join(notes))
+    return Fix(notes=" ".join(notes), steps=(rewrite(stmt, rewritten + ";"),))

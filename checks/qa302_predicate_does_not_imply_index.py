@@ -7,6 +7,8 @@ from collections.abc import Iterator
 from qadvisor.api import (
     Fix,
     Index,
+    IndexFix,
+    IndexKey,
     Issue,
     LivePredicate,
     NoOptions,
@@ -20,11 +22,9 @@ from qadvisor.api import (
     check,
     dequeue_statements,
     describe_node,
-    ident,
-    index_name,
+    index_keys,
     indexes_used,
     operand_values,
-    order_keys_sql,
     parse_index_predicate,
     plan_outline,
     predicate_implies,
@@ -205,15 +205,16 @@ def _issue(
 def _fix(stmt: Statement, table: Table, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
     assert stmt.parsed is not None
     conditions = [predicate_text(p, stmt.custom_values) for p in preds]
-    keys = order_keys_sql(stmt.parsed.order_by, table) if stmt.parsed.order_by else None
+    keys = index_keys(stmt.parsed.order_by, table) if stmt.parsed.order_by else None
     if keys is None:
-        keys = [ident(c) for c in idx.columns if c is not None] or None
+        directions = idx.descending or (False,) * len(idx.columns)
+        keys = tuple(
+            IndexKey(c, d) for c, d in zip(idx.columns, directions, strict=True) if c is not None
+        )
     notes = [
         "The new index's WHERE is the query's predicate, spelled as the query spells it, so "
         "the planner can prove it; its key is the dequeue's ORDER BY (else the old index's), "
         "so it supplies the order.",
-        "CREATE INDEX CONCURRENTLY cannot run inside a transaction block; a failed build "
-        "leaves an INVALID index to drop before trying again.",
         f"If the extra values need no dequeue, rewrite the query's condition to the index's "
         f"own predicate ({idx.predicate}) instead, and keep {idx.name}.",
     ]
@@ -228,12 +229,8 @@ def _fix(stmt: Statement, table: Table, idx: Index, preds: tuple[Predicate, ...]
             f"DROP INDEX CONCURRENTLY {qualified(table.schema, idx.name)}."
         )
     if any(c is None for c in conditions) or not keys:
-        return Fix((), " ".join(notes[2:]), "review")
+        return Fix(notes=" ".join(notes[1:]))
     where = " AND ".join(c for c in conditions if c)
     words = predicate_words(preds, stmt.custom_values)
-    new_name = index_name(table.name, [*words, *(k.split()[0].strip('"') for k in keys)])
-    create = (
-        f"CREATE INDEX CONCURRENTLY {ident(new_name)} ON {qualified(table.schema, table.name)} "
-        f"({', '.join(keys)}) WHERE {where};"
-    )
-    return Fix((create,), " ".join(notes), "review")
+    build = IndexFix(table, keys, where, tuple(words))
+    return Fix(notes=" ".join(notes), steps=(build.step(),))

@@ -6,8 +6,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    CONCURRENT_BUILD_NOTE,
     Fix,
-    Index,
+    IndexFix,
+    IndexKey,
     Issue,
     PlanNode,
     Queue,
@@ -17,20 +19,19 @@ from qadvisor.api import (
     Table,
     Target,
     Unmet,
+    analyze,
     check,
     dequeue_statements,
     describe_node,
+    existing_index,
     human_count,
-    ident,
-    index_name,
-    order_keys_sql,
+    index_keys,
+    live_set_index,
     parse_index_predicate,
     plan_outline,
     predicate_implies,
-    predicate_sql,
     predicate_text,
     predicate_words,
-    qualified,
     sorts_over,
     statement_evidence,
     statement_id,
@@ -185,80 +186,57 @@ def _is_partial(table: Table, index: str) -> bool:
 def _fix(stmt: Statement, queue: Queue, table: Table) -> Fix:
     assert stmt.parsed is not None
     parsed = stmt.parsed
-    keys = order_keys_sql(parsed.order_by, table)
-    notes = [
-        "CREATE INDEX CONCURRENTLY cannot run inside a transaction block; a failed build "
-        "leaves an INVALID index to drop before trying again."
-    ]
+    keys = index_keys(parsed.order_by, table)
+    notes: list[str] = []
     if keys is None:
         return Fix(
-            (),
-            "The ORDER BY is an expression: build a partial index on that expression under the "
-            "live predicate, or order by plain columns. " + notes[0],
-            "review",
+            notes="The ORDER BY is an expression: build a partial index on that expression under "
+            "the live predicate, or order by plain columns. " + CONCURRENT_BUILD_NOTE,
         )
     if parsed.lateral is not None and table.column(parsed.lateral.inner_column) is not None:
-        lead = ident(parsed.lateral.inner_column)
-        if lead not in keys:
-            keys = [lead, *keys]
+        lead = parsed.lateral.inner_column
+        if all(k.column != lead for k in keys):
+            keys = (IndexKey(lead), *keys)
             notes.append(
-                f"The key starts with {parsed.lateral.inner_column}: the round-robin sub-select "
-                "descends the index once per tenant."
+                f"The key starts with {lead}: the round-robin sub-select descends the index "
+                "once per tenant."
             )
-    where, source, words = _where(stmt, queue)
-    if where is not None:
+    build, source = _build(stmt, queue, table, keys)
+    if build.where is not None:
         notes.append(f"The WHERE is {source}, so the dequeue's predicate implies it.")
     else:
         notes.append(
             "No partial predicate fits the statement's condition: the index covers the whole "
             "table and grows with the archive (see QA101)."
         )
-    existing = _existing(table, keys, where)
+    predicate = parse_index_predicate(build.where) if build.where else None
+    existing = existing_index(table, keys, predicate) if predicate or build.where is None else None
     if existing is not None:
         return Fix(
-            (f"ANALYZE {qualified(table.schema, table.name)};",),
-            f"Index {existing.name} already has this key and predicate but the planner still "
-            "sorts: its statistics are stale or estimate the live set as large. Refresh them, "
-            "and check the statement's predicate implies the index's (QA302).",
-            "safe",
+            notes=f"Index {existing.name} already has this key and predicate but the planner "
+            "still sorts: its statistics are stale or estimate the live set as large. Refresh "
+            "them, and check the statement's predicate implies the index's (QA302).",
+            safety="safe",
+            steps=(analyze(table),),
         )
-    new_name = index_name(table.name, [*words, *(k.split()[0].strip('"') for k in keys)])
-    create = (
-        f"CREATE INDEX CONCURRENTLY {ident(new_name)} ON {qualified(table.schema, table.name)} "
-        f"({', '.join(keys)})" + (f" WHERE {where}" if where else "") + ";"
-    )
-    return Fix((create,), " ".join(notes), "review")
+    return Fix(notes=" ".join(notes), steps=(build.step(),))
 
 
-def _where(stmt: Statement, queue: Queue) -> tuple[str | None, str, list[str]]:
-    """The new index's predicate, where it comes from, and words for its name (named as
-    QA101 and QA302 name the same index, so that their fixes do not build it twice)."""
+def _build(
+    stmt: Statement, queue: Queue, table: Table, keys: tuple[IndexKey, ...]
+) -> tuple[IndexFix, str]:
+    """The new index, with where its predicate comes from: the queue's live predicate when
+    the statement implies it (named as QA101 names the same index, so that their fixes never
+    build it twice), else the statement's own condition, else none."""
     assert stmt.parsed is not None
     live = queue.live
     if live is not None:
         judged = predicate_implies(stmt.parsed.predicates, live, stmt.custom_values)
         if judged.implies:
-            words = [f"{live.column}_null"] if live.op == "is null" else list(live.values[:2])
-            return predicate_sql(live), "the queue's live predicate", words
+            return live_set_index(table, live, keys), "the queue's live predicate"
         conditions = [predicate_text(p, stmt.custom_values) for p in judged.predicates]
         if judged.predicates and all(conditions):
             where = " AND ".join(c for c in conditions if c)
             words = predicate_words(judged.predicates, stmt.custom_values)
-            return where, "the statement's own condition", words
-    return None, "", []
-
-
-def _existing(table: Table, keys: list[str], where: str | None) -> Index | None:
-    plain = [k.split()[0].strip('"') for k in keys]
-    for idx in table.indexes:
-        if not idx.is_valid or list(idx.columns[: len(plain)]) != plain:
-            continue
-        if any(" DESC" in k or " NULLS" in k for k in keys):
-            continue  # directions: not told apart here; a new index is proposed
-        if where is None and idx.predicate is None:
-            return idx
-        if where is not None and idx.predicate is not None:
-            parsed = parse_index_predicate(idx.predicate)
-            if parsed is not None and predicate_sql(parsed) == where:
-                return idx
-    return None
+            return IndexFix(table, keys, where, tuple(words)), "the statement's own condition"
+    return IndexFix(table, keys), ""

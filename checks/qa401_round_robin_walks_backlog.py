@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
     Fix,
+    FixStep,
     Index,
+    IndexKey,
     Issue,
     LivePredicate,
     OrderItem,
@@ -22,7 +23,9 @@ from qadvisor.api import (
     Target,
     TenantFacts,
     Unmet,
+    analyze,
     check,
+    condition_columns,
     dequeue_statements,
     describe_node,
     distinct_values,
@@ -31,12 +34,14 @@ from qadvisor.api import (
     ident,
     live_rows,
     qualified,
+    rewrite,
     scans,
     statement_evidence,
     statement_id,
     statement_label,
+    table_setting,
     tenant_facts,
-    tenant_index_sql,
+    tenant_index,
     tenant_order,
     with_order_by,
 )
@@ -125,8 +130,10 @@ def mentions(text: str | None, column: str) -> bool:
     """The condition text (EXPLAIN's) refers to the column."""
     if not text:
         return False
-    name = re.escape(ident(column))
-    return re.search(rf'(?<![\w$"]){name}(?![\w$"])', text) is not None
+    try:
+        return column in condition_columns(text)
+    except StatementError:
+        return False
 
 
 def walking_scan(plan: PlanNode, table: Table, tenant: str) -> tuple[PlanNode, Index | None] | None:
@@ -382,35 +389,33 @@ def _fix(
     parsed = stmt.parsed
     assert parsed is not None
     notes: list[str] = []
-    statements: list[str] = []
+    steps: list[FixStep] = []
     order = tenant_order(table, tenant, parsed.order_by)
     if live is None:
         return None
     keys = (tenant, *(o.column for o in order))
     existing = existing_tenant_index(table, live, keys)
     if existing is None:
-        index, create = tenant_index_sql(table, live, tenant, order)
-        statements.append(create)
+        index = tenant_index(table, live, tenant, order)
+        steps.append(index.step())
         notes.append(
-            "CREATE INDEX CONCURRENTLY cannot run inside a transaction block; a failed build "
-            f"leaves an INVALID index: drop it and run it again. Index {index} is keyed by the "
-            "tenant, then the sub-select's order, on the live rows only."
+            f"Index {index.name} is keyed by the tenant, then the sub-select's order, on the "
+            "live rows only."
         )
     else:
         notes.append(f"Index {existing.name} already has the per-tenant key and order.")
     if tuple(order) != tuple(parsed.order_by):
-        items = [ident(o.column) + (" DESC" if o.descending else "") for o in order]
+        items = [IndexKey(o.column, o.descending, o.nulls_first).sql for o in order]
         try:
             rewritten = with_order_by(stmt.text, items)
         except StatementError:
             rewritten = None
         if rewritten is not None:
-            statements.append(rewritten + ";")
+            steps.append(rewrite(stmt, rewritten + ";"))
             notes.append(
-                f"The last statement is the dequeue with the sub-select ordered by "
-                f"{', '.join(items)}: ship it in place of the current one (it is not part of the "
-                "migration). The current order is one another index supplies, so the planner "
-                "would keep walking that index even with the per-tenant index in place."
+                f"The rewrite is the dequeue with the sub-select ordered by {', '.join(items)}. "
+                "The current order is one another index supplies, so the planner would keep "
+                "walking that index even with the per-tenant index in place."
             )
     n = tenants if tenants and (n_distinct is None or tenants > n_distinct) else None
     alter = n_distinct_sql(table, tenant, n) if n else None
@@ -425,9 +430,9 @@ def _fix(
         "rows (30,000 by default) under the same lock; a fixed n_distinct survives later "
         "ANALYZEs (raise it as tenants are added)."
     )
-    if not statements and alter is not None:
+    if not steps and alter is not None:
         # Index and order already right: the statistics are what mislead the planner.
-        statements += [alter, f"ANALYZE {qualified(table.schema, table.name)};"]
+        steps += [table_setting(alter), analyze(table)]
         notes.append(f"{counted} against {n:,} tenants. {cost}")
     elif alter is not None:
         notes.append(
@@ -435,9 +440,9 @@ def _fix(
             f"a short walk. `{alter}` followed by `ANALYZE {qualified(table.schema, table.name)};` "
             f"corrects its estimate. {cost}"
         )
-    if not statements:
+    if not steps:
         notes.append(
             "No mechanical fix: check that the sub-select's WHERE names the live predicate "
             "as the per-tenant index does, and that its ORDER BY is that index's order."
         )
-    return Fix(tuple(statements), " ".join(notes), "review")
+    return Fix(notes=" ".join(notes), steps=tuple(steps))

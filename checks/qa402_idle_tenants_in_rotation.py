@@ -24,6 +24,7 @@ from qadvisor.api import (
     predicate_sql,
     qualified,
     queue_facts,
+    review,
     statement_queue,
     tenant_facts,
 )
@@ -234,4 +235,11 @@ def _fix(
         "committed before it, and an enqueue that comes later waits for the prune and inserts "
         "the row again. The NOT EXISTS probes should descend the per-tenant index (QA401)."
     )
-    return Fix((prune,), notes, "review")
+    # A review step, not a migration: it is safe against the enqueue race only once every
+    # enqueue upserts its tenant's row as the notes say, a change to the application.
+    step = review(
+        prune, "ROW EXCLUSIVE",
+        note=f"Deletes rotation rows: ROW EXCLUSIVE on {rotation} and a row lock on each row "
+        f"it removes; it reads {queue} under ACCESS SHARE.",
+    )  # fmt: skip
+    return Fix(notes=notes, steps=(step,))

@@ -207,5 +207,5 @@ def _issue(
             "A FIFO dequeue orders by arrival, not by customer: one tenant's backlog delays "
             "every other tenant's jobs by the time it takes to drain it."
         ),
-        fix=round_robin_fix(table, live, facts.tenant_column, order),
+        fix=round_robin_fix(table, live, facts.tenant_column, order, fifo),
     )

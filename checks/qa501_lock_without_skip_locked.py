@@ -12,6 +12,7 @@ from qadvisor.api import (
     Unmet,
     check,
     locking_statements,
+    rewrite,
     statement_evidence,
     statement_label,
     statement_target,
@@ -73,12 +74,10 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         fix = None
         if rewritten is not None:
             fix = Fix(
-                (rewritten + ";",),
-                "Ship this statement in place of the current one: it is the dequeue with SKIP "
-                "LOCKED (and OF the queue table when the clause locked other tables too), not "
-                "a migration. A worker now skips rows other workers hold and takes the next "
-                "free one.",
-                "review",
+                notes="The rewrite is the dequeue with SKIP LOCKED (and OF the queue table when "
+                "the clause locked other tables too). A worker now skips rows other workers "
+                "hold and takes the next free one.",
+                steps=(rewrite(stmt, rewritten + ";"),),
             )
         yield Issue(
             target=target,

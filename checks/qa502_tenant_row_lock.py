@@ -12,6 +12,7 @@ from qadvisor.api import (
     Unmet,
     check,
     locking_statements,
+    rewrite,
     statement_evidence,
     statement_label,
     statement_target,
@@ -81,12 +82,11 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
         fix = None
         if rewritten is not None:
             fix = Fix(
-                (rewritten + ";",),
-                f"Ship this statement in place of the current one (it is not a migration): the "
-                f"lock names only the queue table {job[1]}, with SKIP LOCKED. In a round-robin "
-                "query the lock may also move into the LATERAL sub-select (`... LIMIT 1 FOR "
-                "UPDATE SKIP LOCKED) j`), as the round-robin pattern is usually written.",
-                "review",
+                notes=f"The rewrite's lock names only the queue table {job[1]}, with SKIP "
+                "LOCKED. In a round-robin query the lock may also move into the LATERAL "
+                "sub-select (`... LIMIT 1 FOR UPDATE SKIP LOCKED) j`), as the round-robin "
+                "pattern is usually written.",
+                steps=(rewrite(stmt, rewritten + ";"),),
             )
         yield Issue(
             target=target,

@@ -18,6 +18,7 @@ from qadvisor.api import (
     check,
     locking_statements,
     qualified,
+    rewrite,
     round_robin_fix,
     statement_evidence,
     statement_label,
@@ -106,13 +107,13 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
             "plan_error": stmt.plan_error,
         }
         if tenant is not None and table is not None and queue is not None:
-            fix = round_robin_fix(table, queue.live, tenant, parsed.order_by)
+            fix = round_robin_fix(table, queue.live, tenant, parsed.order_by, (stmt,))
             if fix is not None:
                 fix = Fix(
-                    fix.statements,
-                    f"The window picks one job per {tenant}: the round-robin LATERAL does that "
-                    "with the lock on the job. " + fix.notes,
-                    fix.safety,
+                    notes=f"The window picks one job per {tenant}: the round-robin LATERAL does "
+                    "that with the lock on the job. " + fix.notes,
+                    safety=fix.safety,
+                    steps=fix.steps,
                 )
         if fix is None:
             fix = _wrapped_fix(stmt, table, job)
@@ -146,16 +147,14 @@ def _wrapped_fix(stmt: Statement, table: Table | None, job: tuple[str | None, st
     try:
         text = with_lock_outside(stmt.text, queue, pk)
     except KeyNotReturned:
-        return Fix((), template + f" The statement must return the key ({', '.join(pk)}).",
-                   "review")  # fmt: skip
+        return Fix(notes=template + f" The statement must return the key ({', '.join(pk)}).")
     if text is None:
-        return Fix((), template, "review")
+        return Fix(notes=template)
     return Fix(
-        (text + ";",),
-        "Ship this statement in place of the current one (it is not a migration): the window "
+        notes="The window "
         "runs in a sub-select of WHERE, a query level the lock does not reach, and the lock "
         "takes the chosen rows at the outer level. A row another worker holds is skipped, not "
         "replaced by the next candidate; if one job per tenant is the aim, the round-robin "
         "LATERAL of QA403 is the better shape.",
-        "review",
+        steps=(rewrite(stmt, text + ";"),),
     )

@@ -12,7 +12,7 @@ promise to third-party packs; the groups read as a table of contents:
 6. statements and the queues they claim from;
 7. plans;
 8. predicates of statements against the queue's predicates;
-9. fixes: the round-robin pattern;
+9. fixes: their steps, index fixes, the round-robin pattern;
 10. SQL text and units for messages and fixes.
 
 A name the built-in pack does not use is kept only with a reason (a comment at its import).
@@ -29,6 +29,7 @@ from qadvisor.dequeue import (
     Param,
     Predicate,
     StatementError,
+    condition_columns,
     window_partitions,
     with_literals,
     with_lock_outside,
@@ -52,10 +53,27 @@ from qadvisor.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
+from qadvisor.fixes import (
+    CONCURRENT_BUILD_NOTE,
+    IndexFix,
+    IndexKey,
+    analyze,
+    drop_index,
+    existing_index,
+    index_keys,
+    live_set_index,
+    migration,
+    order_keys_sql,
+    reindex,
+    review,
+    rewrite,
+    table_setting,
+)
 from qadvisor.model import (
     Column,
     ColumnStats,
     Fix,
+    FixStep,
     HorizonHolder,
     Index,
     LivePredicate,
@@ -80,7 +98,6 @@ from qadvisor.predicates import (
     ValueJudgement,
     index_predicate_columns,
     operand_values,
-    order_keys_sql,
     predicate_implies,
     predicate_text,
     predicate_words,
@@ -89,10 +106,11 @@ from qadvisor.registry import Issue, NoOptions, Unmet, check
 from qadvisor.round_robin import (
     existing_tenant_index,
     round_robin_fix,
+    tenant_index,
     tenant_index_sql,
     tenant_order,
 )
-from qadvisor.sqltext import ident, index_name, literal, predicate_sql, qualified
+from qadvisor.sqltext import array_literal, ident, index_name, literal, predicate_sql, qualified
 from qadvisor.statement_queues import (
     dequeue_statements,
     locking_statements,
@@ -107,6 +125,7 @@ from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents above
     # 1. writing a check
     "Fix",
+    "FixStep",
     "Issue",
     "NoOptions",
     "Severity",
@@ -164,6 +183,7 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "Param",
     "Predicate",
     "StatementError",
+    "condition_columns",
     "window_partitions",
     "with_literals",
     "with_lock_outside",
@@ -191,17 +211,36 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "ValueJudgement",
     "index_predicate_columns",
     "operand_values",
-    "order_keys_sql",
     "predicate_implies",
     "predicate_text",
     "predicate_words",
-    # 9. fixes: the round-robin pattern
+    # 9. fixes: steps (migration, rewrite, review) with their locks, index fixes built from
+    # a description, and the round-robin pattern. order_keys_sql (the keys' SQL text) and
+    # tenant_index_sql (the per-tenant index as name and statement) are what packs had before
+    # IndexKey and IndexFix, kept for them.
+    "CONCURRENT_BUILD_NOTE",
+    "IndexFix",
+    "IndexKey",
+    "analyze",
+    "drop_index",
+    "existing_index",
+    "index_keys",
+    "live_set_index",
+    "migration",
+    "order_keys_sql",
+    "reindex",
+    "review",
+    "rewrite",
+    "table_setting",
     "existing_tenant_index",
     "round_robin_fix",
+    "tenant_index",
     "tenant_index_sql",
     "tenant_order",
     # 10. SQL text and units. nice_ceil (a threshold rounded up to a number a person would
-    # write) is promised by the guide.
+    # write) is promised by the guide; index_name is how every fix names an index (IndexFix
+    # calls it), for a pack's own index.
+    "array_literal",
     "human_bytes",
     "human_count",
     "human_seconds",

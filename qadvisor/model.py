@@ -24,6 +24,17 @@ HolderKind = Literal["transaction", "prepared transaction", "replication slot", 
 TargetKind = Literal["table", "index", "statement", "server", "database", "horizon"]
 # "safe": can run as printed on a live system; "review": read the notes first.
 FixSafety = Literal["safe", "review"]
+# A fix's step: "migration", DDL or a setting to run as printed; "rewrite", a statement of
+# the application's to change in its code (running it would do the application's work);
+# "review", a statement for a person to judge before running it (it ends a session, deletes).
+StepKind = Literal["migration", "rewrite", "review"]
+# The strongest table lock a step takes, as PostgreSQL's "Explicit Locking" page names the
+# modes; "none": no table lock (a setting, a function call, a new table nobody uses yet);
+# "unknown": a pack's plain statement, whose lock qadvisor was not told.
+StepLock = Literal[
+    "none", "ACCESS SHARE", "ROW SHARE", "ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE",
+    "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE", "unknown",
+]  # fmt: skip
 
 
 class Severity(enum.IntEnum):
@@ -448,10 +459,49 @@ class Target:
 
 
 @dataclass(frozen=True)
+class FixStep:
+    """One step of a fix. ``sql`` is the statement as printed: for a rewrite, the statement
+    as it should be, with ``before`` the statement as it is and ``source`` where it was seen
+    (a statement label, ``file.sql:12``, a function)."""
+
+    kind: StepKind
+    sql: str
+    lock: StepLock = "unknown"
+    # May it run inside a transaction block? None: not known (a pack's plain statement).
+    in_transaction_block: bool | None = None
+    note: str = ""
+    before: str | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
 class Fix:
-    statements: tuple[str, ...]
+    """What to do about a finding: its steps, with notes on the whole.
+
+    ``statements`` are the migration steps' statements, the ones that run as printed. A fix
+    built from ``statements`` alone (the form before steps existed) has one migration step
+    per statement, its lock unknown; one built from ``steps`` derives ``statements``.
+    """
+
+    statements: tuple[str, ...] = ()
     notes: str = ""
     safety: FixSafety = "review"
+    steps: tuple[FixStep, ...] = ()
+
+    def __post_init__(self) -> None:
+        migrations = tuple(s.sql for s in self.steps if s.kind == "migration")
+        if not self.steps:
+            plain = tuple(FixStep("migration", s) for s in self.statements)
+            object.__setattr__(self, "steps", plain)
+        elif self.statements and self.statements != migrations:
+            raise ValueError("Fix: statements must be the migration steps' statements")
+        else:
+            object.__setattr__(self, "statements", migrations)
+        if self.safety == "safe" and any(s.kind != "migration" for s in self.steps):
+            raise ValueError("Fix: a fix with a rewrite or review step cannot be safe")
+
+    def of_kind(self, kind: StepKind) -> tuple[FixStep, ...]:
+        return tuple(s for s in self.steps if s.kind == kind)
 
 
 @dataclass(frozen=True)

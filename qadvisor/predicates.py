@@ -5,58 +5,29 @@ text and index-name words made from them. Pure.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from qadvisor.dequeue import OrderItem, Predicate
+from qadvisor.dequeue import (
+    Predicate,
+    StatementError,
+    array_values,
+    condition_columns,
+    literal_value,
+)
 from qadvisor.model import Index, LivePredicate, Table
 from qadvisor.sqltext import ident
-
-_STRING = re.compile(r"'(?:[^']|'')*'")
-_WORD = re.compile(r'"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_$]*)')
 
 
 def index_predicate_columns(index: Index, table: Table) -> frozenset[str]:
     """Columns of ``table`` that the partial index's predicate mentions (empty: not partial)."""
     if index.predicate is None:
         return frozenset()
-    text = _STRING.sub("''", index.predicate)  # a value may look like a column name
-    names = {table_col.name for table_col in table.columns}
-    found = set()
-    for m in _WORD.finditer(text):
-        name = m.group(1).replace('""', '"') if m.group(1) is not None else m.group(2)
-        if name in names:
-            found.add(name)
-    return frozenset(found)
-
-
-_LITERAL = re.compile(r"^\s*(?:CAST\(\s*)?\(*\s*'((?:[^']|'')*)'")
-_NUMBER = re.compile(r"^\s*\(*\s*(-?\d+(?:\.\d+)?)\s*\)*\s*$")
-
-
-def literal_value(text: str) -> str | None:
-    """The value of an SQL literal as dequeue.Param text spells it: ``'queued'``,
-    ``CAST('queued' AS job_status)``, ``'queued'::job_status``, ``42``; None otherwise."""
-    m = _LITERAL.match(text)
-    if m:
-        return m.group(1).replace("''", "'")
-    m = _NUMBER.match(text)
-    return m.group(1) if m else None
-
-
-def _array_values(text: str) -> tuple[str, ...] | None:
-    """``'{a,b}'`` or ``ARRAY['a', 'b']`` as its values."""
-    inner = text.strip()
-    if inner.upper().startswith("ARRAY["):
-        return tuple(v.replace("''", "'") for v in re.findall(r"'((?:[^']|'')*)'", inner))
-    value = literal_value(inner)
-    if value is None or not (value.startswith("{") and value.endswith("}")):
-        return None
-    body = value[1:-1].strip()
-    if not body:
-        return ()
-    return tuple(v.strip().strip('"') for v in body.split(","))
+    try:
+        mentioned = condition_columns(index.predicate)
+    except StatementError:
+        return frozenset()
+    return mentioned & {c.name for c in table.columns}
 
 
 @dataclass(frozen=True)
@@ -112,7 +83,7 @@ def operand_values(pred: Predicate, values: dict[str, str]) -> tuple[str, ...] |
             return None
         if pred.op == "any":
             # = ANY('{a,b}') has one array operand; = ANY(ARRAY['a', 'b']) one per item.
-            arr = _array_values(text) if len(pred.operands) == 1 else None
+            arr = array_values(text) if len(pred.operands) == 1 else None
             if arr is not None:
                 out.extend(arr)
                 continue
@@ -152,22 +123,6 @@ def predicate_text(pred: Predicate, values: dict[str, str] | None = None) -> str
     return None
 
 
-def order_keys_sql(items: Sequence[OrderItem], table: Table) -> list[str] | None:
-    """ORDER BY items as index key columns (``created_at``, ``priority DESC``); None when an
-    item is not a plain column of ``table`` (an expression, another table's column)."""
-    keys = []
-    for item in items:
-        if table.column(item.column) is None:
-            return None
-        key = ident(item.column)
-        if item.descending:
-            key += " DESC"
-        if item.nulls_first is not None:
-            key += " NULLS FIRST" if item.nulls_first else " NULLS LAST"
-        keys.append(key)
-    return keys
-
-
 def predicate_words(preds: Sequence[Predicate], values: dict[str, str] | None = None) -> list[str]:
     """Words for an index name from the values of ``preds``: ``queued``, ``not_done``,
     ``finished_at_null`` (at most three), as QA101 names a live-set index."""
@@ -181,7 +136,7 @@ def predicate_words(preds: Sequence[Predicate], values: dict[str, str] | None = 
             text = operand.text
             if operand.kind == "parameter" and operand.index is not None:
                 text = (values or {}).get(str(operand.index), "")
-            arr = _array_values(text) if pred.op == "any" else None
+            arr = array_values(text) if pred.op == "any" else None
             found = list(arr) if arr is not None else [literal_value(text)]
             words += [prefix + v for v in found if v is not None]
     return words[:3]

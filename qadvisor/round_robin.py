@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from qadvisor.dequeue import OrderItem
-from qadvisor.estimates import parse_index_predicate
-from qadvisor.model import Fix, Index, LivePredicate, Table
+from qadvisor.fixes import IndexFix, IndexKey, existing_index, live_set_index, migration, rewrite
+from qadvisor.model import Fix, FixStep, Index, LivePredicate, Statement, Table
 from qadvisor.sqltext import ident, index_name, predicate_sql, qualified
 
 # Columns that record when a job was queued, preferred first: ordering the per-tenant
@@ -48,37 +48,25 @@ def tenant_order(table: Table, tenant: str, current: Sequence[OrderItem]) -> tup
     return tuple(items)
 
 
-def _value_words(live: LivePredicate) -> list[str]:
-    if live.op == "is null":
-        return [f"{live.column}_null"]
-    return list(live.values[:2])
-
-
 def existing_tenant_index(table: Table, live: LivePredicate, keys: Sequence[str]) -> Index | None:
     """A valid partial index on the live predicate keyed exactly (tenant, order columns...)."""
-    for idx in table.indexes:
-        if not (idx.is_valid and idx.predicate) or idx.columns != tuple(keys):
-            continue
-        parsed = parse_index_predicate(idx.predicate)
-        if parsed is not None and (parsed.column, parsed.op, set(parsed.values)) == (
-            live.column,
-            live.op,
-            set(live.values),
-        ):
-            return idx
-    return None
+    return existing_index(table, [IndexKey(k) for k in keys], live, exact=True)
+
+
+def tenant_index(
+    table: Table, live: LivePredicate, tenant: str, order: Sequence[OrderItem]
+) -> IndexFix:
+    """The per-tenant partial index: the tenant, then the sub-select's order, on the live rows."""
+    keys = [IndexKey(tenant), *(IndexKey(o.column, o.descending, o.nulls_first) for o in order)]
+    return live_set_index(table, live, keys)
 
 
 def tenant_index_sql(
     table: Table, live: LivePredicate, tenant: str, order: Sequence[OrderItem]
 ) -> tuple[str, str]:
     """(index name, CREATE INDEX CONCURRENTLY statement) of the per-tenant partial index."""
-    keys = [ident(tenant)] + [ident(o.column) + (" DESC" if o.descending else "") for o in order]
-    name = index_name(table.name, [*_value_words(live), tenant, *(o.column for o in order)])
-    return name, (
-        f"CREATE INDEX CONCURRENTLY {ident(name)} ON {qualified(table.schema, table.name)} "
-        f"({', '.join(keys)}) WHERE {predicate_sql(live)};"
-    )
+    index = tenant_index(table, live, tenant, order)
+    return index.name, index.statement
 
 
 def rotation_name(table: Table) -> str:
@@ -86,10 +74,15 @@ def rotation_name(table: Table) -> str:
 
 
 def round_robin_fix(
-    table: Table, live: LivePredicate | None, tenant: str, order: Sequence[OrderItem]
+    table: Table,
+    live: LivePredicate | None,
+    tenant: str,
+    order: Sequence[OrderItem],
+    replaces: Sequence[Statement] = (),
 ) -> Fix | None:
     """The round-robin pattern for a queue table: rotation table, per-tenant partial index,
-    the LATERAL dequeue; None without a live predicate to write them with."""
+    and the LATERAL dequeue in place of each statement of ``replaces`` (the claims seen; none:
+    one rewrite of a claim not seen); None without a live predicate to write them with."""
     if live is None:
         return None
     column = table.column(tenant)
@@ -101,17 +94,29 @@ def round_robin_fix(
     where = predicate_sql(live)
     rr_order = tenant_order(table, tenant, order)
     keys = (tenant, *(o.column for o in rr_order))
-    statements = [
-        f"CREATE TABLE {rotation} (\n  {t} {tenant_type} PRIMARY KEY,\n"
-        "  last_served timestamptz NOT NULL DEFAULT '-infinity'\n);",
-        f"CREATE INDEX {ident(index_name(rot_name, ['last_served']))} ON {rotation} (last_served);",
-        f"INSERT INTO {rotation} ({t})\nSELECT DISTINCT {t} FROM {queue}\n"
-        f" WHERE {where} AND {t} IS NOT NULL\nON CONFLICT DO NOTHING;",
+    steps: list[FixStep] = [
+        migration(
+            f"CREATE TABLE {rotation} (\n  {t} {tenant_type} PRIMARY KEY,\n"
+            "  last_served timestamptz NOT NULL DEFAULT '-infinity'\n);",
+            "none",
+            note="A new table: it locks nothing anyone else uses.",
+        ),
+        migration(
+            f"CREATE INDEX {ident(index_name(rot_name, ['last_served']))} "
+            f"ON {rotation} (last_served);",
+            "SHARE",
+            note=f"A plain CREATE INDEX: its SHARE lock is on the new {rot_name}, still empty.",
+        ),
+        migration(
+            f"INSERT INTO {rotation} ({t})\nSELECT DISTINCT {t} FROM {queue}\n"
+            f" WHERE {where} AND {t} IS NOT NULL\nON CONFLICT DO NOTHING;",
+            "ROW EXCLUSIVE",
+            note=f"ROW EXCLUSIVE on {rot_name}; it reads {table.name} under ACCESS SHARE, so "
+            "workers and enqueues go on.",
+        ),
     ]
-    index = existing_tenant_index(table, live, keys)
-    if index is None:
-        _, create = tenant_index_sql(table, live, tenant, rr_order)
-        statements.append(create)
+    if existing_tenant_index(table, live, keys) is None:
+        steps.append(tenant_index(table, live, tenant, rr_order).step())
     pk = table.primary_key or ("ctid",)
     inner_cols = ", ".join(ident(c) for c in pk)
     outer_cols = ", ".join(f"j.{ident(c)}" for c in pk)
@@ -129,11 +134,11 @@ def round_robin_fix(
         "ORDER BY qt.last_served\n"
         "LIMIT 1;"
     )
-    statements.append(dequeue)
+    steps += [rewrite(s, dequeue) for s in replaces] or [rewrite(None, dequeue)]
     notes = (
-        "Run the statements in order (CREATE INDEX CONCURRENTLY on its own, outside a "
-        "transaction block). The last one is the new dequeue for the application, not part "
-        "of the migration: in the same claim transaction, after it, mark the job running as "
+        "Run the migration in order (CREATE INDEX CONCURRENTLY on its own, outside a "
+        "transaction block). The rewrite is the new dequeue for the application: in the same "
+        "claim transaction, after it, mark the job running as "
         f"today and run `UPDATE {rotation} SET last_served = clock_timestamp() WHERE {t} = $1` "
         "for the tenant it returned. The lock stays on the job in the sub-select, so a large "
         "tenant still uses every worker. Each enqueue adds its tenant in the same transaction "
@@ -143,4 +148,4 @@ def round_robin_fix(
         "idle tenants safely; DO NOTHING would not lock it). Check the "
         "new dequeue's plan with a skewed backlog: `qadvisor check --query` (QA401)."
     )
-    return Fix(tuple(statements), notes, "review")
+    return Fix(notes=notes, steps=tuple(steps))

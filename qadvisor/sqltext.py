@@ -44,6 +44,14 @@ def literal(value: str) -> str:
     return sql.Literal(value).as_string(None)
 
 
+def array_literal(values: Iterable[str]) -> str:
+    """A text array as one SQL literal, ``'{"a","b"}'``: each element double-quoted, its
+    backslashes and double quotes escaped with a backslash (PostgreSQL's array input syntax),
+    then the whole escaped as a string literal."""
+    items = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
+    return literal("{" + items + "}").strip()
+
+
 def predicate_sql(live: LivePredicate) -> str:
     """The live predicate as a WHERE clause body, e.g. ``status = 'pending'``."""
     col = ident(live.column)

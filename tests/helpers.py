@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import psycopg.sql
 
-from qadvisor.model import Report
-from qadvisor.render.json import report_dict
+from qadvisor.model import Finding, Report
+from qadvisor.render.json import fix_dict, report_dict
 from qadvisor.settings import ENV_VARIABLES
 from tests.conftest import TestDB
 from tests.json_schemas import assert_valid_report
@@ -100,10 +101,65 @@ def assert_quiet(
     assert not found, f"{code} found on {queue}: {[f['message'] for f in found]}"
 
 
-def apply_fix(db: TestDB, finding: dict[str, Any]) -> None:
-    """Run a finding's fix exactly as printed, one statement per call (CONCURRENTLY needs it)."""
-    for statement in finding["fix"]["statements"]:
+def fix_steps(finding: dict[str, Any] | Finding, kind: str) -> list[dict[str, Any]]:
+    """The steps of ``kind`` ("migration", "rewrite", "review") of a finding's fix, as the
+    JSON report spells them, from a report's finding or a Finding."""
+    fix = fix_dict(finding.fix) if isinstance(finding, Finding) else finding["fix"]
+    assert fix is not None, "the finding has no fix"
+    return [s for s in fix["steps"] if s["kind"] == kind]
+
+
+def rewrite_of(finding: dict[str, Any] | Finding) -> str:
+    """The one rewrite of a finding's fix: the statement as the application should send it."""
+    (step,) = fix_steps(finding, "rewrite")
+    after: str = step["sql"]
+    return after
+
+
+def fix_sql(finding: dict[str, Any] | Finding, *, review: bool = False) -> list[str]:
+    """The statements of a finding's fix to run as printed, in order: its migration steps
+    (which are its ``statements``), with ``review`` its review steps too. Never a rewrite:
+    that is application code (see plan_rewrites)."""
+    kinds = ("migration", "review") if review else ("migration",)
+    fix = fix_dict(finding.fix) if isinstance(finding, Finding) else finding["fix"]
+    assert fix is not None
+    assert fix["statements"] == [s["sql"] for s in fix["steps"] if s["kind"] == "migration"]
+    out = [s["sql"] for s in fix["steps"] if s["kind"] in kinds]
+    assert out, f"the fix has no step to run: {fix}"
+    return out
+
+
+def apply_fix(db: TestDB, finding: dict[str, Any] | Finding, *, review: bool = False) -> None:
+    """Run a finding's fix exactly as printed, one statement per call (CONCURRENTLY needs
+    it): its migration steps, with ``review`` its review steps too (see fix_sql)."""
+    for statement in fix_sql(finding, review=review):
         db.execute(statement)
+
+
+def plan_rewrites(db: TestDB, finding: dict[str, Any] | Finding) -> list[str]:
+    """EXPLAIN each rewrite of a finding's fix on the server, in place of the statement it
+    replaces, in a rolled-back transaction: the text parses, names what exists, and plans.
+    Parameters ($n, as pg_stat_statements shows them) are planned as NULL after PREPARE has
+    inferred their types. The plans' texts, one per rewrite."""
+    steps = fix_steps(finding, "rewrite")
+    assert steps, "the fix has no rewrite"
+    plans = []
+    with psycopg.connect(db.dsn) as conn:
+        for step in steps:
+            assert step["before"] is None or step["before"] != step["sql"]
+            text = step["sql"].strip().rstrip(";")
+            conn.execute(psycopg.sql.SQL("PREPARE rewritten AS {}").format(psycopg.sql.SQL(text)))
+            row = conn.execute(
+                "SELECT cardinality(parameter_types) FROM pg_prepared_statements"
+                " WHERE name = 'rewritten'"
+            ).fetchone()
+            assert row is not None
+            args = ", ".join(["NULL"] * row[0])
+            explain = "EXPLAIN EXECUTE rewritten" + (f"({args})" if args else "")
+            plans.append("\n".join(r[0] for r in conn.execute(explain).fetchall()))
+            conn.rollback()
+            conn.execute("DEALLOCATE ALL")
+    return plans
 
 
 @contextlib.contextmanager

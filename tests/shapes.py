@@ -37,7 +37,7 @@ from sqlglot import exp
 from qadvisor.facts import FACTS
 from qadvisor.registry import load_checks
 from tests.conftest import TestDB
-from tests.helpers import Run, check
+from tests.helpers import Run, check, fix_sql, plan_rewrites
 
 PUBLIC_SUPERUSER = "public-superuser"
 APP_MONITOR = "app-monitor"
@@ -174,9 +174,16 @@ class Shape:
             self.dba.execute(statement)
         return grants
 
-    def apply_fix(self, finding: dict[str, Any], *, as_dba: bool = False) -> None:
-        """A finding's fix exactly as printed (see `apply`)."""
-        self.apply(finding["fix"]["statements"], as_dba=as_dba)
+    def apply_fix(
+        self, finding: dict[str, Any], *, as_dba: bool = False, review: bool = False
+    ) -> None:
+        """A finding's fix exactly as printed (see `apply`): its migration steps, with
+        ``review`` its review steps too (see helpers.fix_sql)."""
+        self.apply(fix_sql(finding, review=review), as_dba=as_dba)
+
+    def plan_rewrites(self, finding: dict[str, Any]) -> list[str]:
+        """A finding's rewrites planned as the application would send them (helpers)."""
+        return plan_rewrites(self.db, finding)
 
     def apply(self, statements: Iterable[str], *, as_dba: bool = False) -> None:
         """Printed statements as they are, one per call (CONCURRENTLY needs it): by the

@@ -18,7 +18,7 @@ import pytest
 from qadvisor import baseline
 from qadvisor.model import BaselineEntry, Report, Severity, Skip, Target
 from tests.conftest import TestDB
-from tests.helpers import qadvisor
+from tests.helpers import qadvisor, rewrite_of
 from tests.test_render import full_report
 from tests.test_statements_collect import CLAIM, build_claim_queue
 
@@ -77,7 +77,7 @@ def test_baseline_gate_on_a_real_server(db: TestDB, tmp_path: Path) -> None:
     # Fixing a baselined finding reports it as fixed: the claim rewritten as QA301 prints it
     # (the status as a literal) in the application's file.
     db.execute("DROP INDEX jobs_status_created_idx")
-    (rewrite,) = next(f for f in worse.report["findings"] if f["key"] == qa301)["fix"]["statements"]
+    rewrite = rewrite_of(next(f for f in worse.report["findings"] if f["key"] == qa301))
     claim.write_text(f"-- the worker's claim\n{rewrite}\n")
     fixed = qadvisor(*common, "--baseline", str(base))
     assert fixed.rc == 0, fixed.stdout

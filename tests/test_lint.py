@@ -50,6 +50,7 @@ BREAKS = {
                                "from qadvisor import units"),
     "checks-parse-no-sql-and-connect-nowhere": ("checks/qa503_window_with_for_update.py",
                                                 "import sqlglot"),
+    "sql-text-has-one-owner": ("qadvisor/fixes.py", "from sqlglot import exp"),
     "checks-are-independent": ("checks/qa502_tenant_row_lock.py",
                                "from checks.qa501_lock_without_skip_locked import run"),
     "judging-never-collects": ("qadvisor/model.py", "import qadvisor.collect.snapshot"),

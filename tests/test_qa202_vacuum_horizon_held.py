@@ -12,7 +12,7 @@ from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.model import Finding, HorizonHolder, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, fix_steps, qadvisor
 from tests.shapes import APP_MONITOR, PUBLIC_SUPERUSER, Shape, open_shape
 
 
@@ -32,10 +32,12 @@ def test_idle_in_transaction_and_inactive_slot() -> None:
     ]
     by_name = {f.target.name: f for f in found}
     fix = by_name["transaction-4242"].fix
-    assert fix is not None and fix.statements == ("SELECT pg_terminate_backend(4242);",)
+    assert fix is not None and fix.statements == ()  # a review step: nothing runs as printed
+    assert [s.sql for s in fix.of_kind("review")] == ["SELECT pg_terminate_backend(4242);"]
     slot_fix = by_name["replication-slot-old_standby"].fix
     assert slot_fix is not None
-    assert slot_fix.statements == ("SELECT pg_drop_replication_slot('old_standby');",)
+    assert [s.sql for s in slot_fix.steps] == ["SELECT pg_drop_replication_slot('old_standby');"]
+    assert slot_fix.steps[0].kind == "review" and slot_fix.statements == ()
 
 
 def test_hidden_sessions_are_a_skip_beside_what_is_seen() -> None:
@@ -70,7 +72,7 @@ def test_open_transaction_found_terminated_and_gone(shape: Shape, tmp_path: Path
         (f,) = shape.check("--config", str(config)).findings("QA202")
         assert f["evidence"]["application_name"] == "long_report"
         assert f["evidence"]["state"] == "idle in transaction"
-        shape.apply_fix(f, as_dba=True)
+        shape.apply_fix(f, as_dba=True, review=True)
         assert_quiet(shape.check("--config", str(config)), "QA202", shape.queue)
     finally:
         holder.close()
@@ -136,8 +138,13 @@ def test_prepared_transaction_found_rolled_back_as_printed_and_gone(
             conn.execute("PREPARE TRANSACTION 'stuck_2pc'")
         (f,) = shape.check("--config", str(config)).findings("QA202")
         assert f["evidence"]["kind"] == "prepared transaction"
-        assert f["fix"]["statements"] == ["ROLLBACK PREPARED 'stuck_2pc';"]
-        shape.apply_fix(f, as_dba=True)
+        assert f["fix"]["statements"] == []  # a review step: nothing runs as printed
+        (step,) = fix_steps(f, "review")
+        assert (step["sql"], step["in_transaction_block"]) == (
+            "ROLLBACK PREPARED 'stuck_2pc';",
+            False,
+        )
+        shape.apply_fix(f, as_dba=True, review=True)
         assert db.execute("SELECT count(*) FROM pg_prepared_xacts") == [(0,)]
         assert_quiet(shape.check("--config", str(config)), "QA202", shape.queue)
 

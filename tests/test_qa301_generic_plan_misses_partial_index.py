@@ -17,7 +17,7 @@ from qadvisor.dequeue import analyse, fingerprint
 from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet
+from tests.helpers import assert_quiet, rewrite_of
 from tests.shapes import Shape
 from tests.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
 
@@ -75,7 +75,8 @@ def test_bound_status_is_a_warning_with_both_plans_and_the_literal_rewrite() -> 
     assert ev["custom_plan_scan"].startswith("Index Scan using jobs_pending_created_at")
     assert ev["plan_cache_mode"] == "auto"
     assert f.fix is not None and f.fix.safety == "review"
-    (rewritten,) = f.fix.statements
+    assert f.fix.statements == ()  # the rewrite is application code, not a migration
+    rewritten = rewrite_of(f)
     assert "status = 'pending'" in rewritten and "$1" not in rewritten
     assert "ORM" in f.fix.notes
 
@@ -144,8 +145,11 @@ def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(
     assert ev["custom_plan_scan"].startswith("Index Scan using jobs_queued_created_at_idx")
     assert "jobs_queued_created_at_idx" not in ev["generic_plan_scan"]
     assert ev["generic_plan_cost"] > 10 * ev["custom_plan_cost"]
-    (rewritten,) = f["fix"]["statements"]
+    assert f["fix"]["statements"] == []
+    rewritten = rewrite_of(f)
     assert "status = 'queued'" in rewritten and "$1" not in rewritten
+    (plan,) = shape.plan_rewrites(f)
+    assert "jobs_queued_created_at_idx" in plan
 
     # The proof is the server's: planned generically while force_generic_plan is still set,
     # the rewrite uses the partial index and the application's statement does not.

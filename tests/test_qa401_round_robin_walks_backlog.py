@@ -31,7 +31,7 @@ from qadvisor.model import (
 )
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, qadvisor
+from tests.helpers import assert_quiet, fix_steps, qadvisor, rewrite_of
 from tests.shapes import Shape
 
 QUEUED = LivePredicate("status", "in", ("queued",), "partial index jobs_queued_fifo")
@@ -151,13 +151,11 @@ def snapshot_of(db: TestDB, query: str, *args: str) -> Snapshot:
 
 
 def split_fix(finding: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(migration statements, dequeue statements) of a printed fix."""
-    ddl: list[str] = []
-    queries: list[str] = []
-    for statement in finding["fix"]["statements"]:
-        head = statement.lstrip().split(None, 1)[0].upper()
-        (queries if head in ("SELECT", "WITH", "UPDATE", "DELETE") else ddl).append(statement)
-    return ddl, queries
+    """(migration statements, dequeue statements) of a printed fix: its migration steps,
+    which are its ``statements``, and its rewrites."""
+    ddl = [s["sql"] for s in fix_steps(finding, "migration")]
+    assert ddl == finding["fix"]["statements"]
+    return ddl, [s["sql"] for s in fix_steps(finding, "rewrite")]
 
 
 def inner_scans(snap: Snapshot) -> list[PlanNode]:
@@ -290,7 +288,8 @@ def test_the_measured_walk_is_flagged_with_the_index_and_the_rewritten_order() -
     assert ev["index_tup_read_per_scan"] == 99_909
     assert "walks index jobs_queued_fifo (id)" in f.message and "989 of them idle" in f.message
     assert f.fix is not None
-    create, rewritten = f.fix.statements
+    (create,) = f.fix.statements
+    rewritten = rewrite_of(f)
     assert create == (
         "CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_enqueued_at_id_idx ON public.jobs "
         "(tenant_id, enqueued_at, id) WHERE status = 'queued';"
@@ -347,7 +346,8 @@ def test_a_descent_that_rests_on_the_sample_is_latent() -> None:
     assert (ev["top_tenant"], ev["n_distinct_tenant"], ev["tenants"]) == ("1", 6.0, 1000)
     assert "Latent" in f.message and "1 holds 100% of the 100,010 live rows" in f.message
     assert f.fix is not None
-    create, rewritten = f.fix.statements
+    (create,) = f.fix.statements
+    rewritten = rewrite_of(f)
     assert "(tenant_id, enqueued_at, id) WHERE status = 'queued'" in create
     parsed = analyse(rewritten.rstrip(";"))
     assert parsed is not None and parsed.order_by == (OrderItem("enqueued_at"), OrderItem("id"))
@@ -477,7 +477,7 @@ def test_round_robin_trap_found_fixed_and_gone(shape: Shape) -> None:
 
     # The idle tenants: prune them with the printed DO block.
     (prune,) = after.findings("QA402")
-    shape.apply_fix(prune)
+    shape.apply_fix(prune, review=True)
     assert db.execute("SELECT count(*) FROM queue_tenants") == [(11,)]
     pruned = shape.check("--query", rewritten)
     assert_quiet(pruned, "QA401", shape.queue)

@@ -16,7 +16,7 @@ import pytest
 from qadvisor.model import Finding, Severity, Skip, Snapshot
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet
+from tests.helpers import assert_quiet, fix_steps
 from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
@@ -45,7 +45,9 @@ def test_idle_tenants_flagged_with_the_measured_estimate_and_a_race_safe_prune()
     # About 1 us per idle tenant: the measured 989 idle tenants cost 1.17 - 0.15 ms.
     assert 0.9 < ev["estimated_ms_per_dequeue"] < 1.2
     assert f.fix is not None
-    (prune,) = f.fix.statements
+    assert f.fix.statements == ()  # a review step: it needs the enqueue change first
+    ((prune, lock),) = [(s.sql, s.lock) for s in f.fix.of_kind("review")]
+    assert lock == "ROW EXCLUSIVE"
     assert prune.startswith("DO $prune$") and prune.endswith("$prune$;")
     assert "FOR UPDATE SKIP LOCKED" in prune
     assert prune.count("NOT EXISTS (SELECT 1 FROM public.jobs j WHERE j.tenant_id = "
@@ -119,7 +121,7 @@ def test_idle_tenants_found_pruned_and_gone(shape: Shape) -> None:
     assert (f["evidence"]["idle_tenants"], f["evidence"]["rotation_rows"]) == (289, 300)
     assert f["target"] == {"kind": "table", "schema": shape.schema, "table": "queue_tenants",
                            "name": "queue_tenants"}  # fmt: skip
-    shape.apply_fix(f)
+    shape.apply_fix(f, review=True)
     left = db.execute("SELECT tenant_id FROM queue_tenants ORDER BY 1")
     assert [r[0] for r in left] == list(range(1, 12))
     assert_quiet(shape.check("--query", RR_FIXED), "QA402", shape.queue)
@@ -137,7 +139,7 @@ def test_the_prune_is_safe_against_an_enqueue_that_locks_the_rotation_row(
     db = shape.db
     build_idle_rotation(db)
     (f,) = shape.check("--query", RR_FIXED).findings("QA402")
-    (prune,) = f["fix"]["statements"]
+    (prune,) = [s["sql"] for s in fix_steps(f, "review")]
     upsert = _enqueue_statement(f["fix"]["notes"])
 
     # Tenant 200 is idle; an enqueue for it is in flight (job inserted, not committed yet)
@@ -169,7 +171,7 @@ def test_an_enqueue_after_the_prune_locked_the_row_waits_and_reinserts(shape: Sh
     db = shape.db
     build_idle_rotation(db)
     (f,) = shape.check("--query", RR_FIXED).findings("QA402")
-    (prune,) = f["fix"]["statements"]
+    (prune,) = [s["sql"] for s in fix_steps(f, "review")]
     upsert = _enqueue_statement(f["fix"]["notes"])
     with psycopg.connect(db.dsn) as pruner, psycopg.connect(db.dsn, autocommit=True) as app:
         pruner.execute(prune)  # deleted and locked, not committed

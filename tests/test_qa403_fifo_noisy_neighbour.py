@@ -78,7 +78,10 @@ def test_measured_fifo_backlog_is_flagged_with_a_per_worker_wait_estimate() -> N
         "CREATE INDEX CONCURRENTLY jobs_queued_tenant_id_enqueued_at_id_idx ON public.jobs "
         "(tenant_id, enqueued_at, id) WHERE status = 'queued';"
     )
-    dequeue = analyse(statements[4].rstrip(";"))
+    assert len(statements) == 4  # the migration; the dequeue is a rewrite of the FIFO claim
+    (step,) = f.fix.of_kind("rewrite")
+    assert step.source == "--query 1" and step.before is not None and "FIFO" not in step.sql
+    dequeue = analyse(step.sql.rstrip(";"))
     assert dequeue is not None and dequeue.lateral is not None
     assert dequeue.lock_level == "lateral" and dequeue.locked_tables == ("jobs",)
     assert dequeue.lateral.outer_table == "jobs_tenants"

@@ -12,7 +12,7 @@ import pytest
 from qadvisor.dequeue import LockClause, analyse
 from qadvisor.model import Finding, Snapshot, Statement
 from tests import snapshots as S
-from tests.helpers import assert_quiet, holding, run_now
+from tests.helpers import assert_quiet, holding, rewrite_of, run_now
 from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import (
     FIFO,
@@ -61,7 +61,7 @@ def test_lock_without_skip_locked_is_flagged_and_rewritten(clause: str, policy: 
     assert f.evidence["wait_policy"] == policy
     assert ("gets an error" in f.message) == (policy == "nowait")
     assert f.fix is not None
-    (rewritten,) = f.fix.statements
+    rewritten = rewrite_of(f)
     lock = lock_of(rewritten)
     assert lock.wait_policy == "skip locked" and lock.of == ()
     assert lock.strength == ("no key update" if "no key" in clause else "update")
@@ -71,7 +71,7 @@ def test_nested_claim_from_pg_stat_statements_keeps_its_parameters() -> None:
     (f,) = findings("QA501", with_statements(CLAIM, queryid=-42))
     assert f.target.name == "pgss:-42"
     assert f.fix is not None
-    (rewritten,) = f.fix.statements
+    rewritten = rewrite_of(f)
     assert "FOR UPDATE SKIP LOCKED" in rewritten
     assert "status = $1" in rewritten and "LIMIT $2" in rewritten
     assert rewritten.startswith("UPDATE jobs SET status = 'running'")
@@ -82,7 +82,7 @@ def test_join_without_of_is_rewritten_to_lock_only_the_job() -> None:
            "where j.status = 'queued' order by j.id limit 1 for update")  # fmt: skip
     (f,) = findings("QA501", with_statements(sql))
     assert f.fix is not None
-    lock = lock_of(f.fix.statements[0])
+    lock = lock_of(rewrite_of(f))
     assert lock == LockClause("update", "skip locked", ("jobs",))
 
 
@@ -97,7 +97,7 @@ CTE_CLAIM = (
 def test_the_rewrite_puts_skip_locked_on_the_level_that_claims() -> None:
     (f,) = findings("QA501", with_statements(CTE_CLAIM))
     assert f.fix is not None
-    (rewritten,) = f.fix.statements
+    rewritten = rewrite_of(f)
     assert lock_of(rewritten).wait_policy == "skip locked", rewritten
 
 
@@ -106,7 +106,7 @@ def test_a_quoted_alias_stays_quoted_in_of() -> None:
            "where \"J\".status = 'queued' order by \"J\".id limit 1 for update")  # fmt: skip
     (f,) = findings("QA501", with_statements(sql))
     assert f.fix is not None
-    (rewritten,) = f.fix.statements
+    rewritten = rewrite_of(f)
     assert 'FOR UPDATE OF "J" SKIP LOCKED' in rewritten, rewritten
     assert lock_of(rewritten) == LockClause("update", "skip locked", ("jobs",))
 
@@ -132,7 +132,7 @@ def test_a_cte_claim_rewritten_skips_the_held_job(shape: Shape) -> None:
     db = shape.db
     build_tenant_queue(db, {1: 50, 2: 50})
     (f,) = shape.check("--query", CTE_CLAIM).findings("QA501")
-    (rewritten,) = f["fix"]["statements"]
+    rewritten = rewrite_of(f)
     assert_quiet(shape.check("--query", rewritten), "QA501", shape.queue)
     with holding(db, rewritten) as held:
         ((first,),) = held
@@ -151,7 +151,10 @@ def test_plain_for_update_found_rewritten_and_gone(shape: Shape) -> None:
         original = FIFO.replace("for update skip locked", clause)
         run = shape.check("--query", original)
         (f,) = run.findings("QA501")
-        (rewritten,) = f["fix"]["statements"]
+        rewritten = rewrite_of(f)
+        assert f["fix"]["statements"] == []  # application code: nothing to run as printed
+        (plan,) = shape.plan_rewrites(f)
+        assert "LockRows" in plan
         fixed = shape.check("--query", rewritten)
         assert_quiet(fixed, "QA501", shape.queue)
         assert _plan_errors(fixed) == []  # PostgreSQL plans the rewrite as printed

@@ -7,7 +7,7 @@ import pytest
 
 from qadvisor.dequeue import LockClause, analyse
 from tests import snapshots as S
-from tests.helpers import assert_quiet, holding, row_locked, run_now
+from tests.helpers import assert_quiet, holding, rewrite_of, row_locked, run_now
 from tests.shapes import Shape
 from tests.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
 from tests.test_qa501_lock_without_skip_locked import findings, lock_of, with_statements
@@ -27,7 +27,7 @@ def test_lock_of_the_tenant_instead_of_the_job() -> None:
     assert "and not the jobs row it claims" in f.message
     assert "two workers can claim the same job" in f.message
     assert f.fix is not None
-    assert lock_of(f.fix.statements[0]) == LockClause("update", "skip locked", ("jobs",))
+    assert lock_of(rewrite_of(f)) == LockClause("update", "skip locked", ("jobs",))
     # A statement's lock shape alone: QA501 stays quiet, it has SKIP LOCKED.
     only_tenant = with_statements(JOIN.format(lock="for update of t skip locked"))
     assert_quiet(S.report("QA501", only_tenant), "QA501")
@@ -38,7 +38,7 @@ def test_lock_without_of_in_a_join_locks_both() -> None:
     assert f.evidence["locked_tables"] == ["tenants", "jobs"] and f.evidence["job_locked"]
     assert "as well as the job" in f.message
     assert f.fix is not None
-    assert lock_of(f.fix.statements[0]) == LockClause("update", "skip locked", ("jobs",))
+    assert lock_of(rewrite_of(f)) == LockClause("update", "skip locked", ("jobs",))
 
 
 def test_round_robin_with_the_lock_at_the_outer_level() -> None:
@@ -49,7 +49,7 @@ def test_round_robin_with_the_lock_at_the_outer_level() -> None:
     assert (f.target.table, f.evidence["queue_table"]) == ("jobs", "jobs")
     assert "locks rows of queue_tenants as well as the job" in f.message
     assert f.fix is not None
-    rewritten = analyse(f.fix.statements[0].rstrip(";"))
+    rewritten = analyse(rewrite_of(f).rstrip(";"))
     assert rewritten is not None and rewritten.locked_tables == ("jobs",)
 
 
@@ -80,7 +80,7 @@ def test_tenant_row_lock_found_rewritten_and_gone(shape: Shape) -> None:
     ]
     for sql, tenants, key in cases:
         (f,) = shape.check("--query", sql).findings("QA502")
-        (rewritten,) = f["fix"]["statements"]
+        rewritten = rewrite_of(f)
         fixed = shape.check("--query", rewritten)
         assert_quiet(fixed, "QA501", shape.queue)
         assert_quiet(fixed, "QA502", shape.queue)

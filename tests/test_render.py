@@ -24,6 +24,14 @@ from typing import Any
 import pytest
 
 from qadvisor.engine import run_checks
+from qadvisor.fixes import (
+    CONCURRENT_BUILD_NOTE,
+    drop_index,
+    migration,
+    review,
+    rewrite,
+    table_setting,
+)
 from qadvisor.model import (
     BaselineEntry,
     BaselineResult,
@@ -42,6 +50,7 @@ from qadvisor.model import (
     Severity,
     Skip,
     Snapshot,
+    Statement,
     Target,
 )
 from qadvisor.registry import Check, NoOptions, load_checks
@@ -94,6 +103,12 @@ CHECKS = (
         "queue-autovacuum-disabled",
         Severity.CRITICAL,
         "Autovacuum is off for a queue table.",
+    ),
+    _check(
+        "QA501",
+        "lock-without-skip-locked",
+        Severity.CRITICAL,
+        "A dequeue takes its row lock without SKIP LOCKED.",
     ),
     _check("QA999", "made-up-info-check", Severity.INFO, "An informational check."),
 )
@@ -150,7 +165,10 @@ def _findings() -> tuple[Finding, ...]:
                 "last_autovacuum": None,
             },
             explanation="Dead tuples are never removed, so every index keeps growing.",
-            fix=Fix(("ALTER TABLE public.jobs RESET (autovacuum_enabled);",), "", "safe"),
+            fix=Fix(
+                safety="safe",
+                steps=(table_setting("ALTER TABLE public.jobs RESET (autovacuum_enabled);"),),
+            ),
             docs="docs/checks/QA203.md",
         ),
         Finding(
@@ -170,14 +188,17 @@ def _findings() -> tuple[Finding, ...]:
                 "columns": ["status", "created_at"],
             },
             fix=Fix(
-                (
-                    "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx\n"
-                    "    ON public.jobs (created_at) WHERE status = 'pending';",
-                    "DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;",
+                notes="The dequeue query must say status = 'pending' with a literal.",
+                steps=(
+                    migration(
+                        "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx\n"
+                        "    ON public.jobs (created_at) WHERE status = 'pending';",
+                        "SHARE UPDATE EXCLUSIVE",
+                        in_transaction_block=False,
+                        note=CONCURRENT_BUILD_NOTE,
+                    ),
+                    drop_index("public", "jobs_status_created_at_idx"),
                 ),
-                "CREATE INDEX CONCURRENTLY cannot run inside a transaction block: run each "
-                "statement on its own.",
-                "review",
             ),
             docs="docs/checks/QA101.md",
         ),
@@ -197,6 +218,34 @@ def _findings() -> tuple[Finding, ...]:
                 "safe",
             ),
             docs="docs/checks/QA201.md",
+        ),
+        Finding(
+            code="QA501",
+            name="lock-without-skip-locked",
+            severity=Severity.CRITICAL,
+            target=Target("statement", "public", "jobs", "--query 1"),
+            message="--query 1 claims jobs rows with FOR UPDATE without SKIP LOCKED.",
+            evidence={"wait_policy": "wait"},
+            fix=Fix(
+                notes="A worker now skips rows other workers hold.",
+                steps=(
+                    rewrite(
+                        Statement(
+                            "--query 1",
+                            "select id from jobs where status = 'queued'\n"
+                            "order by id limit 1 for update",
+                        ),
+                        "SELECT id FROM jobs WHERE status = 'queued'\nORDER BY id LIMIT 1\n"
+                        "FOR UPDATE SKIP LOCKED;",
+                    ),
+                    review(
+                        "SELECT pg_terminate_backend(4242);",
+                        "none",
+                        note="Ends the session that holds the first job.",
+                    ),
+                ),
+            ),
+            docs="docs/checks/QA501.md",
         ),
         Finding(
             code="QA999",
@@ -237,7 +286,7 @@ def full_report() -> Report:
                 ("GRANT SELECT (status) ON public.jobs TO monitor;",),
             ),
         ),
-        checks_run=("QA101", "QA102", "QA201", "QA203", "QA999"),
+        checks_run=("QA101", "QA102", "QA201", "QA203", "QA501", "QA999"),
         rules=RULES,
         checked_at="2026-12-01T09:30:00Z",
         command="qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown",
@@ -271,7 +320,8 @@ def baselined_report() -> Report:
         evidence={"statement": "sql/claim.sql:3"},
         docs="docs/checks/QA102.md",
     )
-    findings = (*full.findings[:3], stmt, full.findings[3])
+    (qa999,) = [f for f in full.findings if f.code == "QA999"]
+    findings = (*full.findings[:3], stmt, qa999)
     qa203, qa101, qa201 = (f.key for f in full.findings[:3])
     fixed = BaselineEntry(
         "QA102:public.jobs_pending_idx", "QA102", "dead-entry-bloated-partial-index",

@@ -47,7 +47,7 @@ from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Ta
 from qadvisor.plans.explain_json import parse_explain
 from qadvisor.plans.reading import SORT_NODES, indexes_used
 from qadvisor.predicates import index_predicate_columns
-from qadvisor.sqltext import RANGE_OPS, ident, literal
+from qadvisor.sqltext import RANGE_OPS, array_literal, ident, literal
 
 Conn = psycopg.Connection[Any]
 
@@ -506,7 +506,7 @@ def _value(
             if op in ("=", "in"):
                 return _lit(live.values[0])
             if op == "any":
-                return _array_literal(live.values)
+                return array_literal(live.values)
             if op in ("<>", "not in"):
                 other = _non_live_value(column, table, live)
                 if other is not None:
@@ -517,9 +517,9 @@ def _value(
     stats = table.stats_of(column.name)
     mcv = stats.most_common_vals if stats is not None else None
     if mcv:
-        return _array_literal(mcv[:1]) if op == "any" else _lit(mcv[0])
+        return array_literal(mcv[:1]) if op == "any" else _lit(mcv[0])
     if op == "any":
-        return "'{}'" if not column.enum_labels else _array_literal(column.enum_labels[:1])
+        return "'{}'" if not column.enum_labels else array_literal(column.enum_labels[:1])
     return _default(column.type, column)
 
 
@@ -549,11 +549,6 @@ def _non_live_value(column: Column, table: Table, live: LivePredicate) -> str | 
 
 def _lit(value: str) -> str:
     return literal(value).strip()
-
-
-def _array_literal(values: Sequence[str]) -> str:
-    items = ",".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values)
-    return _lit("{" + items + "}")
 
 
 # --- small helpers ----------------------------------------------------------------------------

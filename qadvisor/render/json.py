@@ -6,7 +6,7 @@ import json
 from typing import Any, TextIO
 
 from qadvisor import __version__
-from qadvisor.model import BaselineEntry, Finding, Fix, Location, Report
+from qadvisor.model import BaselineEntry, Finding, Fix, FixStep, Location, Report
 from qadvisor.render.values import statement_start
 from qadvisor.sqltext import predicate_sql
 
@@ -125,10 +125,29 @@ def _finding(f: Finding, report: Report) -> dict[str, Any]:
 
 
 def fix_dict(fix: Fix | None) -> dict[str, Any] | None:
-    """A fix as the JSON contract spells it (shared with the SARIF properties)."""
+    """A fix as the JSON contract spells it (shared with the SARIF properties):
+    ``statements`` the migration steps' statements only (they run as printed), ``steps``
+    every step."""
     if fix is None:
         return None
-    return {"statements": list(fix.statements), "notes": fix.notes, "safety": fix.safety}
+    return {
+        "statements": list(fix.statements),
+        "steps": [step_dict(s) for s in fix.steps],
+        "notes": fix.notes,
+        "safety": fix.safety,
+    }
+
+
+def step_dict(step: FixStep) -> dict[str, Any]:
+    return {
+        "kind": step.kind,
+        "sql": step.sql,
+        "lock": step.lock,
+        "in_transaction_block": step.in_transaction_block,
+        "note": step.note,
+        "before": step.before,
+        "source": step.source,
+    }
 
 
 def render(report: Report) -> str:

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Skip
+from qadvisor.render.steps import step_heading
 from qadvisor.render.values import evidence_text
 
 _NO_QUEUE = "no queue table was found, so no check judged one (name them with --table)"
@@ -106,7 +107,18 @@ def _details(f: Finding) -> str:
         lines += ["", "evidence:"]
         lines += [f"  {k}: {evidence_text(v, none='null')}" for k, v in f.evidence.items()]
     if f.fix:
-        lines += ["", f"fix ({f.fix.safety}):", *f.fix.statements]
+        lines += ["", f"fix ({f.fix.safety}):"]
+        for step in f.fix.steps:
+            lines += [f"-- {step_heading(step)}"]
+            if step.kind == "rewrite" and step.before is not None:
+                lines += ["-- before:", *(f"--   {x}" for x in step.before.splitlines())]
+                lines += ["-- after:", *(f"--   {x}" for x in step.sql.splitlines())]
+            elif step.kind == "rewrite":
+                lines += [*(f"--   {x}" for x in step.sql.splitlines())]
+            else:
+                lines.append(step.sql)
+            if step.note:
+                lines.append(f"-- {step.note}")
         if f.fix.notes:
             lines += ["", f.fix.notes]
     if f.docs:

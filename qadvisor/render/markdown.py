@@ -12,8 +12,9 @@ import re
 from typing import TextIO
 
 from qadvisor import __version__
-from qadvisor.model import Finding, Report, Severity
+from qadvisor.model import Finding, FixStep, Report, Severity
 from qadvisor.render.labels import human_evidence
+from qadvisor.render.steps import step_heading
 from qadvisor.render.values import first_sentence
 from qadvisor.render.verdict import (
     ALL_CLEAR,
@@ -201,8 +202,8 @@ def _finding(f: Finding) -> list[str]:
     if f.fix:
         safety = _SAFETY.get(f.fix.safety, f.fix.safety)
         out += [f"**Fix** ({_text(safety)}):", ""]
-        out += _sql_block(f.fix.statements)
-        out.append("")
+        for step in f.fix.steps:
+            out += _step(step)
         if f.fix.notes:
             out += [_paragraph(f.fix.notes), ""]
     if f.docs:
@@ -244,6 +245,22 @@ def _code(text: str, *, cell: bool = True) -> str:
         # GFM splits a table row on "|" before it sees code spans; "\|" there reads as "|".
         text = text.replace("|", "\\|")
     return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _step(step: FixStep) -> list[str]:
+    """A step under its heading; a rewrite as the statement before and after, never as one
+    block to run."""
+    heading = step_heading(step)
+    out = [f"*{_text(heading[:1].upper() + heading[1:])}*", ""]
+    if step.kind == "rewrite":
+        if step.before is not None:
+            out += ["Before:", "", *_sql_block((step.before,)), ""]
+        out += ["After:", "", *_sql_block((step.sql,)), ""]
+    else:
+        out += [*_sql_block((step.sql,)), ""]
+    if step.note:
+        out += [_paragraph(step.note), ""]
+    return out
 
 
 def _sql_block(statements: tuple[str, ...]) -> list[str]:

@@ -139,7 +139,37 @@ def _result(f: Finding, rule_index: int, report: Report) -> dict[str, Any]:
     if report.baseline is not None:
         # Preexisting ones are not in the file; one whose severity rose is "updated".
         result["baselineState"] = "updated" if f.key in report.baseline.keys else "new"
+    fixes = _fixes(f, report.location(f))
+    if fixes:
+        result["fixes"] = fixes
     return result
+
+
+def _fixes(f: Finding, place: Location | None) -> list[dict[str, Any]]:
+    """SARIF fixes: the migration steps only, as text inserted at the start of the finding's
+    placeholder artifact. A rewrite is application code and a review step is for a person to
+    judge, so neither is offered as something a tool may apply; nor is a migration for a
+    finding located in one of the repository's SQL files, which it does not belong in."""
+    if f.fix is None or not f.fix.statements or place is not None:
+        return []
+    location = _location(f.target, None)["physicalLocation"]["artifactLocation"]
+    notes = list(dict.fromkeys(s.note for s in f.fix.of_kind("migration") if s.note))
+    return [
+        {
+            "description": {"text": " ".join(["Run as printed, in order.", *notes])},
+            "artifactChanges": [
+                {
+                    "artifactLocation": location,
+                    "replacements": [
+                        {
+                            "deletedRegion": {"startLine": 1, "startColumn": 1, "endColumn": 1},
+                            "insertedContent": {"text": "\n".join(f.fix.statements) + "\n"},
+                        }
+                    ],
+                }
+            ],
+        }
+    ]
 
 
 def _location(t: Target, place: Location | None) -> dict[str, Any]:

@@ -11,8 +11,9 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from qadvisor.model import Finding, Report, Severity
+from qadvisor.model import Finding, FixStep, Report, Severity
 from qadvisor.render.labels import human_evidence
+from qadvisor.render.steps import step_heading
 from qadvisor.render.values import statement_start
 from qadvisor.render.verdict import (
     baseline_note,
@@ -175,8 +176,8 @@ def _finding(f: Finding) -> Panel:
             parts.append(Syntax(line.text, "sql", word_wrap=True, background_color="default"))
     if f.fix:
         parts.append(Text(f"\nfix ({f.fix.safety}):", style="bold"))
-        parts.append(Syntax("\n".join(f.fix.statements), "sql", word_wrap=True,
-                            background_color="default"))  # fmt: skip
+        for step in f.fix.steps:
+            parts += _step(step)
         if f.fix.notes:
             parts.append(Text(f.fix.notes, style="dim"))
     parts.append(Text(f"docs: {f.docs}", style="dim"))
@@ -184,6 +185,25 @@ def _finding(f: Finding) -> Panel:
         (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"
     )
     return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
+
+
+def _step(step: FixStep) -> list[Any]:
+    """A step under its heading; a rewrite as the statement before and after, never as one
+    block to run."""
+    parts: list[Any] = [Text(step_heading(step), style="bold")]
+    if step.kind == "rewrite":
+        if step.before is not None:
+            parts += [Text("before:", style="dim"), _sql(step.before)]
+        parts += [Text("after:", style="dim"), _sql(step.sql)]
+    else:
+        parts.append(_sql(step.sql))
+    if step.note:
+        parts.append(Text(step.note, style="dim"))
+    return parts
+
+
+def _sql(text: str) -> Syntax:
+    return Syntax(text, "sql", word_wrap=True, background_color="default")
 
 
 def write(report: Report, out: TextIO, *, verbose: bool = False) -> None:

@@ -1,0 +1,218 @@
+"""Screening user input: split SQL text into statements, refuse what must not be planned,
+and parse what may be.
+
+A plannable statement is exactly one SELECT, UPDATE, DELETE or WITH ... statement; anything
+else is refused here, before it reaches the analysis or the server. Parsing is sqlglot's,
+dialect ``postgres``; tokenizing alone (splitting, fingerprints, placeholders) never fails on
+text the grammar does not know.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlglot
+from sqlglot import Token, TokenType, exp
+from sqlglot.dialects.postgres import Postgres
+from sqlglot.errors import ParseError, TokenError
+
+DIALECT = "postgres"
+_PLANNABLE = "a single SELECT/UPDATE/DELETE/WITH statement"
+
+
+class StatementError(ValueError):
+    """The text is not one statement that qadvisor may plan (or it cannot be parsed)."""
+
+
+# A plannable statement starts with one of these; anything else is refused before sqlglot
+# parses it (EXPLAIN, DO, CALL, VACUUM are COMMAND tokens that sqlglot would only parse into
+# an opaque exp.Command, after logging a warning).
+_STARTS = {TokenType.SELECT, TokenType.WITH, TokenType.UPDATE, TokenType.DELETE, TokenType.L_PAREN}
+_KEYWORDS = Postgres.tokenizer_class.KEYWORDS
+
+
+def tokenize(sql: str) -> list[Token]:
+    try:
+        return list(Postgres().tokenize(sql))
+    except TokenError:
+        raise StatementError(
+            "unparsable SQL: cannot split it into tokens (an unterminated string, quoted name "
+            "or comment?)"
+        ) from None
+
+
+def _statement_tokens(sql: str) -> list[list[Token]]:
+    """Tokens of each statement, split on top-level ';' (the tokenizer already skipped
+    comments and kept ';' inside strings, quoted names and dollar-quoted bodies)."""
+    statements: list[list[Token]] = [[]]
+    for token in tokenize(sql):
+        if token.token_type == TokenType.SEMICOLON:
+            statements.append([])
+        else:
+            statements[-1].append(token)
+    return [tokens for tokens in statements if tokens]
+
+
+def _span(sql: str, tokens: list[Token]) -> str:
+    # Token.end is inclusive. Comments before the first and after the last token are left out.
+    return sql[tokens[0].start : tokens[-1].end + 1]
+
+
+def statement_lines(sql: str) -> list[tuple[int, str]]:
+    """Like split_statements, with the line (1-based) each statement starts on."""
+    # Counted from the offset: the tokenizer's own line numbers drift after a $n.
+    return [
+        (sql.count("\n", 0, tokens[0].start) + 1, _span(sql, tokens))
+        for tokens in _statement_tokens(sql)
+    ]
+
+
+def statement_ranges(sql: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(each statement's first and last offset, each token's first and last offset), both
+    inclusive: text outside every token is whitespace, ';' or a comment."""
+    statements = _statement_tokens(sql)
+    spans = [(tokens[0].start, tokens[-1].end) for tokens in statements]
+    return spans, [(t.start, t.end) for tokens in statements for t in tokens]
+
+
+def split_statements(sql: str) -> list[str]:
+    """The statements of a file's text, without the ';' between them.
+
+    Statements that are empty or only comments are dropped, and so are comments before and
+    after a statement; comments inside one are kept. Raises StatementError only when the text
+    cannot be tokenized (an unterminated string, quoted name or comment).
+    """
+    return [_span(sql, tokens) for tokens in _statement_tokens(sql)]
+
+
+def first_line(message: str) -> str:
+    # sqlglot error messages carry the SQL with ANSI underline codes on following lines.
+    return message.replace("\x1b[4m", "").replace("\x1b[0m", "").strip().splitlines()[0]
+
+
+def _parse_error(err: ParseError) -> str:
+    """Where sqlglot stopped, without its token dumps and terminal colour codes."""
+    if not err.errors:
+        return first_line(str(err))
+    where = err.errors[0]
+    near = str(where.get("highlight") or "").strip()
+    position = f"line {where.get('line')}, column {where.get('col')}"
+    return f"syntax error near {near!r} ({position})" if near else f"syntax error ({position})"
+
+
+def _leading_words(tokens: list[Token]) -> str:
+    """'DROP TABLE', 'EXPLAIN ANALYZE', 'INSERT INTO', 'DO': how the refused statement starts."""
+    words = [tokens[0].text.upper()]
+    if len(tokens) > 1:
+        # EXPLAIN, DO, CALL... swallow the rest of the statement into one string token.
+        following = tokens[1].text.split(maxsplit=1)
+        if following and following[0].upper() in _KEYWORDS:
+            words.append(following[0].upper())
+    return " ".join(words)
+
+
+def _refused(what: str) -> StatementError:
+    return StatementError(f"not {_PLANNABLE}: {what}")
+
+
+class _DropRecords(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+@contextmanager
+def quiet_sqlglot() -> Iterator[None]:
+    """sqlglot logs a warning when it falls back to exp.Command; we refuse those anyway and a
+    stray log line must not reach the user's terminal or a CI log."""
+    logger = logging.getLogger("sqlglot")
+    drop = _DropRecords()
+    logger.addFilter(drop)
+    try:
+        yield
+    finally:
+        logger.removeFilter(drop)
+
+
+def main_statement(tree: exp.Expr) -> exp.Expr:
+    """The main statement: a parenthesised query unwrapped (WITH is already an argument of
+    its body in sqlglot's tree)."""
+    while isinstance(tree, exp.Subquery | exp.Paren) and isinstance(tree.this, exp.Expr):
+        tree = tree.this
+    return tree
+
+
+def parse(sql: str) -> exp.Expr:
+    """The tree of ``sql`` if it is one statement qadvisor may plan; StatementError if not."""
+    statements = _statement_tokens(sql)
+    if not statements:
+        raise StatementError("no SQL statement: the text is empty or only comments")
+    if len(statements) > 1:
+        raise StatementError(f"{len(statements)} statements where {_PLANNABLE} is expected")
+    tokens = statements[0]
+    if tokens[0].token_type not in _STARTS:
+        raise _refused(_leading_words(tokens))
+    try:
+        with quiet_sqlglot():
+            tree = sqlglot.parse_one(_span(sql, tokens), dialect=DIALECT)
+    except ParseError as err:
+        raise StatementError(f"unparsable SQL: {_parse_error(err)}") from None
+    _check_tree(tree, tokens)
+    return tree
+
+
+def _check_tree(tree: exp.Expr, tokens: list[Token]) -> None:
+    main = main_statement(tree)
+    if not isinstance(main, exp.Select | exp.SetOperation | exp.Update | exp.Delete):
+        if tokens[0].token_type == TokenType.WITH:
+            raise _refused(f"WITH ... {main.key.upper()}")
+        # "(values (1))" starts with a parenthesis: name what sqlglot found inside instead.
+        raise _refused(_leading_words(tokens) if tokens[0].text.isalpha() else main.key.upper())
+    for node in tree.walk():
+        if isinstance(node, exp.Command):
+            raise StatementError(f"unparsable SQL: sqlglot cannot parse {node.name!r} here")
+        if isinstance(node, exp.Merge):
+            # UPDATE, DELETE and INSERT inside WITH are what claims do (pgqueuer logs each
+            # claim with an INSERT in the same statement); MERGE is not.
+            raise _refused(f"a data-modifying {node.key.upper()} inside WITH")
+        if isinstance(node, exp.Select) and node.args.get("into"):
+            raise _refused("SELECT INTO creates a table")
+        if isinstance(node, exp.Update) and not node.expressions:
+            # sqlglot accepts "UPDATE t SET" with nothing to set; PostgreSQL does not.
+            raise StatementError("unparsable SQL: UPDATE without SET assignments")
+
+
+def check_plannable(sql: str) -> None:
+    """Raise StatementError unless ``sql`` is exactly one SELECT, UPDATE, DELETE or WITH ...
+    statement (whose body is one of those).
+
+    Refused: EXPLAIN in any form, DDL, INSERT, MERGE, COPY, SET, DO, CALL, SELECT INTO,
+    several statements, empty or unparsable text, and MERGE inside WITH (UPDATE, DELETE and
+    INSERT inside WITH are allowed: such statements are only EXPLAINed, or with --analyze
+    run in a transaction that is rolled back).
+    """
+    parse(sql)
+
+
+def is_placeholder(dollar: Token, number: Token) -> bool:
+    # The tokenizer reads $12 as PARAMETER '$' followed by NUMBER '12'.
+    return (
+        dollar.token_type == TokenType.PARAMETER
+        and number.token_type == TokenType.NUMBER
+        and number.start == dollar.end + 1
+        and number.text.isdigit()
+    )
+
+
+def expression(text: str, what: str, into: type[exp.Expr] | None = None) -> exp.Expr:
+    """One SQL expression (a literal, an ORDER BY item, a condition), never a statement:
+    StatementError saying it is not ``what`` ("an SQL literal") otherwise."""
+    try:
+        with quiet_sqlglot():
+            node = sqlglot.parse_one(text, dialect=DIALECT, into=into)
+    except (ParseError, TokenError) as err:
+        raise StatementError(f"not {what}: {text!r} ({first_line(str(err))})") from None
+    if any(isinstance(n, exp.Query | exp.Command | exp.DML | exp.DDL) for n in node.walk()):
+        raise StatementError(f"not {what}: {text!r}")
+    return node
