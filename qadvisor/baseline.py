@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from qadvisor import __version__
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, read_json
 from qadvisor.model import (
     BaselineEntry,
     BaselineResult,
@@ -72,12 +72,7 @@ def _entry(f: Finding) -> dict[str, Any]:
 
 def load(path: Path) -> Baseline:
     """The baseline in ``path``; BaselineError, one line, when it is not one."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise BaselineError(f"{path} is not a qadvisor baseline (not JSON)") from None
+    data = read_json(path, "baseline", BaselineError)
     if not isinstance(data, dict) or MARKER not in data:
         what = _what_it_is(data)
         raise BaselineError(

@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from qadvisor import baseline
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, read_json
 from qadvisor.model import (
     BaselineEntry,
     Finding,
@@ -170,14 +170,10 @@ def gate(report: Report, settings: Settings) -> bool:
 
 
 def load_snapshot(path: Path) -> Snapshot:
+    data = read_json(path, "snapshot", SnapshotFileError)
     try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise SnapshotFileError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise SnapshotFileError(f"{path} is not a qadvisor snapshot (not JSON)") from None
-    try:
-        return Snapshot.from_dict(data)
+        # from_dict names what is wrong with anything that is not a snapshot, a list included.
+        return Snapshot.from_dict(cast(dict[str, Any], data))
     except (ValueError, TypeError, KeyError) as exc:
         raise SnapshotFileError(f"{path} is not a qadvisor snapshot: {exc}") from None
 
