@@ -33,7 +33,8 @@ def write(
 ) -> None:
     """The report in format ``fmt``; with ``annotations`` (GitHub Actions) and the text format,
     one workflow-command annotation per finding after it; ``verbose`` lists, in the text
-    format, what discovery did not take (the other formats always carry it)."""
+    format, what discovery did not take (JSON always carries it; the other formats leave it
+    out)."""
     if fmt == "text":
         terminal.write(report, out, verbose=verbose)
     else:
