@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from qadvisor import baseline
 from qadvisor.collect.connect import redact
@@ -173,7 +173,7 @@ def load_snapshot(path: Path) -> Snapshot:
     data = read_json(path, "snapshot", SnapshotFileError)
     try:
         # from_dict names what is wrong with anything that is not a snapshot, a list included.
-        return Snapshot.from_dict(cast(dict[str, Any], data))
+        return Snapshot.from_dict(data)
     except (ValueError, TypeError, KeyError) as exc:
         raise SnapshotFileError(f"{path} is not a qadvisor snapshot: {exc}") from None
 

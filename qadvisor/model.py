@@ -437,7 +437,7 @@ class Snapshot:
     @classmethod
     def from_dict(cls, data: Any) -> Snapshot:
         if not isinstance(data, dict) or data.get("format") != SNAPSHOT_FORMAT:
-            raise ValueError("not a qadvisor snapshot (missing or unknown 'format')")
+            raise ValueError("its 'format' is missing or unknown")
         return _build(cls, data)
 
 
