@@ -20,24 +20,8 @@ A name the built-in pack does not use is kept only with a reason (a comment at i
 
 from collections.abc import Iterator
 
-from qadvisor.dequeue import (
-    DequeueStatement,
-    KeyNotReturned,
-    Lateral,
-    LockClause,
-    OrderItem,
-    Param,
-    Predicate,
-    StatementError,
-    condition_columns,
-    window_partitions,
-    with_literals,
-    with_lock_outside,
-    with_order_by,
-    with_skip_locked,
-)
-from qadvisor.discover import selects_waiting
-from qadvisor.estimates import (
+from qadvisor.derive.discover import selects_waiting
+from qadvisor.derive.estimates import (
     MIN_SAMPLE_ROWS,
     LiveEstimate,
     Rates,
@@ -53,7 +37,33 @@ from qadvisor.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
-from qadvisor.fixes import (
+from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
+from qadvisor.derive.plans.explain_json import parse_explain
+from qadvisor.derive.plans.reading import (
+    describe_node,
+    indexes_used,
+    plan_outline,
+    scans,
+    sorts_over,
+)
+from qadvisor.derive.predicates import (
+    ValueJudgement,
+    index_predicate_columns,
+    operand_values,
+    predicate_implies,
+    predicate_text,
+    predicate_words,
+)
+from qadvisor.derive.statement_queues import (
+    dequeue_statements,
+    locking_statements,
+    statement_evidence,
+    statement_id,
+    statement_label,
+    statement_queue,
+    statement_target,
+)
+from qadvisor.fixes.builders import (
     CONCURRENT_BUILD_NOTE,
     IndexFix,
     IndexKey,
@@ -68,6 +78,13 @@ from qadvisor.fixes import (
     review,
     rewrite,
     table_setting,
+)
+from qadvisor.fixes.round_robin import (
+    existing_tenant_index,
+    round_robin_fix,
+    tenant_index,
+    tenant_index_sql,
+    tenant_order,
 )
 from qadvisor.model import (
     Column,
@@ -91,34 +108,30 @@ from qadvisor.model import (
     TenantCount,
     TenantFacts,
 )
-from qadvisor.plans.cache_mode import PlanCacheMode, plan_cache_mode
-from qadvisor.plans.explain_json import parse_explain
-from qadvisor.plans.reading import describe_node, indexes_used, plan_outline, scans, sorts_over
-from qadvisor.predicates import (
-    ValueJudgement,
-    index_predicate_columns,
-    operand_values,
-    predicate_implies,
-    predicate_text,
-    predicate_words,
-)
 from qadvisor.registry import Issue, NoOptions, Unmet, check
-from qadvisor.round_robin import (
-    existing_tenant_index,
-    round_robin_fix,
-    tenant_index,
-    tenant_index_sql,
-    tenant_order,
+from qadvisor.sql.dequeue import (
+    DequeueStatement,
+    KeyNotReturned,
+    Lateral,
+    LockClause,
+    OrderItem,
+    Param,
+    Predicate,
+    StatementError,
+    condition_columns,
+    window_partitions,
+    with_literals,
+    with_lock_outside,
+    with_order_by,
+    with_skip_locked,
 )
-from qadvisor.sqltext import array_literal, ident, index_name, literal, predicate_sql, qualified
-from qadvisor.statement_queues import (
-    dequeue_statements,
-    locking_statements,
-    statement_evidence,
-    statement_id,
-    statement_label,
-    statement_queue,
-    statement_target,
+from qadvisor.sql.printing import (
+    array_literal,
+    ident,
+    index_name,
+    literal,
+    predicate_sql,
+    qualified,
 )
 from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 
@@ -174,7 +187,7 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "vacuum_trigger",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
-    # SQL text stay in qadvisor.dequeue: a check never parses SQL itself.
+    # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.
     "DequeueStatement",
     "KeyNotReturned",
     "Lateral",

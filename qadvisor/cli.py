@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from qadvisor.model import Report
-    from qadvisor.settings import Settings
+    from qadvisor.settings.resolve import Settings
 
 T = TypeVar("T")
 
@@ -306,7 +306,7 @@ def check(
     lock_timeout, and only reads catalogs and statistics (never counts the archive).
     """
     from qadvisor import engine, render
-    from qadvisor.settings import Flags, resolve
+    from qadvisor.settings.resolve import Flags, resolve
 
     flags = Flags(
         dsn=dsn,
@@ -351,8 +351,9 @@ def _write_files(report: Report, settings: Settings) -> None:
     be written is exit 2 with nothing on stdout."""
     import io
 
-    from qadvisor import baseline, render
-    from qadvisor.outputs import OutputError, write_atomic
+    from qadvisor import render
+    from qadvisor.settings import baseline
+    from qadvisor.settings.outputs import OutputError, write_atomic
 
     files = []
     for fmt, path in settings.outputs:
@@ -390,7 +391,7 @@ def snapshot_cmd(
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
     from qadvisor import engine
-    from qadvisor.settings import Flags, resolve
+    from qadvisor.settings.resolve import Flags, resolve
 
     flags = Flags(
         dsn=dsn,
@@ -436,7 +437,7 @@ def demo(
     """
     from qadvisor import demo as demo_mod
     from qadvisor import render
-    from qadvisor.settings import defaults
+    from qadvisor.settings.resolve import defaults
 
     settings = _or_fail(lambda: defaults(fmt.value, command=("qadvisor", *sys.argv[1:])))
     report, kept = _or_fail(
@@ -464,7 +465,7 @@ def checks_cmd(
 ) -> None:
     """List every installed check: code, name, default severity, category, the facts it reads
     and the privileges they need (`qadvisor explain CODE` prints one check's page)."""
-    from qadvisor.docs import checks_json, checks_table
+    from qadvisor.docgen.pages import checks_json, checks_table
     from qadvisor.registry import load_checks
 
     checks = _or_fail(load_checks)
@@ -478,7 +479,7 @@ def explain(
     ] = None,
 ) -> None:
     """Show what a check finds, why it matters, how to fix it and when it stays quiet."""
-    from qadvisor.docs import check_list, check_page, find_check
+    from qadvisor.docgen.pages import check_list, check_page, find_check
     from qadvisor.registry import load_checks
 
     checks = _or_fail(load_checks)

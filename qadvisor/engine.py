@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from qadvisor import baseline
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
+from qadvisor.derive.statement_queues import statement_id
 from qadvisor.errors import InputError, read_json
 from qadvisor.model import (
     BaselineEntry,
@@ -41,8 +41,8 @@ from qadvisor.model import (
     Statement,
 )
 from qadvisor.registry import Check, Issue, Unmet
-from qadvisor.settings import Settings, repo_path
-from qadvisor.statement_queues import statement_id
+from qadvisor.settings import baseline
+from qadvisor.settings.resolve import Settings, repo_path
 
 # Called while --sample waits: (seconds elapsed, seconds in all).
 Progress = Callable[[float, float], None]

@@ -4,7 +4,7 @@ A check names the facts it reads (``@check(..., requires=("live_set", ...))``). 
 for each fact, where it comes from, which privilege the role needs (with the GRANT that gives
 it) and which lock of another session keeps it from being read at once. The collector words its
 records of hidden facts with these GRANTs; ``docs/privileges.md`` is generated from this table
-and the checks' declarations (``python -m qadvisor.docs``), and a test keeps it in sync.
+and the checks' declarations (``python -m qadvisor.docgen.pages``), and a test keeps it in sync.
 
 A GRANT is a template: ``{role}`` is the role qadvisor connects as, ``{schema}`` a schema,
 ``{table}`` a schema-qualified table, ``{columns}`` a list of columns, all quoted as needed.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from qadvisor.sqltext import ident, qualified
+from qadvisor.sql.printing import ident, qualified
 
 
 @dataclass(frozen=True)

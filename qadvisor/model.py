@@ -14,7 +14,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from qadvisor.dequeue import DequeueStatement, PredicateOp
+from qadvisor.sql.dequeue import DequeueStatement, PredicateOp
 
 SNAPSHOT_FORMAT = 1
 

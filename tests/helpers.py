@@ -18,7 +18,7 @@ import psycopg.sql
 
 from qadvisor.model import Finding, Report
 from qadvisor.render.json import fix_dict, report_dict
-from qadvisor.settings import ENV_VARIABLES
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.conftest import TestDB
 from tests.json_schemas import assert_valid_report
 

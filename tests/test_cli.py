@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.collect.test_statements_collect import build_claim_queue, run_claims
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 from tests.json_schemas import assert_valid_snapshot
-from tests.test_statements_collect import build_claim_queue, run_claims
 
 SECRET = "s3cr3t-Pa55"
 

@@ -17,7 +17,7 @@ from qadvisor.engine import SnapshotFileError
 from qadvisor.model import Report, Severity
 from qadvisor.registry import load_checks
 from qadvisor.render import sarif
-from qadvisor.settings import Flags, Settings, resolve
+from qadvisor.settings.resolve import Flags, Settings, resolve
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import build_archive_queue, check

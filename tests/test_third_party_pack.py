@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from qadvisor.docs import check_page
+from qadvisor.docgen.pages import check_page
 from qadvisor.engine import run_checks
 from qadvisor.model import Severity, Skip, TableStats
 from qadvisor.registry import Check, PackError, load_checks

@@ -19,7 +19,6 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from qadvisor import discover
 from qadvisor.collect import queries as q
 from qadvisor.collect.locks import (
     ACCESS_SHARE,
@@ -29,12 +28,13 @@ from qadvisor.collect.locks import (
     Locks,
     describe_all,
 )
-from qadvisor.dequeue import DequeueStatement
-from qadvisor.estimates import live_index
+from qadvisor.derive import discover
+from qadvisor.derive.estimates import live_index
+from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
-from qadvisor.sqltext import ident, qualified
-from qadvisor.statement_queues import queues_named
+from qadvisor.sql.dequeue import DequeueStatement
+from qadvisor.sql.printing import ident, qualified
 
 Conn = psycopg.Connection[Any]
 

@@ -10,7 +10,7 @@ import psycopg
 from psycopg import conninfo
 
 from qadvisor.errors import InputError
-from qadvisor.settings import SessionLimits
+from qadvisor.settings.resolve import SessionLimits
 
 __all__ = ["ConnectError", "SessionLimits", "connect", "describe", "redact"]
 

@@ -14,7 +14,7 @@ called ones first (one query, functions.sql). The relations and types their clai
 second query (function_relations.sql). Both read only catalogs that every role may read, so
 a role with nothing but ``pg_monitor`` sees the same claims.
 
-Each returned ``FunctionClaim`` (qadvisor.function_claims) is one row-locking statement of a
+Each returned ``FunctionClaim`` (qadvisor.sql.function_claims) is one row-locking statement of a
 body: ``text`` to ``PREPARE`` with ``param_types`` (``$k`` has type ``param_types[k-1]``), or
 a ``skip`` saying why it cannot be planned. A statement that pg_stat_statements recorded
 inside a function (``track = all``, ``toplevel = false``) is found among them with
@@ -32,7 +32,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor.collect.queries import first_line, query_text
-from qadvisor.function_claims import (
+from qadvisor.sql.function_claims import (
     Argument,
     Catalog,
     FunctionClaim,
@@ -43,7 +43,7 @@ from qadvisor.function_claims import (
     names_to_look_up,
     read,
 )
-from qadvisor.recorded_statements import called_functions
+from qadvisor.sql.recorded_statements import called_functions
 
 Conn = psycopg.Connection[Any]
 

@@ -41,13 +41,13 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from qadvisor import dequeue
 from qadvisor.collect.queries import first_line
+from qadvisor.derive.plans.explain_json import parse_explain
+from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
+from qadvisor.derive.predicates import index_predicate_columns
 from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
-from qadvisor.plans.explain_json import parse_explain
-from qadvisor.plans.reading import SORT_NODES, indexes_used
-from qadvisor.predicates import index_predicate_columns
-from qadvisor.sqltext import RANGE_OPS, array_literal, ident, literal
+from qadvisor.sql import dequeue
+from qadvisor.sql.printing import RANGE_OPS, array_literal, ident, literal
 
 Conn = psycopg.Connection[Any]
 

@@ -14,7 +14,7 @@ from qadvisor.collect.connect import connect, redact
 from qadvisor.collect.errors import CollectError
 from qadvisor.collect.snapshot import collect
 from qadvisor.model import Snapshot
-from qadvisor.settings import Settings
+from qadvisor.settings.resolve import Settings
 
 
 def snapshot_of(

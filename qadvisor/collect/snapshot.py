@@ -26,7 +26,6 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from qadvisor import claims, discover, names
 from qadvisor.collect import queries as q
 from qadvisor.collect import statements
 from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
@@ -37,6 +36,8 @@ from qadvisor.collect.planner import plan_statements
 from qadvisor.collect.queries import first_line, function_calls, pg_stat_statements
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
+from qadvisor.derive import claims, discover, names
+from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import (
     Column,
     ColumnStats,
@@ -53,7 +54,6 @@ from qadvisor.model import (
     Table,
     TableStats,
 )
-from qadvisor.statement_queues import statement_label
 
 Conn = psycopg.Connection[Any]
 T = TypeVar("T")

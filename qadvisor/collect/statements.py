@@ -11,7 +11,7 @@ Where they come from:
   row-locking dequeues are left alone (a repository's SQL file holds migrations too).
 
 Names: pg_stat_statements keeps ``FROM jobs`` as the application wrote it. Each statement's
-tables are resolved (``qadvisor.names``) under the search_path of the roles that ran it, in
+tables are resolved (``qadvisor.derive.names``) under the search_path of the roles that ran it, in
 this database; where that finds nothing (a driver or pooler that sets search_path itself),
 under each schema that has a table of the queue table's name, so a schema-per-tenant database
 gives one statement per schema. A statement on a partitioned table is one statement per leaf
@@ -20,7 +20,8 @@ statement: the planner plans under its search_path, and every query derived from
 rotation table's count, tenant probes) uses the schema its names resolved to.
 
 Claims: only statements that choose which job to take are judged as dequeues
-(``qadvisor.claims``); foreign-key checks and key locks are kept as ``LeftOut`` with the reason.
+(``qadvisor.derive.claims``); foreign-key checks and key locks are kept as ``LeftOut`` with
+the reason.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from qadvisor import claims, dequeue, names
-from qadvisor.discover import Claim
-from qadvisor.function_claims import FunctionClaim
+from qadvisor.derive import claims, names
+from qadvisor.derive.discover import Claim
+from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import LeftOut, Statement
-from qadvisor.recorded_statements import called_functions, match_nested
-from qadvisor.statement_queues import statement_label
+from qadvisor.sql import dequeue
+from qadvisor.sql.function_claims import FunctionClaim
+from qadvisor.sql.recorded_statements import called_functions, match_nested
 
 # pg_stat_statements keeps a SQL-level PREPARE with its statement: "PREPARE s(text) AS ...".
 _PREPARE_PREFIX = re.compile(

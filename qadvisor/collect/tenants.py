@@ -22,7 +22,7 @@ recorded with the GRANT or the lock. The rotation table is found by a catalog lo
 resolved along the session's search_path) and its privileges read by OID. The number of
 queries is fixed per queue table (at most six), however many tenants there are.
 Identifiers are composed with psycopg.sql; the live predicate is rendered by
-qadvisor.sqltext.predicate_sql, which quotes its identifiers and literals.
+qadvisor.sql.printing.predicate_sql, which quotes its identifiers and literals.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from psycopg.rows import dict_row
 from qadvisor.collect.access import Guard, read_access
 from qadvisor.collect.queries import query_text
 from qadvisor.collect.table_names import Resolved, find_table
-from qadvisor.dequeue import Lateral
-from qadvisor.estimates import parse_index_predicate, same_predicate
+from qadvisor.derive.estimates import parse_index_predicate, same_predicate
 from qadvisor.model import Index, LivePredicate, Queue, Statement, Table, TenantCount, TenantFacts
-from qadvisor.sqltext import predicate_sql, qualified
+from qadvisor.sql.dequeue import Lateral
+from qadvisor.sql.printing import predicate_sql, qualified
 
 Conn = psycopg.Connection[Any]
 

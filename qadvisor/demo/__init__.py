@@ -18,7 +18,7 @@ from pathlib import Path
 
 from qadvisor.errors import InputError
 from qadvisor.model import Report
-from qadvisor.settings import Settings
+from qadvisor.settings.resolve import Settings
 
 
 class DemoError(InputError):

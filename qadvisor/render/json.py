@@ -8,7 +8,7 @@ from typing import Any, TextIO
 from qadvisor import __version__
 from qadvisor.model import BaselineEntry, Finding, Fix, FixStep, Location, Report
 from qadvisor.render.values import statement_start
-from qadvisor.sqltext import predicate_sql
+from qadvisor.sql.printing import predicate_sql
 
 SCHEMA_VERSION = 1
 

@@ -25,7 +25,7 @@ from qadvisor.render.verdict import (
     not_judged_lines,
     verdict,
 )
-from qadvisor.sqltext import predicate_sql
+from qadvisor.sql.printing import predicate_sql
 
 _SAFETY = {
     "safe": "safe: can run as printed on a live system",

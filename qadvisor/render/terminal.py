@@ -23,7 +23,7 @@ from qadvisor.render.verdict import (
     not_judged_lines,
     verdict,
 )
-from qadvisor.sqltext import predicate_sql
+from qadvisor.sql.printing import predicate_sql
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 

@@ -1,0 +1,518 @@
+"""Which tables are job queues, and what makes a row live: a pure decision over catalog facts.
+
+The strongest evidence is a claim: a row-locking statement that chooses which job to take
+(``... FOR UPDATE SKIP LOCKED``, or ``ORDER BY ... LIMIT ... FOR UPDATE``) from a table, in
+pg_stat_statements, in a ``--query-file`` or in a function's body. A claimed table is a queue
+whatever its columns are called, and the claim's own condition on it is the live predicate:
+status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum range
+(``state < 'active'``). Where the claim compares with a parameter (pg_stat_statements shows
+every constant as ``$n``), the values come from the weaker evidence: a partial index on that
+column, a known library's shape, the column's enum labels or most common values.
+
+Without a claim, structure is the evidence: a partial index on a live predicate, the shape of
+a known library, status values some waiting and some finished. A partial index on a finished
+state (a pruner's ``WHERE state = 'completed'``) is never the live set. When claims are known
+for the database, status values alone no longer make a queue (a log of job states has them
+too): such a table is rejected, with the reason.
+
+Every decision carries its evidence, and every candidate that was not taken its reason, so a
+user can see why a table was (or was not) taken for a queue.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from qadvisor.derive.estimates import parse_index_predicate
+from qadvisor.derive.predicates import operand_values
+from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
+from qadvisor.sql.dequeue import Predicate
+from qadvisor.sql.printing import ident, qualified
+
+# Status values that mean "waiting to be claimed", in the order they are preferred.
+LIVE_WORDS = (
+    "pending", "queued", "available", "ready", "todo", "new", "enqueued", "waiting",
+    "scheduled", "created", "retry", "retryable", "runnable", "open",
+)  # fmt: skip
+# Status values of finished rows: the archive.
+ARCHIVE_WORDS = frozenset(
+    """
+    done completed complete succeeded success successful finished failed failure
+    cancelled canceled discarded archived dead expired aborted processed error errored
+    exception
+    """.split()  # noqa: SIM905
+)
+# Status values of rows a worker holds: neither waiting nor finished.
+INFLIGHT_WORDS = frozenset(
+    """
+    active running executing doing processing started picked locked claimed working busy
+    in_progress inprogress
+    """.split()  # noqa: SIM905
+)
+STATUS_TYPES = ("text", "character varying", "character", "smallint", "integer", "USER-DEFINED")
+# Words in a nullable timestamp's name that mark a finished job: ``finished_at IS NULL`` is
+# the live set; ``locked_at IS NULL`` in the same claim is a second condition, not the set.
+_FINISH_WORDS = ("finish", "complet", "done", "process", "perform", "end", "succeed", "fail",
+                 "discard", "cancel", "archiv")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CandidateColumn:
+    schema: str
+    table: str
+    relid: int
+    column: str
+    type: str
+    not_null: bool
+    enum_labels: tuple[str, ...] | None
+    indexed: bool
+    common_values: tuple[str, ...] | None
+    # pg_stats shows a column only to roles that may SELECT it.
+    readable: bool = True
+    # A partitioned table: it has no rows of its own, its partitions do.
+    partitioned: bool = False
+
+    @property
+    def is_status(self) -> bool:
+        name = self.column.lower()
+        return name.endswith(("status", "state", "statename"))
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return self.enum_labels or self.common_values or ()
+
+
+@dataclass(frozen=True)
+class PartialIndex:
+    schema: str
+    table: str
+    relid: int
+    index: str
+    predicate: str
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim statement on one table, as discovery evidence."""
+
+    relid: int
+    schema: str
+    table: str
+    label: str  # where it was seen: "pg_stat_statements 3f9a2c1b0d (15,210 calls)"
+    predicates: tuple[Predicate, ...]  # its conditions on this table
+    skip_locked: bool = True
+    via: str | None = None  # "schema.table" it named, when that is its partitioned parent
+    calls: int | None = None  # pg_stat_statements calls, when seen there
+
+
+@dataclass(frozen=True)
+class Library:
+    """A well-known queue library, recognised by the shape of its table, not its name."""
+
+    name: str
+    columns: frozenset[str]
+    labels: frozenset[str]  # enum labels the status column must have (empty: any)
+    live: LivePredicate
+
+
+LIBRARIES = (
+    Library("Oban", frozenset({"state", "queue", "worker", "args", "scheduled_at"}),
+            frozenset({"available", "executing", "retryable", "completed", "discarded"}),
+            LivePredicate("state", "in", ("available",), "queue library Oban")),
+    Library("River", frozenset({"state", "queue", "kind", "args", "scheduled_at"}),
+            frozenset({"available", "running", "retryable", "completed", "discarded"}),
+            LivePredicate("state", "in", ("available",), "queue library River")),
+    Library("procrastinate", frozenset({"status", "queue_name", "task_name", "args"}),
+            frozenset({"todo", "doing", "succeeded", "failed"}),
+            LivePredicate("status", "in", ("todo",), "queue library procrastinate")),
+    Library("pg-boss", frozenset({"state", "name", "data", "startafter"}),
+            frozenset({"created", "retry", "active", "completed"}),
+            LivePredicate("state", "in", ("created", "retry"), "queue library pg-boss")),
+    Library("GoodJob", frozenset({"finished_at", "performed_at", "scheduled_at", "queue_name",
+                                  "active_job_id"}), frozenset(),
+            LivePredicate("finished_at", "is null", (), "queue library GoodJob")),
+    Library("Que", frozenset({"finished_at", "expired_at", "run_at", "job_class"}), frozenset(),
+            LivePredicate("finished_at", "is null", (), "queue library Que")),
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Decision:
+    schema: str
+    table: str
+    relid: int
+    live: LivePredicate | None
+    reason: str
+
+
+@dataclass
+class _Evidence:
+    schema: str = ""
+    table: str = ""
+    relid: int = 0
+    columns: list[CandidateColumn] = field(default_factory=list)
+    partials: list[tuple[PartialIndex, LivePredicate]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    role: str = "<role>"  # the role qadvisor reads as, for the GRANTs it names
+
+    def column(self, name: str) -> CandidateColumn | None:
+        return next((c for c in self.columns if c.column == name), None)
+
+
+def decide(
+    columns: Iterable[CandidateColumn],
+    partials: Iterable[PartialIndex],
+    claims: Iterable[Claim],
+    all_columns: dict[int, frozenset[str]] | None = None,
+    explicit: Sequence[tuple[str, str, int]] = (),
+    rejected: list[Rejected] | None = None,
+    role: str = "<role>",
+) -> list[Decision]:
+    """Queue tables with their live predicate and the evidence they were taken on.
+
+    ``explicit`` (from ``--table``) wins: those tables are queues whatever they look like,
+    and discovery does not add others. ``all_columns`` maps relid to every column name, for
+    recognising libraries by shape. Candidates that were not taken are appended to
+    ``rejected`` with the reason.
+    """
+    by_table: dict[tuple[str, str], _Evidence] = defaultdict(_Evidence)
+
+    def evidence(schema: str, table: str, relid: int) -> _Evidence:
+        ev = by_table[(schema, table)]
+        ev.schema, ev.table, ev.relid, ev.role = schema, table, relid, role
+        return ev
+
+    for c in columns:
+        ev = evidence(c.schema, c.table, c.relid)
+        if all(x.column != c.column for x in ev.columns):
+            ev.columns.append(c)
+    for p in partials:
+        live = parse_index_predicate(p.predicate)
+        if live is not None:
+            evidence(p.schema, p.table, p.relid).partials.append((p, live))
+    claim_list = list(claims)
+    for cl in claim_list:
+        evidence(cl.schema, cl.table, cl.relid).claims.append(cl)
+
+    decisions: list[Decision] = []
+    if explicit:
+        for schema, table, relid in explicit:
+            ev = by_table.get((schema, table)) or _Evidence(schema, table, relid, role=role)
+            ev.relid = relid
+            live, why = _live_predicate(ev, all_columns)
+            reason = "named with --table" + (f"; {why}" if why else "")
+            decisions.append(Decision(schema, table, relid, live, reason))
+        return decisions
+
+    claims_known = bool(claim_list)
+    through = {c.via for c in claim_list if c.via}
+    for (schema, table), ev in sorted(by_table.items()):
+        if any(c.partitioned for c in ev.columns) and not ev.claims:
+            # Sizes, statistics and autovacuum are its partitions': they are the queues.
+            if rejected is not None and (_worth_reporting(ev) or f"{schema}.{table}" in through):
+                how = (
+                    "its partitions are judged as the queue tables (the claims name it)"
+                    if f"{schema}.{table}" in through
+                    else "a claim that names it makes its partitions the queue tables; or "
+                    "name them with --table"
+                )
+                rejected.append(Rejected(schema, table, f"a partitioned table: {how}"))
+            continue
+        live, why = _live_predicate(ev, all_columns)
+        signals = _signals(ev, live, claims_known)
+        if ev.claims and (live is not None or _structure(ev, all_columns)):
+            decisions.append(Decision(schema, table, ev.relid, live, "; ".join([*signals, why])))
+            continue
+        if ev.claims:
+            # SKIP LOCKED on a table whose rows wait for nothing (a clean-up of stale
+            # bookkeeping rows): judging it as a queue would only say "live set unknown".
+            if rejected is not None:
+                rejected.append(Rejected(schema, table, (
+                    f"{signals[0]}, but no condition of the claim on {table} can be a live "
+                    "predicate (a status, a boolean, IS NULL) and nothing else marks it as a "
+                    "queue"
+                )))  # fmt: skip
+            continue
+        if live is not None and signals:
+            decisions.append(Decision(schema, table, ev.relid, live, "; ".join([why, *signals])))
+            continue
+        # A status column whose values read like no queue's (a users table's active /
+        # inactive) is no candidate: listing every such table would bury the real ones.
+        if rejected is not None and (ev.partials or live is not None or _hidden_status(ev)):
+            rejected.append(Rejected(schema, table, _rejection(ev, live, why, claims_known)))
+    return decisions
+
+
+# --- the live predicate -----------------------------------------------------------------
+
+
+def _live_predicate(
+    ev: _Evidence, all_columns: dict[int, frozenset[str]] | None
+) -> tuple[LivePredicate | None, str]:
+    # 0. The claim's own condition on the table.
+    # The claim workers run most says what they wait for (a stager or a dependency resolver
+    # on the same table claims other states, less often).
+    for claim in sorted(ev.claims, key=lambda c: (not c.skip_locked, -(c.calls or 0))):
+        live, why = _claim_live(ev, claim, all_columns)
+        if live is not None or why:
+            return live, why
+    # 1. A partial index on a status-like or *_at column: the schema says what live means.
+    for p, live in ev.partials:
+        col = ev.column(live.column)
+        if col is not None and (col.is_status or live.op == "is null") and _waiting(live):
+            return (
+                LivePredicate(live.column, live.op, live.values, f"partial index {p.index}"),
+                f"live predicate from partial index {p.index}",
+            )
+    # 2. The shape of a well-known library.
+    lib = _library(ev, all_columns)
+    if lib is not None:
+        return lib.live, f"shape of a {lib.name} table"
+    # 3. Status values that read like a queue's: some waiting, some finished.
+    for col in ev.columns:
+        if not col.is_status:
+            continue
+        live_values = _waiting_values(col.values)
+        if not live_values:
+            continue
+        chosen = tuple(live_values[:1])
+        live = LivePredicate(col.column, "in", chosen, f"status values of {col.column}")
+        finished = sorted(v for v in col.values if v.lower() in ARCHIVE_WORDS)
+        if finished:
+            return live, (
+                f"column {col.column} holds waiting ({', '.join(chosen)}) and finished "
+                f"({', '.join(finished)}) values"
+            )
+    hidden = _hidden_status(ev)
+    if hidden:
+        return None, hidden
+    return None, "no live predicate could be derived (no partial index, no known status values)"
+
+
+def _hidden_status(ev: _Evidence) -> str:
+    hidden = [c.column for c in ev.columns if c.is_status and not c.readable and not c.enum_labels]
+    if not hidden:
+        return ""
+    return (
+        f"no live predicate: the values of {hidden[0]} are hidden from this role "
+        f"(pg_stats needs SELECT on the column: GRANT SELECT ({ident(hidden[0])}) ON "
+        f"{qualified(ev.schema, ev.table)} TO {_role(ev.role)};)"
+    )
+
+
+def selects_waiting(live: LivePredicate) -> bool:
+    """A partial index predicate that selects waiting rows only, none finished or running:
+    the kind of index a claim is meant to use (not a pruner's or a lock index)."""
+    return _waiting(live)
+
+
+def _waiting(live: LivePredicate) -> bool:
+    """A partial index predicate that selects waiting rows only, none finished or running
+    (``status IN ('todo', 'doing')`` is a lock index: it holds the jobs workers have)."""
+    if live.op != "in":
+        return True
+    return not any(v.lower() in ARCHIVE_WORDS | INFLIGHT_WORDS for v in live.values)
+
+
+def _role(role: str) -> str:
+    return role if role == "<role>" else ident(role)  # a placeholder stays as it reads
+
+
+def _waiting_values(values: Iterable[str]) -> list[str]:
+    """The values that read as waiting, in the order LIVE_WORDS prefers, spelled as stored
+    (Django's statuses are upper case: READY)."""
+    by_word = {v.lower(): v for v in values}
+    return [by_word[w] for w in LIVE_WORDS if w in by_word]
+
+
+def _claim_live(
+    ev: _Evidence, claim: Claim, all_columns: dict[int, frozenset[str]] | None
+) -> tuple[LivePredicate | None, str]:
+    """The live predicate a claim waits for; ('', None) when it has no condition that can be
+    one (then structure decides)."""
+    ranked = sorted(
+        (p for p in claim.predicates if _rank(ev, p) is not None),
+        key=lambda p: _rank(ev, p) or 0,
+    )
+    for pred in ranked:
+        col = ev.column(pred.column)
+        live, inferred = _claim_values(ev, pred, col, all_columns)
+        where = f"claim {claim.label}"
+        if live is not None:
+            source = where + (f"; values from {inferred}" if inferred else "")
+            live = LivePredicate(live.column, live.op, live.values, source)
+            text = pred.text if not inferred else f"{pred.text} with {inferred}"
+            return live, f"live predicate {text} from {where}"
+        return None, (
+            f"the claim {claim.label} waits for {pred.text}, but the value of its parameter "
+            f"is not known: {inferred}"
+        )
+    return None, ""
+
+
+def _rank(ev: _Evidence, pred: Predicate) -> int | None:
+    """How strongly a claim's condition reads as its live predicate (lower is stronger)."""
+    col = ev.column(pred.column)
+    if col is None:
+        return None
+    if (col.is_status or col.enum_labels) and pred.op in (
+        "=", "in", "any", "<", "<=", ">", ">=", "<>", "not in"
+    ):  # fmt: skip
+        return 0
+    if col.type == "boolean" and pred.op in ("true", "false", "="):
+        return 1
+    if pred.op == "is null" and not col.not_null:
+        return 2 if any(w in col.column.lower() for w in _FINISH_WORDS) else 3
+    return None
+
+
+def _claim_values(
+    ev: _Evidence,
+    pred: Predicate,
+    col: CandidateColumn | None,
+    all_columns: dict[int, frozenset[str]] | None,
+) -> tuple[LivePredicate | None, str]:
+    """The claim's condition as a LivePredicate, and where its values came from when they
+    were not literals in the claim ('' when they were)."""
+    assert col is not None
+    if pred.op == "is null":
+        return LivePredicate(col.column, "is null"), ""
+    if pred.op in ("true", "false"):
+        return LivePredicate(col.column, pred.op), ""
+    literals = operand_values(pred, {})
+    if col.type == "boolean" and pred.op == "=":
+        if literals and literals[0].lower() in ("true", "t", "false", "f"):
+            return LivePredicate(col.column, "true" if literals[0][0] in "tT" else "false"), ""
+        return None, "a boolean compared with a parameter"
+    op = live_op(pred.op)
+    if op is None:  # _rank admits no other condition
+        return None, f"{pred.text} is no live predicate"
+    if literals:
+        if op in ("<", "<=", ">", ">=") and len(literals) != 1:
+            return None, "a range with several bounds"
+        return LivePredicate(col.column, op, tuple(dict.fromkeys(literals))), ""
+    return _inferred(ev, col, op, all_columns, single=pred.op in ("=", "<>"))
+
+
+def _inferred(
+    ev: _Evidence,
+    col: CandidateColumn,
+    op: LiveOp,
+    all_columns: dict[int, frozenset[str]] | None,
+    single: bool = False,
+) -> tuple[LivePredicate | None, str]:
+    """Values for a claim that compares ``col`` with a parameter (``single``: one value,
+    ``=`` or ``<>``, not a list)."""
+    if op in ("in", "not in"):
+        for p, live in ev.partials:
+            if live.column != col.column or live.op != "in" or _waiting(live) != (op == "in"):
+                continue
+            if single and len(live.values) != 1:
+                continue  # "state = $1" binds one value: not the stager's IN (a, b)
+            return LivePredicate(col.column, op, live.values), f"partial index {p.index}"
+        lib = _library(ev, all_columns)
+        if lib is not None and lib.live.column == col.column and op == "in":
+            return LivePredicate(col.column, "in", lib.live.values), f"the {lib.name} shape"
+    values = col.values
+    what = "enum labels" if col.enum_labels else "most common values"
+    if not values:
+        hidden = _hidden_status(ev)
+        return None, hidden or f"no partial index on {col.column} and no statistics of it"
+    if op == "in":
+        waiting = _waiting_values(values)
+        if waiting:
+            return LivePredicate(col.column, "in", (waiting[0],)), f"the {what} of {col.column}"
+    if op == "not in":
+        finished = [v for v in values if v.lower() in ARCHIVE_WORDS]
+        if finished:
+            return LivePredicate(col.column, op, tuple(finished)), f"the {what} of {col.column}"
+    if op in ("<", "<=") and col.enum_labels:
+        # An enum whose order is the life cycle: the live range ends before the first label
+        # of a job that is running or finished.
+        labels = col.enum_labels
+        ended = INFLIGHT_WORDS | ARCHIVE_WORDS
+        cut = next((i for i, v in enumerate(labels) if v.lower() in ended), None)
+        if cut:
+            bound = labels[cut] if op == "<" else labels[cut - 1]
+            return LivePredicate(col.column, op, (bound,)), (
+                f"the order of enum {col.type} (the first running or finished label is "
+                f"{labels[cut]})"
+            )
+    return None, f"none of the {what} of {col.column} reads as waiting"
+
+
+def _library(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> Library | None:
+    names = (all_columns or {}).get(ev.relid, frozenset(c.column for c in ev.columns))
+    for lib in LIBRARIES:
+        if not lib.columns <= names:
+            continue
+        if lib.labels:
+            col = ev.column(lib.live.column)
+            if col is None or not lib.labels <= set(col.enum_labels or col.common_values or ()):
+                continue
+        return lib
+    return None
+
+
+# --- reasons ----------------------------------------------------------------------------
+
+
+def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> list[str]:
+    signals: list[str] = []
+    if ev.claims:
+        skip = sum(1 for c in ev.claims if c.skip_locked)
+        labels = ", ".join(c.label for c in ev.claims[:3])
+        more = f" and {len(ev.claims) - 3} more" if len(ev.claims) > 3 else ""
+        what = "SKIP LOCKED claim" if skip == len(ev.claims) else "claim"
+        signals.append(f"{len(ev.claims)} {what}(s): {labels}{more}")
+        via = sorted({c.via for c in ev.claims if c.via})
+        if via:
+            signals.append(f"a partition of {', '.join(via)}, which the claim names")
+    waiting = [p for p, lp in ev.partials if _waiting(lp) and _live_like(ev, lp)]
+    if waiting:
+        signals.append(f"{len(waiting)} partial index(es) on a live predicate")
+    if live is not None and live.source.startswith("queue library"):
+        signals.append(live.source.replace("queue library", "recognised as"))
+    if live is not None and live.source.startswith("status values") and not claims_known:
+        col = ev.column(live.column)
+        if col is not None and col.indexed:
+            signals.append(f"an index on {live.column}")
+    return signals
+
+
+def _live_like(ev: _Evidence, live: LivePredicate) -> bool:
+    """A partial index predicate on a status-like column or ``*_at IS NULL``: evidence of a
+    live set. A boolean (``WHERE NOT aggregated`` of a log's aggregator) is not, unless a
+    claim waits on it."""
+    col = ev.column(live.column)
+    return live.op == "is null" or (col is not None and col.is_status)
+
+
+def _structure(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> bool:
+    """Evidence other than the claim: a status-like column, a partial index on a live
+    predicate, a library's shape."""
+    return (
+        any(_live_like(ev, lp) for _, lp in ev.partials)
+        or any(c.is_status for c in ev.columns)
+        or (_library(ev, all_columns) is not None)
+    )
+
+
+def _worth_reporting(ev: _Evidence) -> bool:
+    return bool(ev.partials) or any(c.is_status for c in ev.columns)
+
+
+def _rejection(ev: _Evidence, live: LivePredicate | None, why: str, claims_known: bool) -> str:
+    if live is not None and claims_known and live.source.startswith("status values"):
+        return f"{why}, but no known claim reads it (claims are known for other tables)"
+    if live is not None:
+        return f"{why}, but nothing else marks it as a queue (no claim, partial index or index)"
+    pruners = [p.index for p, lp in ev.partials if not _waiting(lp)]
+    if pruners:
+        return (
+            f"{why}; its partial index(es) {', '.join(pruners)} select finished or running "
+            "rows, not waiting ones"
+        )
+    return why

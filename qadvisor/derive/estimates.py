@@ -1,0 +1,336 @@
+"""Numbers derived from a snapshot that several checks share: live set, vacuum trigger, sizes.
+
+Everything here is a pure function of snapshot data; none of it reads a table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from qadvisor.derive.predicates import operand_values
+from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table, live_op
+from qadvisor.sql.dequeue import StatementError, condition_predicates
+from qadvisor.sql.printing import RANGE_OPS, qualified
+from qadvisor.units import nice_ceil
+
+PAGE_BYTES = 8192
+# A btree page keeps 24 bytes of page header and 16 of btree special space.
+_BTREE_USABLE = PAGE_BYTES - 24 - 16
+# CREATE INDEX fills btree leaves to 90 % (the default fillfactor for btree).
+_BTREE_FILL = 0.90
+
+_TYPE_WIDTH = {
+    "boolean": 1,
+    "smallint": 2,
+    "integer": 4,
+    "bigint": 8,
+    "date": 4,
+    "real": 4,
+    "double precision": 8,
+    "timestamp with time zone": 8,
+    "timestamp without time zone": 8,
+    "uuid": 16,
+    "oid": 4,
+}
+
+
+@dataclass(frozen=True)
+class LiveEstimate:
+    rows: float | None
+    source: str  # how it was estimated, or why it could not be
+    fraction: float | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.rows is not None
+
+
+def parse_index_predicate(predicate: str) -> LivePredicate | None:
+    """Read ``pg_get_expr`` output of a partial index into a live predicate, when it is one.
+
+    One condition on one column: ``(status = 'x'::type)``, ``((status)::text = 'x'::text)``,
+    ``(status = ANY (ARRAY['a'::text, 'b'::text]))``, ``status IN (...)``, ``<>`` / ``NOT IN``,
+    ``(col IS NULL)``, a boolean column or its ``NOT``, or an enum range ``(state <
+    'active'::job_state)``. Anything else (several conjuncts, functions, parameters) is not a
+    simple live predicate. Parsed with the statement parser, not pattern-matched.
+    """
+    try:
+        conditions = condition_predicates(predicate)
+    except StatementError:
+        return None
+    if len(conditions) != 1:
+        return None
+    (pred,) = conditions
+    if pred.op in ("is null", "true", "false"):
+        return LivePredicate(pred.column, pred.op)
+    values = operand_values(pred, {})
+    if not values:
+        return None
+    op = live_op(pred.op)
+    if op in ("in", "not in"):
+        return LivePredicate(pred.column, op, tuple(dict.fromkeys(values)))
+    if op in RANGE_OPS and len(values) == 1:
+        return LivePredicate(pred.column, op, values)
+    return None
+
+
+def same_predicate(a: LivePredicate, b: LivePredicate) -> bool:
+    return a.column == b.column and a.op == b.op and set(a.values) == set(b.values)
+
+
+def live_index(table: Table, live: LivePredicate) -> Index | None:
+    """A valid partial index whose predicate is exactly the live predicate."""
+    for idx in table.indexes:
+        if idx.is_valid and idx.predicate:
+            parsed = parse_index_predicate(idx.predicate)
+            if parsed and same_predicate(parsed, live):
+                return idx
+    return None
+
+
+def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
+    """Rows in the live set, from statistics only (a count would read the whole archive)."""
+    if live is None:
+        return LiveEstimate(None, "no live predicate is known for this table")
+    if table.reltuples < 0:
+        return LiveEstimate(None, "the table has never been analyzed (reltuples = -1)")
+    idx = live_index(table, live)
+    # VACUUM counts a partial index's entries exactly and ANALYZE estimates them from its
+    # sample, so the live-set index is the best statistic there is.
+    if idx is not None and idx.reltuples >= 0:
+        frac = idx.reltuples / table.reltuples if table.reltuples > 0 else None
+        return LiveEstimate(idx.reltuples, f"reltuples of partial index {idx.name}", frac)
+    stats = table.stats_of(live.column)
+    if stats is None:
+        if not table.stats_visible:
+            return LiveEstimate(
+                None,
+                f"pg_stats of {live.column} is hidden from this role: it needs SELECT on the "
+                f"column (GRANT SELECT ({live.column}) ON {table.qualified} TO <role>)",
+            )
+        return LiveEstimate(None, f"pg_stats has no row for column {live.column}; run ANALYZE")
+    if live.op == "is null":
+        frac = stats.null_frac
+    elif live.op in ("true", "false"):
+        frac = _value_fraction(stats, ("t" if live.op == "true" else "f",), table.reltuples)
+    elif live.op in RANGE_OPS:
+        labels = _range_labels(table, live)
+        if labels is None:
+            return LiveEstimate(
+                None,
+                f"{live.column} {live.op} {live.values[0]!r} is a range of a type whose "
+                "order qadvisor does not know (only enum ranges are estimated)",
+            )
+        frac = _value_fraction(stats, labels, table.reltuples) if labels else 0.0
+    elif live.op == "not in":
+        frac = max(
+            1.0 - stats.null_frac - _value_fraction(stats, live.values, table.reltuples), 0.0
+        )
+    else:
+        frac = _value_fraction(stats, live.values, table.reltuples)
+    return LiveEstimate(frac * table.reltuples, f"pg_stats of {live.column}", frac)
+
+
+def _range_labels(table: Table, live: LivePredicate) -> tuple[str, ...] | None:
+    """The enum labels inside a range predicate, in the enum's order; None: not an enum."""
+    col = table.column(live.column)
+    if col is None or not col.enum_labels or live.values[0] not in col.enum_labels:
+        return None
+    at = col.enum_labels.index(live.values[0])
+    return {
+        "<": col.enum_labels[:at],
+        "<=": col.enum_labels[: at + 1],
+        ">": col.enum_labels[at + 1 :],
+        ">=": col.enum_labels[at:],
+    }[live.op]
+
+
+def _value_fraction(stats: ColumnStats, values: tuple[str, ...], reltuples: float) -> float:
+    pairs = dict(zip(stats.most_common_vals or (), stats.most_common_freqs or (), strict=False))
+    frac = sum(pairs.get(v, 0.0) for v in values)
+    missing = [v for v in values if v not in pairs]
+    if missing:
+        # Same rule as the planner: values outside the MCV list share what the list leaves.
+        distinct = stats.n_distinct if stats.n_distinct >= 0 else -stats.n_distinct * reltuples
+        others = max(distinct - len(pairs), 1.0)
+        rest = max(1.0 - stats.null_frac - sum(pairs.values()), 0.0)
+        frac += len(missing) * rest / others
+    return min(frac, 1.0)
+
+
+@dataclass(frozen=True)
+class VacuumTrigger:
+    """When autovacuum vacuums a table: dead tuples above ``value``.
+
+    PostgreSQL docs, "The Autovacuum Daemon": vacuum threshold = vacuum base threshold +
+    vacuum scale factor * number of tuples (reltuples), capped on 18+ by
+    autovacuum_vacuum_max_threshold.
+    """
+
+    threshold: float
+    scale_factor: float
+    reltuples: float
+    max_threshold: float | None
+    value: float
+    threshold_source: str
+    scale_factor_source: str
+
+    @property
+    def scaled_part(self) -> float:
+        return self.scale_factor * self.reltuples
+
+
+def vacuum_trigger(snapshot: Snapshot, table: Table) -> VacuumTrigger:
+    def pick(name: str) -> tuple[float | None, str]:
+        if name in table.reloptions:
+            return float(table.reloptions[name]), "table reloption"
+        raw = snapshot.settings.get(name)
+        return (float(raw), "server setting") if raw is not None else (None, "not set")
+
+    threshold, t_src = pick("autovacuum_vacuum_threshold")
+    scale, s_src = pick("autovacuum_vacuum_scale_factor")
+    cap, _ = pick("autovacuum_vacuum_max_threshold")
+    threshold = 50.0 if threshold is None else threshold
+    scale = 0.2 if scale is None else scale
+    # autovacuum takes a never-analyzed table's reltuples (-1) as zero.
+    reltuples = max(table.reltuples, 0.0)
+    value = threshold + scale * reltuples
+    max_threshold = cap if cap is not None and cap >= 0 else None
+    if max_threshold is not None:
+        value = min(value, max_threshold)
+    return VacuumTrigger(threshold, scale, reltuples, max_threshold, value, t_src, s_src)
+
+
+def autovacuum_enabled(snapshot: Snapshot, table: Table) -> bool:
+    return snapshot.settings.get("autovacuum", "on") == "on" and table.reloptions.get(
+        "autovacuum_enabled", "true"
+    ).lower() not in ("false", "off", "0")
+
+
+def distinct_values(table: Table, column: str) -> float | None:
+    """pg_stats n_distinct as a number of values (a negative one is a fraction of the rows,
+    which the planner multiplies by reltuples); None without statistics."""
+    stats = table.stats_of(column)
+    if stats is None:
+        return None
+    if stats.n_distinct >= 0:
+        return stats.n_distinct
+    return round(-stats.n_distinct * max(table.reltuples, 0.0))
+
+
+def column_width(table: Table, column: str) -> int:
+    stats = table.stats_of(column)
+    if stats is not None and stats.avg_width > 0:
+        return stats.avg_width
+    col = table.column(column)
+    if col is None:
+        return 8
+    return _TYPE_WIDTH.get(col.type, 16)
+
+
+def btree_bytes(table: Table, columns: tuple[str, ...], rows: float) -> int:
+    """Size of a freshly built btree holding ``rows`` entries of these key columns."""
+    data = sum(column_width(table, c) for c in columns)
+    # Index tuple: 8-byte header + data, MAXALIGNed to 8, plus a 4-byte line pointer.
+    entry = 8 + math.ceil(data / 8) * 8 + 4
+    per_page = max(int(_BTREE_USABLE * _BTREE_FILL) // entry, 1)
+    leaves = math.ceil(max(rows, 0.0) / per_page)
+    internal = math.ceil(leaves / 250) if leaves > 1 else 0
+    # The metapage and a root page exist even when the index is empty.
+    return (1 + max(leaves, 1) + internal) * PAGE_BYTES
+
+
+# Fewer rows than this changed over a --sample are no rate: an idle queue, a cron job's
+# touch, or one late statistics flush (a session reports its counters at most once a second,
+# an idle one up to 10 s late) would otherwise read as a throughput.
+MIN_SAMPLE_ROWS = 100
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Per-second rates over the sample interval of ``--sample``."""
+
+    seconds: float
+    dead_per_s: float  # row versions made dead: updates + deletes
+    inserts_per_s: float
+    updates_per_s: float
+    deletes_per_s: float
+    autovacuums: int  # autovacuum runs during the interval
+    dead_rows: int = 0  # row versions made dead during the interval
+    inserted_rows: int = 0
+
+    @property
+    def dead_measured(self) -> bool:
+        """Enough dead tuples were made during the sample for their rate to mean something."""
+        return self.dead_rows >= MIN_SAMPLE_ROWS
+
+    @property
+    def inserts_measured(self) -> bool:
+        return self.inserted_rows >= MIN_SAMPLE_ROWS
+
+
+def rates(snapshot: Snapshot, table: Table) -> Rates | None:
+    if snapshot.sample is None or snapshot.sample.seconds <= 0:
+        return None
+    later = snapshot.sample.tables.get(table.qualified)
+    if later is None:
+        return None
+    first, secs = table.stats, snapshot.sample.seconds
+    updated = max(later.n_tup_upd - first.n_tup_upd, 0)
+    deleted = max(later.n_tup_del - first.n_tup_del, 0)
+    inserted = max(later.n_tup_ins - first.n_tup_ins, 0)
+    return Rates(
+        seconds=secs,
+        dead_per_s=(updated + deleted) / secs,
+        inserts_per_s=inserted / secs,
+        updates_per_s=updated / secs,
+        deletes_per_s=deleted / secs,
+        autovacuums=max(later.autovacuum_count - first.autovacuum_count, 0),
+        dead_rows=updated + deleted,
+        inserted_rows=inserted,
+    )
+
+
+# Seconds of dead tuples a queue table should collect before autovacuum runs: short enough
+# that dead index entries do not pile up, long enough that vacuum is not always running.
+VACUUM_WINDOW_S = 30
+MIN_VACUUM_THRESHOLD = 1_000
+
+
+def suggested_vacuum_threshold(
+    snapshot: Snapshot, table: Table, live: float | None
+) -> tuple[int, str]:
+    """A fixed autovacuum_vacuum_threshold for a queue table and how it was derived: the
+    basis, then the rounding to a readable number, said as it is."""
+    r = rates(snapshot, table)
+    if r is not None and r.dead_measured:
+        raw = r.dead_per_s * VACUUM_WINDOW_S
+        n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
+        basis = (
+            f"{VACUUM_WINDOW_S} s of dead tuples at the measured {r.dead_per_s:,.0f} dead tuples/s"
+        )
+        return n, basis + _rounded(raw, n)
+    rows = live or 0.0
+    raw = rows * 10
+    n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
+    return n, (
+        f"10x the live set of {rows:,.0f} rows{_rounded(raw, n)} (no --sample rate was "
+        f"measured: size it from your dead tuples/s, about {VACUUM_WINDOW_S} s worth)"
+    )
+
+
+def _rounded(raw: float, n: int) -> str:
+    """How ``n`` was made from ``raw``: said, since the rounding can more than double it."""
+    if n == round(raw):
+        return ""
+    if raw < MIN_VACUUM_THRESHOLD:
+        return f" is {raw:,.0f}, raised to the floor of {n:,}"
+    return f" is {raw:,.0f}, rounded up to {n:,}"
+
+
+def vacuum_threshold_sql(table: Table, n: int) -> str:
+    return (
+        f"ALTER TABLE {qualified(table.schema, table.name)} SET "
+        f"(autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = {n});"
+    )

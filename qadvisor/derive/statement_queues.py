@@ -1,0 +1,205 @@
+"""Dequeue statements of a snapshot and the queues they claim from: their names for finding
+keys and messages, the statement's evidence, and the iterations the statement checks share
+(plans: dequeue_statements; lock shape: locking_statements).
+
+Pure: names were resolved by the collector (``Statement.queue``); the rule for statements
+without a resolved queue is :func:`queues_named`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from qadvisor.model import Queue, Snapshot, Statement, Table, Target
+from qadvisor.registry import Unmet
+from qadvisor.sql.dequeue import DequeueStatement
+
+
+def statement_id(statement: Statement) -> str:
+    """A short, stable name for a statement: its queue table and shape, ``jobs@3f9a2c1b0d``.
+
+    Used as the finding target's name, so keys (``QA301:app.jobs@3f9a2c1b0d``) stay the same
+    on a restored copy and across major versions, where a queryid changes. A statement
+    without a fingerprint (an old snapshot) is named by its queryid or source.
+    """
+    table = statement.queue.rpartition(".")[2] if statement.queue else None
+    if table is None and statement.parsed is not None:
+        table = statement.parsed.table
+    if statement.fingerprint:
+        return f"{table or 'statement'}@{statement.fingerprint}"
+    if statement.queryid is not None:
+        return f"pgss:{statement.queryid}"
+    return statement.source
+
+
+def statement_label(statement: Statement) -> str:
+    """Where a statement was seen, as a person finds it again: ``pg_stat_statements
+    3f9a2c1b0d (12,345 calls, 0.42 ms mean)``, ``sql/claim.sql:12``, ``--query 1``."""
+    if statement.source == "pg_stat_statements":
+        facts = []
+        if statement.calls is not None:
+            facts.append(f"{statement.calls:,} calls")
+        if statement.mean_exec_ms is not None:
+            facts.append(f"{statement.mean_exec_ms:g} ms mean")
+        where = f"pg_stat_statements {statement.fingerprint or statement.queryid}"
+        return where + (f" ({', '.join(facts)})" if facts else "")
+    if statement.function:
+        runs = f" ({statement.calls:,} calls)" if statement.calls is not None else ""
+        return statement.source + runs
+    return statement.source
+
+
+def statement_start(statement: Statement, width: int = 100) -> str:
+    """The start of a statement's text on one line."""
+    text = " ".join(statement.text.split())
+    return text if len(text) <= width else text[: width - 3].rstrip() + "..."
+
+
+def statement_evidence(statement: Statement) -> dict[str, Any]:
+    """What a finding about a statement shows of it: where it was seen, the start of its
+    text, and the search_path it was planned under."""
+    out: dict[str, Any] = {"statement": statement_label(statement)}
+    out["statement_text"] = statement_start(statement)
+    if statement.search_path is not None:
+        out["planned_with_search_path"] = statement.search_path
+    return out
+
+
+def queues_named(parsed: DequeueStatement, queues: Sequence[Queue]) -> list[Queue]:
+    """The queues a parsed statement's table name can mean: an unqualified name matches a
+    queue of that name in any schema, public first. (Collection resolves names under the
+    application's search_path and records the result in ``Statement.queue``; this is the
+    rule for statements without one.)"""
+    matches = [
+        q
+        for q in queues
+        if q.table == parsed.table and (parsed.schema is None or parsed.schema == q.schema)
+    ]
+    return sorted(matches, key=lambda q: q.schema != "public")
+
+
+def statement_queue(snapshot: Snapshot, statement: Statement) -> tuple[Queue, Table] | None:
+    """The discovered queue (and its table facts) that the statement dequeues from."""
+    if statement.parsed is None:
+        return None
+    if statement.queue is not None:
+        queue = next((q for q in snapshot.queues if q.qualified == statement.queue), None)
+        table = snapshot.table(queue.schema, queue.table) if queue is not None else None
+        return (queue, table) if queue is not None and table is not None else None
+    for queue in queues_named(statement.parsed, snapshot.queues):
+        table = snapshot.table(queue.schema, queue.table)
+        if table is not None:
+            return queue, table
+    return None
+
+
+def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, Table] | Unmet]:
+    """Each analysed statement on a discovered queue, with the queue and its table facts; an
+    Unmet for each statement that could not be judged (unparsable, not a dequeue, not on a
+    queue table, a plan that failed) and for a missing pg_stat_statements.
+
+    A statement whose planning failed only in part (say, EXPLAIN ANALYZE timed out) is still
+    yielded after its Unmet: checks look at the plans they need.
+    """
+    yield from _without_statements(snapshot)
+    claimed: set[tuple[str | None, str]] = set()
+    for stmt in snapshot.statements:
+        name = statement_label(stmt)
+        if stmt.parsed is None:
+            if stmt.plan_error:
+                yield Unmet(f"{name}: {stmt.plan_error}")
+            continue
+        found = statement_queue(snapshot, stmt)
+        if found is None and stmt.queue is None and stmt.plan_error:
+            yield Unmet(f"{name}: {stmt.plan_error}")  # its names resolved nowhere
+            continue
+        if found is None:
+            table = stmt.queue or (
+                f"{stmt.parsed.schema + '.' if stmt.parsed.schema else ''}{stmt.parsed.table}"
+            )
+            yield Unmet(f"{name}: {table} is not a discovered queue table (name it with --table)")
+            continue
+        queue = found[0].qualified
+        if stmt.plan_error:
+            yield Unmet(f"{name}: {stmt.plan_error}", queue)
+        claimed.add((found[0].schema, found[0].table))
+        yield stmt, found[0], found[1]
+    yield from _unclaimed(snapshot, claimed)
+
+
+def locking_statements(
+    snapshot: Snapshot,
+) -> Iterator[tuple[Statement, tuple[str | None, str]] | Unmet]:
+    """Each locking statement with the (schema, table) whose rows it claims, for the lock
+    checks; an Unmet for a statement that could not be read, and for each queue no statement
+    claims from: a queue whose dequeue is not known was not judged.
+
+    The lock checks read the statement's text, not its plan: a plan error does not stop them
+    (PostgreSQL refuses the statements QA503 finds).
+    """
+    yield from _without_statements(snapshot)
+    claimed: set[tuple[str | None, str]] = set()
+    for stmt in snapshot.statements:
+        job = job_table(snapshot, stmt)
+        if job is None:
+            if stmt.plan_error:
+                yield Unmet(f"{statement_label(stmt)}: {stmt.plan_error}")
+            continue
+        claimed.add(job)
+        yield stmt, job
+    yield from _unclaimed(snapshot, claimed)
+
+
+def _without_statements(snapshot: Snapshot) -> Iterator[Unmet]:
+    """Why the statement checks judge nothing when the snapshot holds no statement. Without
+    pg_stat_statements the user's --query statements are still judged: the missing extension
+    is worth a skip only when nothing else was given."""
+    if snapshot.statements:
+        return
+    reason = snapshot.unavailable.get("pg_stat_statements")
+    if reason:
+        yield Unmet(reason)
+    elif snapshot.queues:
+        yield Unmet(
+            "no dequeue statement of the queue tables in pg_stat_statements: give the "
+            "application's with --query or --query-file"
+        )
+
+
+def _unclaimed(snapshot: Snapshot, claimed: set[tuple[str | None, str]]) -> Iterator[Unmet]:
+    """A queue whose claim is not known was not judged by any statement check."""
+    if not snapshot.statements:
+        return
+    for q in snapshot.queues:
+        if (q.schema, q.table) not in claimed:
+            yield Unmet(
+                f"{q.qualified}: no dequeue statement of this queue is known (in "
+                "pg_stat_statements, --query or --query-file)",
+                q.qualified,
+            )
+
+
+def job_table(snapshot: Snapshot, stmt: Statement) -> tuple[str | None, str] | None:
+    """(schema, name) of the table whose rows the statement claims: the analysed queue table
+    when it is a discovered queue, else the first table the statement reads that is one (a
+    lock at the outer level of a round-robin query makes the analysis pick the rotation
+    table), else the analysed table."""
+    parsed = stmt.parsed
+    if parsed is None:
+        return None
+    found = statement_queue(snapshot, stmt)
+    if found is not None:
+        return found[0].schema, found[0].table
+    for schema, name in parsed.relations:
+        for queue in snapshot.queues:
+            if queue.table == name and schema in (None, queue.schema):
+                return queue.schema, queue.table
+    return parsed.schema, parsed.table
+
+
+def statement_target(snapshot: Snapshot, stmt: Statement) -> Target:
+    """The statement as a finding target: the table it claims, named by the statement's id."""
+    table = job_table(snapshot, stmt)
+    schema, name = table if table is not None else (None, None)
+    return Target("statement", schema, name, statement_id(stmt))

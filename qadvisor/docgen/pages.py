@@ -1,0 +1,274 @@
+"""The docs page of a check, made from the check itself (docstring, options and their comments,
+the facts it reads), and the privileges page, made from qadvisor.facts and every check's
+``requires``.
+
+``python -m qadvisor.docgen.pages docs/checks`` writes one page per installed check, and
+``docs/privileges.md`` next to that directory; a test keeps the pages in the repository
+identical to what this produces, so the docs cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from qadvisor.facts import FACTS, Fact
+from qadvisor.registry import Check, load_checks
+
+PRIVILEGES_PAGE = "privileges.md"
+
+
+def option_rows(chk: Check) -> list[tuple[str, str, str]]:
+    """(name, default, why) for each option; "why" is the comment above the field."""
+    comments: dict[str, str] = {}
+    try:
+        source = inspect.getsource(chk.options)
+    except (OSError, TypeError):
+        source = ""
+    pending: list[str] = []
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            pending.append(stripped.lstrip("# ").strip())
+            continue
+        m = re.match(r"(\w+)\s*:", stripped)
+        if m and pending:
+            comments[m.group(1)] = " ".join(pending)
+        pending = []
+    rows = []
+    for f in dataclasses.fields(chk.options):
+        default = f.default if f.default is not dataclasses.MISSING else None
+        rows.append((f.name, _fmt(default), comments.get(f.name, "")))
+    return rows
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return f"{int(value):,}" if float(value).is_integer() else f"{value:g}"
+
+
+def check_list(checks: Sequence[Check]) -> str:
+    """One line per check: code, name, default severity, summary (``qadvisor explain``)."""
+    width = max((len(c.code) for c in checks), default=5)
+    return "\n".join(
+        f"{c.code:<{width}}  {c.name:<36} {c.severity.label:<8} {c.summary}" for c in checks
+    )
+
+
+# How a kind of GRANT reads in the list of checks.
+_GRANT_WORDS = {"usage": "USAGE on the schema", "select": "SELECT", "update": "UPDATE",
+                "read_all_stats": "pg_read_all_stats (in pg_monitor)"}  # fmt: skip
+
+
+def privilege_summary(chk: Check) -> str:
+    """What the role needs beyond CONNECT for the facts the check reads, in a few words."""
+    kinds = dict.fromkeys(k for name in chk.requires for k in FACTS[name].grants)
+    return ", ".join(_GRANT_WORDS.get(k, k) for k in kinds) or "nothing"
+
+
+def checks_table(checks: Sequence[Check]) -> str:
+    """``qadvisor checks``: one row per check, with a header, columns aligned."""
+    rows = [("code", "name", "severity", "category", "reads", "needs (beyond CONNECT)")]
+    rows += [
+        (c.code, c.name, c.severity.label, c.category, ", ".join(c.requires) or "-",
+         privilege_summary(c))
+        for c in checks
+    ]  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    lines = ["  ".join(f"{v:<{w}}" for v, w in zip(r, widths, strict=False)) + "  " + r[-1]
+             for r in rows]  # fmt: skip
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def checks_json(checks: Sequence[Check]) -> str:
+    """``qadvisor checks --format json``: a list, one object per check."""
+    out = []
+    for c in checks:
+        facts = [FACTS[name] for name in c.requires]
+        out.append(
+            {
+                "code": c.code,
+                "name": c.name,
+                "severity": c.severity.label,
+                "category": c.category,
+                "summary": c.summary,
+                "requires": list(c.requires),
+                "privileges": list(dict.fromkeys(f.privilege for f in facts)),
+                "grants": list(dict.fromkeys(g for f in facts for g in f.grants.values())),
+                "min_server_version": c.min_server_version,
+                "docs": c.docs_path,
+            }
+        )
+    return json.dumps(out, indent=2)
+
+
+def find_check(checks: Sequence[Check], code_or_name: str) -> Check | None:
+    """The check with this code or name, in any case."""
+    wanted = code_or_name.upper()
+    return next((c for c in checks if wanted in (c.code, c.name.upper())), None)
+
+
+def check_page(chk: Check) -> str:
+    lines = [
+        f"# {chk.code} {chk.name}",
+        "",
+        f"*{chk.summary}*",
+        "",
+        f"Default severity: **{chk.severity.label}**. Category: {chk.category}.",
+    ]
+    if chk.min_server_version:
+        lines.append(f"Needs PostgreSQL {chk.min_server_version // 10000} or newer.")
+    body = chk.doc.split("\n", 1)[1].strip() if "\n" in chk.doc else ""
+    if body:
+        lines += ["", body]
+    if chk.requires:
+        lines += [
+            "",
+            "## What it reads",
+            "",
+            "Where one of these is hidden from the role or behind another session's lock for a "
+            "queue, the check reports a skip for that queue naming the GRANT or the lock.",
+            "",
+            "| fact | needs | locks |",
+            "|---|---|---|",
+        ]
+        lines += [_fact_row(FACTS[name]) for name in chk.requires]
+    rows = option_rows(chk)
+    if rows:
+        lines += ["", "## Options", "", "| option | default | why |", "|---|---|---|"]
+        lines += [f"| `{n}` | {d} | {w} |" for n, d, w in rows]
+    lines += [
+        "",
+        "## Silencing it",
+        "",
+        f"`qadvisor check --ignore {chk.code}` drops the check; "
+        f"`--ignore {chk.code}:schema.name` drops one finding (the finding's `key`).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _lock_text(fact: Fact) -> str:
+    if not fact.lock:
+        return "none taken"
+    return f"takes {fact.lock}; when another session's lock conflicts, {fact.when_locked}"
+
+
+def _fact_row(fact: Fact) -> str:
+    lock = _lock_text(fact)
+    return f"| `{fact.name}`: {fact.title} | {fact.privilege} | {lock} |"
+
+
+def privileges_page(checks: tuple[Check, ...]) -> str:
+    """What each check reads, what each fact needs, and the GRANTs, as one page."""
+    lines = [
+        "# Privileges and locks",
+        "",
+        "qadvisor reads catalogs, statistics and plans. A role with `pg_monitor` sees most of",
+        "it: the catalogs and the `pg_stat_get_*` counters are read by OID, which needs no",
+        "USAGE on the application's schemas. The rest needs a grant, and some of it cannot be",
+        "read while another session holds (or waits for) a conflicting lock. qadvisor checks",
+        "the role's privileges (by OID) and the other sessions' locks (`pg_locks`) before it",
+        "sends a query: what it may not read is not sent, and every check that needs it reports",
+        "a skip for that queue, with the exact GRANT (the real role name, identifiers quoted)",
+        "or the blocking pid, its lock mode, its state and the start of its query. The report",
+        "lists the GRANTs together at the end of what could not be judged.",
+        "",
+        "This page is generated from `qadvisor/facts.py` and each check's `requires`",
+        "(`python -m qadvisor.docgen.pages docs/checks`); a test keeps it in sync.",
+        "",
+        "## What each check reads",
+        "",
+        "| check | reads | GRANTs beyond pg_monitor |",
+        "|---|---|---|",
+    ]
+    for chk in checks:
+        facts = [FACTS[name] for name in chk.requires]
+        grants = dict.fromkeys(
+            g for f in facts for kind, g in f.grants.items() if kind != "read_all_stats"
+        )
+        reads = ", ".join(f"`{f.name}`" for f in facts) or "nothing"
+        need = "<br>".join(f"`{g}`" for g in grants) or "none"
+        lines.append(f"| {chk.code} {chk.name} | {reads} | {need} |")
+    lines += [
+        "",
+        "In a GRANT, `{role}` is the role qadvisor connects as, `{schema}` the queue table's",
+        "schema (or the rotation table's), `{table}` the table, `{columns}` the columns the",
+        "fact reads; the report prints each one filled in. Only what is missing is asked for.",
+        "",
+        "A check judges only the queues qadvisor finds. Named with `--table`, claimed by a",
+        "known statement (pg_stat_statements, `--query`, `--query-file`) or marked by a partial",
+        "index on its live predicate, a queue is found without a grant (which rows wait may",
+        "still need the GRANT of `live_set`: a pg_stat_statements text shows every value as",
+        "`$n`). A table whose only evidence is its status values (pg_stats) is found with the",
+        "GRANT of `discovery` below; until then the report names the table and that GRANT.",
+        "",
+        "## The facts",
+        "",
+        "| fact | read from | needs | locks |",
+        "|---|---|---|---|",
+    ]
+    for fact in FACTS.values():
+        lock = _lock_text(fact)
+        lines.append(f"| `{fact.name}`: {fact.title} | {fact.source} | {fact.privilege} | {lock} |")
+    lines += [
+        "",
+        "A lock conflicts when PostgreSQL's table of conflicting lock modes says so: ACCESS",
+        "SHARE (reading a size or a definition) waits only for ACCESS EXCLUSIVE (`ALTER TABLE`,",
+        "`VACUUM FULL`, `LOCK TABLE`, `DROP`, `REINDEX` of an index); ROW SHARE (planning a",
+        "`SELECT ... FOR UPDATE`) also for EXCLUSIVE; ROW EXCLUSIVE (planning an `UPDATE` or",
+        "`DELETE` claim) also for SHARE and SHARE ROW EXCLUSIVE (a plain `CREATE INDEX`). A",
+        "request still waiting counts as much as one granted: every later conflicting request",
+        "queues behind it. Row locks (workers holding `FOR UPDATE` on jobs) conflict with none",
+        "of these: qadvisor never executes a statement (unless `--analyze`, which skips locked",
+        "rows).",
+        "",
+        "## A monitoring role",
+        "",
+        "```sql",
+        "CREATE ROLE monitor LOGIN IN ROLE pg_monitor;  -- statistics, statement texts, sessions",
+        "-- For each queue table (app.jobs here), what the report asks for:",
+        "GRANT USAGE ON SCHEMA app TO monitor;          -- plans and tenant probes name the table",
+        "GRANT SELECT ON app.jobs TO monitor;           -- pg_stats of its columns, plans, probes",
+        "GRANT UPDATE ON app.jobs TO monitor;           -- EXPLAIN of a row-locking claim",
+        "-- The rotation table of a round-robin dequeue (QA401 plans it, QA402 probes it):",
+        "GRANT SELECT ON app.queue_tenants TO monitor;",
+        "```",
+        "",
+        "`SELECT` on single columns is enough where the report names them (the live column for",
+        "the live-set estimate, the tenant and job-duration columns for the tenant probes);",
+        "planning needs `SELECT` on every column the statement reads, in every table it reads.",
+        "PostgreSQL checks a statement's privileges for `EXPLAIN` too, which is why planning a",
+        "claim needs `UPDATE`: qadvisor's session stays read-only",
+        "(`default_transaction_read_only`), so the grant lets it plan the claim, never run it.",
+        "Without these grants the report still comes: the checks that need no hidden fact judge,",
+        "the others are skipped with the GRANT.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_pages(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    checks = load_checks()
+    for chk in checks:
+        path = directory / f"{chk.code}.md"
+        path.write_text(check_page(chk))
+        written.append(path)
+    privileges = directory.resolve().parent / PRIVILEGES_PAGE
+    privileges.write_text(privileges_page(checks))
+    written.append(privileges)
+    return written
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/checks")
+    for p in write_pages(target):
+        print(p)

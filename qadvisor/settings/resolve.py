@@ -1,0 +1,467 @@
+"""Settings resolved once, at the edge: defaults < config file < ``QADVISOR_*`` environment <
+command-line flags.
+
+:func:`resolve` reads every layer, checks every value (types, bounds, ignore patterns and check
+options against the installed checks, the --query statements and --query-file files) and
+returns one frozen :class:`Settings`; anything wrong is a SettingsError (or ConfigError)
+naming where the value came from, and the command exits 2 before it connects. The engine and
+the renderers receive the Settings, checks receive their options object, nobody reads the
+file, the environment or the command line again.
+
+Most settings override the layer below. Three add up instead: ``ignore`` (file, then
+``QADVISOR_IGNORE``, then ``--ignore``), ``queries`` and ``query_files`` (file, then flags).
+
+Where each setting comes from (file key / environment variable / flag):
+
+- the settings file: QADVISOR_CONFIG / --config
+- gate severity: fail_on / QADVISOR_FAIL_ON / --fail-on
+- blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip
+- queue tables: tables / QADVISOR_TABLES (comma-separated) / --table
+- ignores: ignore / QADVISOR_IGNORE (comma-separated) / --ignore
+- statements: queries, query_files / (none) / --query, --query-file
+- session timeouts: statement_timeout, lock_timeout, connect_timeout /
+  QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT /
+  --statement-timeout, --lock-timeout, --connect-timeout
+- the accepted findings: baseline / (none) / --baseline (and --write-baseline, flag only)
+- where SARIF shows findings without a line of their own: sarif_anchor / (none) /
+  --sarif-anchor; the docs' published URL: docs_url / (none) / --docs-url
+- report files: (none) / (none) / --output FORMAT:PATH
+
+Paths in the report (SARIF locations) are relative to ``root``, the current directory: in CI,
+the checkout of the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from qadvisor.errors import InputError
+from qadvisor.model import InlineIgnore, Location
+from qadvisor.registry import Check, load_checks
+from qadvisor.settings import baseline as baseline_file
+from qadvisor.settings import inline_ignores
+from qadvisor.settings.config import (
+    FAIL_ON,
+    Config,
+    ConfigError,
+    check_ignores,
+    check_options,
+    find_config,
+)
+from qadvisor.settings.outputs import unwritable
+from qadvisor.sql import dequeue
+
+FailOn = Literal["critical", "warning", "info", "never"]
+# The report formats (qadvisor.render.RENDERERS has one renderer for each).
+FORMATS = ("text", "json", "markdown", "sarif", "junit")
+ENV_PREFIX = "QADVISOR_"
+# Every variable resolve() reads (with GITHUB_ACTIONS, which only turns on annotations).
+ENV_VARIABLES = tuple(
+    ENV_PREFIX + key
+    for key in ("CONFIG", "FAIL_ON", "FAIL_ON_SKIP", "TABLES", "IGNORE", "STATEMENT_TIMEOUT",
+                "LOCK_TIMEOUT", "CONNECT_TIMEOUT")
+)  # fmt: skip
+# Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
+# cancels even the catalog reads of a small database.
+MIN_STATEMENT_TIMEOUT_MS = 100
+MIN_LOCK_TIMEOUT_MS = 1
+MIN_CONNECT_TIMEOUT_S = 1
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+class SettingsError(InputError, ValueError):
+    """A value of the environment or the command line is not one qadvisor accepts."""
+
+
+@dataclass(frozen=True)
+class SessionLimits:
+    """The session part of the settings: every session qadvisor opens runs with them."""
+
+    statement_timeout_ms: int = 5_000
+    lock_timeout_ms: int = 1_000
+    # None: the DSN's or PGCONNECT_TIMEOUT's value, else DEFAULT_CONNECT_TIMEOUT_S.
+    connect_timeout_s: int | None = None
+
+
+@dataclass(frozen=True)
+class Flags:
+    """What the command line said; None (or empty) where it said nothing."""
+
+    dsn: str | None = None
+    config: Path | None = None
+    snapshot: Path | None = None
+    tables: Sequence[str] = ()
+    sample: float | None = None
+    queries: Sequence[str] = ()
+    query_files: Sequence[Path] = ()
+    analyze: bool = False
+    ignore: Sequence[str] = ()
+    fail_on: str | None = None
+    fail_on_skip: bool | None = None
+    format: str = "text"
+    verbose: bool = False
+    command: Sequence[str] = ()  # the command line as run (qadvisor and its arguments)
+    statement_timeout: int | None = None
+    lock_timeout: int | None = None
+    connect_timeout: int | None = None
+    baseline: Path | None = None
+    write_baseline: Path | None = None
+    outputs: Sequence[str] = ()  # "FORMAT:PATH"
+    sarif_anchor: Path | None = None
+    docs_url: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Everything one run needs, resolved and checked."""
+
+    checks: tuple[Check, ...]  # every installed pack's, sorted by code
+    dsn: str | None = None  # None: the libpq environment
+    snapshot_file: Path | None = None  # check this saved snapshot instead of a server
+    tables: tuple[str, ...] = ()  # queue tables named by the user (no discovery)
+    sample_seconds: float | None = None
+    # (where it came from, its text): --query statements, then each statement of a file.
+    queries: tuple[tuple[str, str], ...] = ()
+    analyze: bool = False
+    ignore: tuple[str, ...] = ()  # codes and finding keys
+    options: Mapping[str, Any] = field(default_factory=dict)  # code -> options object
+    fail_on: FailOn = "warning"
+    fail_on_skip: bool = False
+    format: str = "text"
+    verbose: bool = False  # the text report lists rejected candidates and left-out statements
+    command: tuple[str, ...] = ()  # as run, for the report's header (passwords still in it)
+    # With --format text under GitHub Actions: workflow-command annotations after the report.
+    github_annotations: bool = False
+    limits: SessionLimits = field(default_factory=SessionLimits)
+    config_file: Path | None = None  # the file the settings were read from
+    baseline: baseline_file.Baseline | None = None  # read and checked
+    write_baseline: Path | None = None  # checked writable
+    outputs: tuple[tuple[str, Path], ...] = ()  # (format, file), each checked writable
+    # The directory paths in the report are relative to (the repository's checkout); where
+    # the process runs, not a choice, so two settings that differ only there are equal.
+    root: Path = field(default_factory=Path.cwd, compare=False)
+    # Where findings without a --query-file line are shown (SARIF): the config file's
+    # ``tables`` line, else --sarif-anchor.
+    anchor: Location | None = None
+    docs_url: str | None = None
+    # ``-- qadvisor: ignore`` comments of the --query-file statements.
+    inline_ignores: tuple[InlineIgnore, ...] = ()
+
+
+def resolve(
+    flags: Flags,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    checks: Sequence[Check] | None = None,
+) -> Settings:
+    """The settings of one run (``env`` defaults to os.environ, ``checks`` to every installed
+    pack's); SettingsError, ConfigError or PackError when a value is wrong."""
+    environ = os.environ if env is None else env
+    installed = tuple(load_checks() if checks is None else checks)
+    if flags.snapshot is not None:
+        given = [
+            name
+            for name, value in (
+                ("a DSN", flags.dsn),
+                ("--table", flags.tables),
+                ("--sample", flags.sample),
+                ("--query", flags.queries),
+                ("--query-file", flags.query_files),
+                ("--analyze", flags.analyze),
+            )
+            if value
+        ]
+        if given:
+            raise SettingsError(
+                "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
+                f"--query, --query-file or --analyze (given: {', '.join(given)})"
+            )
+    config_path = flags.config or _path(environ, "CONFIG")
+    cfg = find_config(config_path, cwd)
+    file_label = str(cfg.source) if cfg.source else "the config file"
+
+    ignores = [
+        (f"{file_label}: ignore", cfg.ignore),
+        (_name("IGNORE"), _list(environ, "IGNORE")),
+        ("--ignore", tuple(flags.ignore)),
+    ]
+    for where, patterns in ignores:
+        try:
+            check_ignores(patterns, installed)
+        except ConfigError as exc:
+            raise SettingsError(f"{where} {exc}") from None
+    try:
+        options = check_options(installed, cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"{file_label}: {exc}") from None
+
+    fail_on = flags.fail_on or _choice(environ, "FAIL_ON", FAIL_ON) or cfg.fail_on or "warning"
+    fail_on_skip = _first(flags.fail_on_skip, _bool(environ, "FAIL_ON_SKIP"), cfg.fail_on_skip)
+    statement_ms = _timeout(
+        flags.statement_timeout, "--statement-timeout", environ, "STATEMENT_TIMEOUT",
+        cfg.statement_timeout, f"{file_label}: statement_timeout", MIN_STATEMENT_TIMEOUT_MS, "ms",
+    )  # fmt: skip
+    lock_ms = _timeout(
+        flags.lock_timeout, "--lock-timeout", environ, "LOCK_TIMEOUT",
+        cfg.lock_timeout, f"{file_label}: lock_timeout", MIN_LOCK_TIMEOUT_MS, "ms",
+    )  # fmt: skip
+    connect_s = _timeout(
+        flags.connect_timeout, "--connect-timeout", environ, "CONNECT_TIMEOUT",
+        cfg.connect_timeout, f"{file_label}: connect_timeout", MIN_CONNECT_TIMEOUT_S, "seconds",
+    )  # fmt: skip
+    defaults = SessionLimits()
+    limits = SessionLimits(
+        statement_timeout_ms=defaults.statement_timeout_ms
+        if statement_ms is None
+        else statement_ms,
+        lock_timeout_ms=defaults.lock_timeout_ms if lock_ms is None else lock_ms,
+        connect_timeout_s=connect_s,
+    )
+    on_server = flags.snapshot is None
+    tables = tuple(flags.tables) or _list(environ, "TABLES") or cfg.tables
+    root = cwd or Path.cwd()
+    outputs = _outputs(flags.outputs)
+    write_baseline = flags.write_baseline
+    if write_baseline is not None:
+        why = unwritable(write_baseline)
+        if why:
+            raise SettingsError(f"--write-baseline {write_baseline}: cannot write it: {why}")
+    baseline_path = flags.baseline or cfg.baseline
+    if (
+        baseline_path is not None
+        and write_baseline is not None
+        and not baseline_path.exists()
+        and baseline_path.resolve() == write_baseline.resolve()
+    ):
+        baseline_path = None  # the run that writes the config file's baseline the first time
+    loaded = None
+    if baseline_path is not None:
+        loaded = baseline_file.load(baseline_path)
+        loaded = replace(loaded, source=repo_path(baseline_path, root) or str(baseline_path))
+    anchor = _anchor(cfg, flags.sarif_anchor or cfg.sarif_anchor, root, file_label)
+    docs_url = flags.docs_url or cfg.docs_url
+    if docs_url is not None and not re.match(r"https?://[^/\s]+", docs_url):
+        where = "--docs-url" if flags.docs_url else f"{file_label}: docs_url"
+        raise SettingsError(f"{where} {docs_url!r}: must be an absolute http(s) URL")
+    queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
+    return Settings(
+        checks=installed,
+        dsn=flags.dsn,
+        snapshot_file=flags.snapshot,
+        tables=tables if on_server else (),
+        sample_seconds=flags.sample,
+        queries=queries,
+        analyze=flags.analyze,
+        ignore=tuple(p for _, patterns in ignores for p in patterns),
+        options=options,
+        fail_on=cast(FailOn, fail_on),
+        fail_on_skip=bool(fail_on_skip),
+        format=flags.format,
+        verbose=flags.verbose,
+        command=tuple(flags.command),
+        github_annotations=environ.get("GITHUB_ACTIONS") == "true",
+        limits=limits,
+        config_file=cfg.source,
+        baseline=loaded,
+        write_baseline=write_baseline,
+        outputs=outputs,
+        root=root,
+        anchor=anchor,
+        docs_url=docs_url,
+        inline_ignores=directives,
+    )
+
+
+def _outputs(specs: Sequence[str]) -> tuple[tuple[str, Path], ...]:
+    """--output FORMAT:PATH values, each format known and each file writable, no file twice."""
+    out: list[tuple[str, Path]] = []
+    for spec in specs:
+        fmt, colon, name = spec.partition(":")
+        fmt = fmt.strip().lower()
+        if not colon or not name:
+            raise SettingsError(
+                f"--output {spec!r}: expected FORMAT:PATH, e.g. sarif:qadvisor.sarif"
+            )
+        if fmt not in FORMATS:
+            raise SettingsError(f"--output {spec!r}: unknown format {fmt!r} (one of "
+                                f"{', '.join(FORMATS)})")  # fmt: skip
+        path = Path(name)
+        why = unwritable(path)
+        if why:
+            raise SettingsError(f"--output {spec}: cannot write {path}: {why}")
+        if any(p.resolve() == path.resolve() for _, p in out):
+            raise SettingsError(f"--output {spec}: {path} is given twice")
+        out.append((fmt, path))
+    return tuple(out)
+
+
+def _anchor(cfg: Config, sarif_anchor: Path | None, root: Path, file_label: str) -> Location | None:
+    """The config file's ``tables`` line when it names the tables, else --sarif-anchor."""
+    if cfg.source is not None and cfg.tables_line is not None:
+        path = repo_path(cfg.source, root)
+        if path is not None:
+            return Location(path, cfg.tables_line)
+    if sarif_anchor is None:
+        return None
+    if not sarif_anchor.is_file():
+        raise SettingsError(f"--sarif-anchor {sarif_anchor}: no such file")
+    path = repo_path(sarif_anchor, root)
+    if path is None:
+        raise SettingsError(
+            f"--sarif-anchor {sarif_anchor} is outside {root}: run qadvisor from the "
+            "repository's root and name a file in it"
+        )
+    return Location(path, 1)
+
+
+def repo_path(path: Path, root: Path) -> str | None:
+    """``path`` relative to ``root``, "/"-separated; None when it is outside it."""
+    try:
+        rel = (root / path).resolve().relative_to(root.resolve())
+    except ValueError:
+        return None
+    return rel.as_posix()
+
+
+def defaults(
+    fmt: str = "text",
+    env: Mapping[str, str] | None = None,
+    checks: Sequence[Check] | None = None,
+    command: Sequence[str] = (),
+) -> Settings:
+    """Every setting at its default, with the installed checks: the demo's settings (it reads
+    no config file; its server is its own)."""
+    environ = os.environ if env is None else env
+    installed = tuple(load_checks() if checks is None else checks)
+    annotations = environ.get("GITHUB_ACTIONS") == "true"
+    return Settings(
+        checks=installed, format=fmt, github_annotations=annotations, command=tuple(command)
+    )
+
+
+def _name(key: str) -> str:
+    return ENV_PREFIX + key
+
+
+def _env(environ: Mapping[str, str], key: str) -> str | None:
+    """The variable's value, stripped; an empty one counts as unset (a CI template that
+    leaves it blank means "not set", not "set to nothing")."""
+    value = environ.get(_name(key), "").strip()
+    return value or None
+
+
+def _path(environ: Mapping[str, str], key: str) -> Path | None:
+    value = _env(environ, key)
+    return Path(value) if value else None
+
+
+def _list(environ: Mapping[str, str], key: str) -> tuple[str, ...]:
+    value = _env(environ, key)
+    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+
+
+def _choice(environ: Mapping[str, str], key: str, allowed: Sequence[str]) -> str | None:
+    value = _env(environ, key)
+    if value is not None and value.lower() not in allowed:
+        raise SettingsError(f"{_name(key)}={value!r}: must be one of {', '.join(allowed)}")
+    return value.lower() if value is not None else None
+
+
+def _bool(environ: Mapping[str, str], key: str) -> bool | None:
+    value = _env(environ, key)
+    if value is None:
+        return None
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise SettingsError(f"{_name(key)}={value!r}: must be true or false (or 1, 0, yes, no)")
+
+
+def _first(*values: bool | None) -> bool | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _timeout(
+    flag: int | None,
+    flag_name: str,
+    environ: Mapping[str, str],
+    env_key: str,
+    configured: int | None,
+    file_label: str,
+    minimum: int,
+    unit: str,
+) -> int | None:
+    """The value of the first layer that sets it, from the top, checked against ``minimum``;
+    None when no layer does."""
+    text = _env(environ, env_key)
+    if flag is not None:
+        value, where = flag, flag_name
+    elif text is not None:
+        try:
+            value, where = int(text), _name(env_key)
+        except ValueError:
+            raise SettingsError(
+                f"{_name(env_key)}={text!r}: must be a whole number of {unit}"
+            ) from None
+    elif configured is not None:
+        value, where = configured, file_label
+    else:
+        return None
+    if value < minimum:
+        raise SettingsError(f"{where} is {value} {unit}: it must be at least {minimum}")
+    return value
+
+
+def _queries(
+    cfg: Config, flags: Flags, checks: Sequence[Check], root: Path
+) -> tuple[tuple[tuple[str, str], ...], tuple[InlineIgnore, ...]]:
+    """(source, text) pairs: each --query (file's first), refused unless it is one plannable
+    statement, then every statement of each query file (the file's first), named by its path
+    relative to ``root`` when it is inside it (``sql/claim.sql:12``); and the files'
+    ``-- qadvisor: ignore`` comments, their codes checked against the installed checks."""
+    out: list[tuple[str, str]] = []
+    ignores: list[InlineIgnore] = []
+    for i, text in enumerate([*cfg.queries, *flags.queries], 1):
+        try:
+            dequeue.check_plannable(text)
+        except dequeue.StatementError as exc:
+            raise SettingsError(f"--query {i} refused: {exc}") from None
+        out.append((f"--query {i}", text))
+    codes = {c.code for c in checks}
+    # A file named by the config file and by a flag is read once.
+    files = {p.resolve(): p for p in [*cfg.query_files, *flags.query_files]}
+    for path in files.values():
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise SettingsError(f"cannot read --query-file {path}: {reason}") from None
+        try:
+            statements = dequeue.statement_lines(text)
+            found = inline_ignores.directives(text)
+        except (dequeue.StatementError, inline_ignores.DirectiveError) as exc:
+            raise SettingsError(f"--query-file {path}: {exc}") from None
+        label = repo_path(path, root) or str(path)
+        out += [(f"{label}:{line}", stmt) for line, stmt in statements]
+        for d in found:
+            where = f"--query-file {path}:{d.line}"
+            if d.statement_line == 0:
+                raise SettingsError(
+                    f"{where}: 'qadvisor: ignore' applies to no statement (write it on the "
+                    "statement's line or directly above it, without a blank line between)"
+                )
+            unknown = [c for c in d.codes if c not in codes]
+            if unknown:
+                raise SettingsError(
+                    f"{where}: 'qadvisor: ignore' names {unknown[0]!r}, which no check has "
+                    "(qadvisor checks lists them)"
+                )
+            ignores.append(InlineIgnore(f"{label}:{d.statement_line}", d.codes, d.line))
+    return tuple(out), tuple(ignores)

@@ -1,0 +1,97 @@
+"""Dequeue statements (``... FOR UPDATE SKIP LOCKED``): the one place where qadvisor parses
+and prints SQL text.
+
+Job-queue dequeue statements come from pg_stat_statements or from the user's SQL files. This
+package turns one of them into frozen, JSON-serialisable dataclasses so that pure checks can
+judge its shape (lock strength, SKIP LOCKED, which table the lock takes, the predicate on
+the queue table, the round-robin LATERAL form) without a database; it refuses anything that
+must not be planned, and prints the rewritten statements that fixes propose. By job:
+
+- ``screening``: split text into statements, refuse what must not be planned, parse the rest;
+- ``analysis``: the dataclasses, :func:`analyse`, :func:`fingerprint`, the conditions,
+  columns, literal and array values of SQL text the catalog and EXPLAIN give;
+- ``rewriting``: the text made fit to plan, the planner's index probe, the rewrites.
+
+(``levels`` holds what the analysis and the rewriting both read of a tree: names, FROM items,
+what a lock reaches.) Other modules import the names below from ``qadvisor.sql.dequeue``.
+
+Nothing here talks to PostgreSQL or does I/O. Parsing is sqlglot's, dialect ``postgres``.
+Names: unquoted identifiers are folded to lower case as PostgreSQL does, quoted ones keep
+their spelling, so names compare equal to catalog names.
+"""
+
+from qadvisor.sql.dequeue.analysis import (
+    DequeueStatement,
+    Lateral,
+    LockClause,
+    LockLevel,
+    LockStrength,
+    OrderItem,
+    Param,
+    ParamKind,
+    Predicate,
+    PredicateOp,
+    StatementKind,
+    WaitPolicy,
+    analyse,
+    array_values,
+    condition_columns,
+    condition_predicates,
+    fingerprint,
+    literal_value,
+    window_partitions,
+)
+from qadvisor.sql.dequeue.rewriting import (
+    KeyNotReturned,
+    index_probe,
+    normalise_for_planning,
+    with_literals,
+    with_lock_outside,
+    with_order_by,
+    with_skip_locked,
+)
+from qadvisor.sql.dequeue.screening import (
+    StatementError,
+    check_plannable,
+    is_placeholder,
+    quiet_sqlglot,
+    split_statements,
+    statement_lines,
+    statement_ranges,
+)
+
+__all__ = [
+    "DequeueStatement",
+    "KeyNotReturned",
+    "Lateral",
+    "LockClause",
+    "LockLevel",
+    "LockStrength",
+    "OrderItem",
+    "Param",
+    "ParamKind",
+    "Predicate",
+    "PredicateOp",
+    "StatementError",
+    "StatementKind",
+    "WaitPolicy",
+    "analyse",
+    "array_values",
+    "check_plannable",
+    "condition_columns",
+    "condition_predicates",
+    "fingerprint",
+    "index_probe",
+    "is_placeholder",
+    "literal_value",
+    "normalise_for_planning",
+    "quiet_sqlglot",
+    "split_statements",
+    "statement_lines",
+    "statement_ranges",
+    "window_partitions",
+    "with_literals",
+    "with_lock_outside",
+    "with_order_by",
+    "with_skip_locked",
+]

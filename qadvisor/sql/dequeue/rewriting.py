@@ -1,0 +1,319 @@
+"""Rewriting dequeue statements: the text made fit to plan, and the statements fixes propose
+(literals for parameters, an ORDER BY, SKIP LOCKED and the lock on the job, a window moved
+out of the lock's level) and the planner's probe of a partial index.
+
+The rewrites are printed by sqlglot's PostgreSQL generator, pretty, without a trailing ';'.
+Nothing here talks to PostgreSQL or does I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from sqlglot import Token, TokenType, exp
+from sqlglot.dialects.postgres import Postgres
+
+from qadvisor.sql.dequeue import levels
+from qadvisor.sql.dequeue.analysis import claimed_table, lock_clause, parameter_index
+from qadvisor.sql.dequeue.screening import (
+    DIALECT,
+    StatementError,
+    check_plannable,
+    expression,
+    is_placeholder,
+    parse,
+    split_statements,
+    tokenize,
+)
+
+if TYPE_CHECKING:
+    from sqlglot.generator import Generator as _PostgresGenerator
+else:  # typed as the base class: mypy cannot subclass the class-valued attribute
+    _PostgresGenerator = Postgres.generator_class
+
+
+def normalise_for_planning(sql: str) -> tuple[str, dict[int, str]]:
+    """pg_stat_statements text made fit to plan.
+
+    pg_stat_statements replaces every constant with ``$n``, so ``LIMIT 1`` arrives as
+    ``LIMIT $2``; planned as a parameter, the planner assumes 10 % of the rows are wanted and
+    costs the dequeue as a large fetch. A LIMIT or FETCH FIRST whose count is a bare
+    parameter gets ``1`` back; the remaining parameters are renumbered ``$1..$k`` without gaps,
+    in order of first appearance, so that PREPARE / EXPLAIN (GENERIC_PLAN) accept the text.
+
+    Returns the new text and ``{new number: original placeholder}``, e.g. ``{1: "$1"}``: keyed
+    by the new number because that is what the caller binds or reports against; the value is
+    the original ``$n`` as written so messages can quote it. The text is the original
+    statement edited in place (comments and spelling kept, no trailing ';'), not a sqlglot
+    regeneration. Raises StatementError as check_plannable does.
+    """
+    check_plannable(sql)
+    text = split_statements(sql)[0]
+    tokens = tokenize(text)
+    edits: list[tuple[int, int, str]] = []  # (start, end exclusive, replacement)
+    numbers: dict[str, int] = {}
+    for i, (dollar, number) in enumerate(itertools.pairwise(tokens)):
+        if not is_placeholder(dollar, number):
+            continue
+        original = f"${number.text}"
+        if _counts_rows(tokens, i):
+            edits.append((dollar.start, number.end + 1, "1"))
+            continue
+        new = numbers.setdefault(original, len(numbers) + 1)
+        typed = tokens[i - 1] if i and tokens[i - 1].token_type in _TYPED_LITERALS else None
+        if typed is not None and typed.end + 1 <= dollar.start:
+            # INTERVAL '30 seconds' is recorded as INTERVAL $5, which is not SQL: only a
+            # string may follow the type name there. A cast says the same.
+            edits.append((typed.start, number.end + 1, f"${new}::{typed.text.lower()}"))
+        else:
+            edits.append((dollar.start, number.end + 1, f"${new}"))
+    for start, end, replacement in reversed(edits):
+        text = text[:start] + replacement + text[end:]
+    return text, {new: original for original, new in numbers.items()}
+
+
+# Type names that take a string constant after them (typed-literal syntax: DATE '2024-01-01').
+_TYPED_LITERALS = {TokenType.INTERVAL, TokenType.DATE, TokenType.TIME, TokenType.TIMESTAMP,
+                   TokenType.TIMESTAMPTZ}  # fmt: skip
+
+
+def _counts_rows(tokens: list[Token], i: int) -> bool:
+    """Token ``i`` is the count of ``LIMIT $n`` or ``FETCH FIRST|NEXT $n ROW(S)``."""
+    before = [t.token_type for t in tokens[max(0, i - 2) : i]]
+    return before[-1:] == [TokenType.LIMIT] or (
+        len(before) == 2
+        and before[0] == TokenType.FETCH
+        and before[1] in (TokenType.FIRST, TokenType.NEXT)
+    )
+
+
+def with_literals(sql: str, values: Mapping[int, str]) -> str:
+    """``sql`` with parameter ``$n`` replaced by the SQL literal ``values[n]``.
+
+    Values are SQL text already quoted (``"'pending'"``, ``"1"``,
+    ``"'queued'::job_status"``); parameters without a value stay. The result is sqlglot's
+    pretty PostgreSQL output without a trailing ';' (it spells some things its own way:
+    ``now()`` as ``CURRENT_TIMESTAMP``, ``x::text`` as ``CAST(x AS TEXT)``).
+    """
+    return _pretty(_bound(parse(sql), values))
+
+
+def _bound(tree: exp.Expr, values: Mapping[int, str]) -> exp.Expr:
+    """The tree with parameter ``$n`` replaced by the literal ``values[n]`` (SQL text)."""
+    literals = {n: _literal(text) for n, text in values.items()}
+
+    def replace(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Parameter) and parameter_index(node) in literals:
+            return literals[parameter_index(node)].copy()
+        return node
+
+    return tree.transform(replace)
+
+
+def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str | None:
+    """A question for the planner: can the claim's conditions on its queue table use an index
+    whose key is ``keys``?
+
+    ``SELECT 1 FROM <queue table> <alias> WHERE <the conditions of the claim's level that read
+    only the queue table> ORDER BY <keys> LIMIT 1``, parameters replaced by ``values`` (SQL
+    literals) so the planner sees the values, as in a custom plan. Planned with sequential
+    scans, bitmap scans and sorts disabled, it is served by a partial index with that key
+    exactly when PostgreSQL proves the index's predicate from the conditions. None when the
+    statement takes no row lock. Key items are column names (``created_at DESC``), qualified
+    here with the queue table's alias.
+    """
+    tree = parse(sql)
+    select = levels.locking_select(tree)
+    if select is None:
+        return None
+    queue_table, owner = claimed_table(select, levels.cte_names(tree))
+    key = levels.source_key(queue_table)
+    conditions = [c.copy() for c in levels.filters(owner) if _reads_only(c, key)]
+    probe = exp.select("1").from_(queue_table.copy())
+    if conditions:
+        probe = probe.where(exp.and_(*conditions))
+    items = []
+    for text in keys:
+        ordered = _ordered(text)
+        if isinstance(ordered.this, exp.Column) and not ordered.this.args.get("table"):
+            ordered.this.set("table", exp.to_identifier(key))
+        items.append(ordered)
+    probe.set("order", exp.Order(expressions=items))
+    return _pretty(_bound(probe.limit(1), values))
+
+
+def _reads_only(condition: exp.Expr, key: str) -> bool:
+    """The condition names no FROM item of its level but the queue table (``key``): columns of
+    sub-selects inside it may name their own FROM items."""
+    inner = {levels.source_key(t) for t in condition.find_all(exp.Table)}
+    return all(
+        levels.qualifier(c) in (None, key) or levels.qualifier(c) in inner
+        for c in condition.find_all(exp.Column)
+        if isinstance(c.this, exp.Identifier)
+    )
+
+
+def _literal(text: str) -> exp.Expr:
+    return expression(text, "an SQL literal")
+
+
+def with_order_by(sql: str, columns: Sequence[str]) -> str:
+    """``sql`` with the ORDER BY of the SELECT that carries the lock set to ``columns``.
+
+    Each column is SQL for one ORDER BY item (``"enqueued_at"``, ``"id DESC"``). A plain
+    column name is qualified with the queue table's alias when that SELECT reads several
+    tables. Other levels (the outer ORDER BY of the round-robin query) are left alone. The
+    result is sqlglot's pretty PostgreSQL output, like with_literals. Raises StatementError
+    when ``sql`` is not plannable or takes no row lock.
+    """
+    if not columns:
+        raise ValueError("with_order_by needs at least one column")
+    tree = parse(sql)
+    select = levels.locking_select(tree)
+    if select is None:
+        raise StatementError("no SELECT ... FOR UPDATE/SHARE whose ORDER BY could be set")
+    queue_table, _ = claimed_table(select, levels.cte_names(tree))
+    qualify = len(levels.sources(select)) > 1
+    items = []
+    for column in columns:
+        ordered = _ordered(column)
+        target = ordered.this
+        if qualify and isinstance(target, exp.Column) and not target.args.get("table"):
+            target.set("table", exp.to_identifier(levels.source_key(queue_table)))
+        items.append(ordered)
+    select.set("order", exp.Order(expressions=items))
+    return _pretty(tree)
+
+
+def _ordered(text: str) -> exp.Ordered:
+    node = expression(text, "an ORDER BY item", exp.Ordered)
+    if not isinstance(node, exp.Ordered):
+        raise StatementError(f"not an ORDER BY item: {text!r}")
+    return node
+
+
+class _Generator(_PostgresGenerator):
+    """sqlglot's PostgreSQL generator with the locking clause on its own line when pretty
+    (sqlglot 30 glues it after LIMIT with stray spaces: "LIMIT 1   FOR UPDATE")."""
+
+    def after_limit_modifiers(self, expression: exp.Expr) -> list[str]:
+        locks = "".join(self.seg(self.sql(lock)) for lock in expression.args.get("locks") or [])
+        return [locks, self.sql(expression, "sample")]
+
+
+def _pretty(tree: exp.Expr) -> str:
+    return str(_Generator(dialect=DIALECT, pretty=True).generate(tree))
+
+
+def with_skip_locked(sql: str, schema: str | None, table: str) -> str | None:
+    """``sql`` with SKIP LOCKED on the locking clause of the level that claims (the one
+    analyse reads), and, when that clause also locks rows of other tables than the queue
+    ``schema.table`` (a tenant or rotation table), one clause ``FOR <strength> OF <queue>
+    SKIP LOCKED`` in its place that locks only the job. ``<queue>`` is how that level names
+    the queue table, or the sub-select that reads it, spelled as written there.
+
+    None when ``sql`` cannot be parsed, takes no row lock, or its locking level does not read
+    the queue table. Printed like with_literals.
+    """
+    try:
+        tree = parse(sql)
+    except StatementError:
+        return None
+    select = levels.locking_select(tree)
+    if select is None:
+        return None
+    ctes = levels.cte_names(tree)
+    locks: list[exp.Lock] = select.args["locks"]
+    locked = [t for t, _ in levels.covered(select, levels.of_names(locks), ctes)]
+    if any(levels.table_name(t) != table for t in locked):
+        name = _queue_source_name(select, schema, table, ctes)
+        if name is None:
+            return None
+        first = locks[0]
+        lock = exp.Lock(
+            update=first.args.get("update"),
+            key=first.args.get("key"),
+            expressions=[exp.Table(this=name)],
+            wait=False,
+        )
+        select.set("locks", [lock])
+    else:
+        for lock in locks:
+            lock.set("wait", False)
+    return _pretty(tree)
+
+
+def _queue_source_name(
+    select: exp.Select, schema: str | None, table: str, ctes: set[str]
+) -> exp.Identifier | None:
+    """The identifier the level uses for the FROM item holding the queue table: the table's
+    alias (or name), or the alias of the sub-select / LATERAL that reads it."""
+
+    def is_queue(node: exp.Expr) -> bool:
+        if not levels.is_base_table(node, ctes) or levels.table_name(node) != table:  # type: ignore[arg-type]
+            return False
+        written = levels.folded_name(node.args.get("db"))
+        return written is None or schema is None or written == schema
+
+    for source in levels.sources(select):
+        alias = source.args.get("alias")
+        alias_id = alias.this if isinstance(alias, exp.TableAlias) else None
+        if is_queue(source):
+            name = alias_id if isinstance(alias_id, exp.Identifier) else source.this
+            return name.copy() if isinstance(name, exp.Identifier) else None
+        if isinstance(source, exp.Subquery | exp.Lateral) and any(
+            is_queue(t) for t in source.find_all(exp.Table)
+        ):
+            return alias_id.copy() if isinstance(alias_id, exp.Identifier) else None
+    return None
+
+
+class KeyNotReturned(StatementError):
+    """The statement does not return the key columns a rewrite needs."""
+
+
+def with_lock_outside(sql: str, queue: str, keys: Sequence[str]) -> str | None:
+    """The rows a top-level ``SELECT ... FOR ...`` picks, locked at a level of their own:
+    ``SELECT * FROM <queue> WHERE <keys> IN (SELECT w.<keys> FROM (<sql without its locking
+    clause>) AS w) FOR <its strength> SKIP LOCKED``. A window function of ``sql`` then sits in
+    a sub-select of WHERE, a level the lock does not reach.
+
+    ``queue`` is the queue table as SQL (qualified, quoted as needed), ``keys`` the names of
+    its key columns, spelled in the rewrite as the statement's select list spells them. None
+    when ``sql`` is not a top-level SELECT with a locking clause, or when there are no keys;
+    KeyNotReturned when it does not return every key column.
+    """
+    try:
+        tree = parse(sql)
+    except StatementError:
+        return None
+    if not (isinstance(tree, exp.Select) and tree.args.get("locks") and keys):
+        return None
+    returned = {e.output_name: e for e in tree.selects}
+    if not all(k in returned for k in keys):
+        raise KeyNotReturned(f"the statement does not return the key ({', '.join(keys)})")
+    strength = lock_clause(tree.args["locks"][0], tree, levels.cte_names(tree)).strength.upper()
+    tree.set("locks", None)
+    inner = levels.sql_text(tree)
+    names = [_output_identifier(returned[k]) for k in keys]
+    listed = ", ".join(names)
+    outer = listed if len(keys) == 1 else f"({listed})"
+    chosen = ", ".join(f"w.{n}" for n in names)
+    wrapped = (
+        f"SELECT * FROM {queue} WHERE {outer} IN (SELECT {chosen} FROM ({inner}) AS w) "
+        f"FOR {strength} SKIP LOCKED"
+    )
+    try:
+        return _pretty(parse(wrapped))
+    except StatementError:
+        return None
+
+
+def _output_identifier(select_item: exp.Expr) -> str:
+    """How a select-list item names its output column, as SQL (quoted when it was)."""
+    node = select_item.args.get("alias") if isinstance(select_item, exp.Alias) else select_item
+    if isinstance(node, exp.Column):
+        node = node.this
+    return levels.sql_text(node) if isinstance(node, exp.Identifier) else select_item.output_name

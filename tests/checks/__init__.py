@@ -1,0 +1,1 @@
+"""Tests of the checks (checks/): each check's snapshots and its pathology on real servers."""

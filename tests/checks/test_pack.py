@@ -1,0 +1,85 @@
+"""Meta-tests over the check pack: registration, identities, docs pages, tests per check."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from qadvisor.docgen.pages import PRIVILEGES_PAGE, check_page, privileges_page
+from qadvisor.facts import FACTS
+from qadvisor.model import Severity
+from qadvisor.registry import check, load_checks
+
+ROOT = Path(__file__).resolve().parents[2]
+# The public contract of codes and names (design notes): a code is never reused.
+CONTRACT = {
+    "QA101": "archive-bloated-index",
+    "QA102": "dead-entry-bloated-partial-index",
+    "QA201": "archive-scaled-vacuum-threshold",
+    "QA202": "vacuum-horizon-held",
+    "QA203": "queue-autovacuum-disabled",
+    "QA301": "generic-plan-misses-partial-index",
+    "QA302": "predicate-does-not-imply-index",
+    "QA303": "dequeue-sorts-backlog",
+    "QA401": "round-robin-walks-backlog",
+    "QA402": "idle-tenants-in-rotation",
+    "QA403": "fifo-noisy-neighbour",
+    "QA501": "lock-without-skip-locked",
+    "QA502": "tenant-row-lock",
+    "QA503": "window-with-for-update",
+}
+HEADINGS = ["## What it finds", "## Why it matters", "## How to fix", "## When it stays quiet"]
+
+
+def test_built_in_checks_come_through_the_entry_point_with_contract_names() -> None:
+    checks = load_checks()
+    assert checks, "no check registered through the qadvisor.checks entry point"
+    for chk in checks:
+        assert CONTRACT.get(chk.code) == chk.name, chk.code
+    modules = sorted(p.stem for p in (ROOT / "checks").glob("qa*.py"))
+    assert modules == sorted(f"{c.code.lower()}_{c.name.replace('-', '_')}" for c in checks)
+
+
+def test_every_check_documents_itself_under_the_fixed_headings() -> None:
+    for chk in load_checks():
+        positions = [chk.doc.find(h) for h in HEADINGS]
+        assert all(p > 0 for p in positions) and positions == sorted(positions), chk.code
+
+
+def test_docs_pages_match_the_code() -> None:
+    for chk in load_checks():
+        page = ROOT / "docs" / "checks" / f"{chk.code}.md"
+        assert page.is_file(), f"missing {page}: run python -m qadvisor.docgen.pages docs/checks"
+        assert page.read_text() == check_page(chk), (
+            f"{page} is stale: run python -m qadvisor.docgen.pages docs/checks"
+        )
+
+
+def test_privileges_page_matches_the_facts_and_what_each_check_reads() -> None:
+    page = ROOT / "docs" / PRIVILEGES_PAGE
+    assert page.is_file(), f"missing {page}: run python -m qadvisor.docgen.pages docs/checks"
+    assert page.read_text() == privileges_page(load_checks()), (
+        f"{page} is stale: run python -m qadvisor.docgen.pages docs/checks"
+    )
+
+
+def test_every_check_declares_the_facts_it_reads_and_only_known_ones() -> None:
+    for chk in load_checks():
+        assert chk.requires, f"{chk.code} declares no facts (requires=...)"
+        assert set(chk.requires) <= set(FACTS), chk.code
+    # A fact a grant or a lock can hide names what to do about it.
+    for fact in FACTS.values():
+        assert fact.privilege, fact.name
+        assert bool(fact.lock) == bool(fact.when_locked), fact.name
+        for template in fact.grants.values():
+            assert template.startswith("GRANT ") and template.endswith(" TO {role};")
+    with pytest.raises(ValueError, match="unknown fact"):
+        check("QA999", "made-up", severity=Severity.INFO, category="x", requires=("nope",))
+
+
+def test_every_check_has_its_own_test_module() -> None:
+    tests = {p.name for p in (ROOT / "tests" / "checks").glob("test_qa*.py")}
+    for chk in load_checks():
+        assert any(re.match(rf"test_{chk.code.lower()}_", t) for t in tests), chk.code

@@ -1,0 +1,129 @@
+"""QA101 archive-bloated-index: unit tests on snapshots, then the pathology on real servers."""
+
+from __future__ import annotations
+
+from qadvisor.model import Finding, Skip
+from tests import snapshots as S
+from tests.helpers import assert_quiet, build_archive_queue
+from tests.shapes import Shape
+
+MB = 1024 * 1024
+
+
+def test_composite_index_over_the_archive_is_flagged_with_the_measured_numbers() -> None:
+    # The measured case: 10 M rows, 5,000 pending, composite (status, created_at) at 310.4 MB.
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
+    out = S.run("QA101", S.snapshot(S.jobs_table(indexes=(idx,))))
+    assert len(out) == 1 and isinstance(out[0], Finding)
+    f = out[0]
+    assert f.key == "QA101:public.jobs_status_created_at_idx"
+    assert f.evidence["live_rows"] == 5_000
+    assert f.evidence["archive_fraction"] == 0.9995
+    # A fresh partial (created_at) index on 5,000 rows: a few pages, not megabytes.
+    assert 16_384 <= f.evidence["estimated_partial_bytes"] < 300_000
+    assert f.fix is not None
+    assert f.fix.statements == (
+        "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx ON public.jobs (created_at) "
+        "WHERE status = 'pending';",
+        "DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;",
+    )
+
+
+def test_constraint_index_is_never_dropped() -> None:
+    idx = S.index("jobs_status_id_key", ("status", "id"), 200 * MB, is_unique=True,
+                  is_constraint=True)  # fmt: skip
+    (f,) = S.run("QA101", S.snapshot(S.jobs_table(indexes=(idx,))))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert len(f.fix.statements) == 1 and f.fix.statements[0].startswith("CREATE INDEX")
+    assert "constraint" in f.fix.notes
+
+
+def test_quiet_for_partial_small_or_mostly_live_indexes() -> None:
+    partial = S.index("p", ("created_at",), 300 * MB, predicate="(status = 'pending'::text)")
+    small = S.index("small", ("status", "created_at"), 4 * MB)
+    assert_quiet(S.report("QA101", S.snapshot(S.jobs_table(indexes=(partial, small)))), "QA101")
+    # Rows deleted on completion: half the table is live.
+    busy = S.index("busy", ("status", "created_at"), 300 * MB)
+    assert_quiet(
+        S.report("QA101", S.snapshot(S.jobs_table(indexes=(busy,), pending_freq=0.5))), "QA101"
+    )
+
+
+def test_unreadable_pg_stats_is_a_reported_skip_not_a_guess() -> None:
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * MB)
+    table = S.jobs_table(indexes=(idx,), pending_freq=None, stats_visible=False)
+    (skip,) = S.run("QA101", S.snapshot(table))
+    assert isinstance(skip, Skip) and "GRANT SELECT (status) ON public.jobs" in skip.reason
+
+
+def test_archive_index_found_fixed_and_gone(shape: Shape) -> None:
+    db = shape.db
+    build_archive_queue(db)
+    run = shape.check()
+    assert run.rc == 1
+    (f,) = run.findings("QA101")
+    assert f["target"] == {"kind": "index", "schema": shape.schema, "table": "jobs",
+                           "name": "jobs_status_created_at_idx"}  # fmt: skip
+    ev = f["evidence"]
+    assert ev["index_bytes"] > 8 * MB
+    assert 400_000 <= ev["table_rows"] <= 401_000
+    # 500 live rows, estimated from pg_stats: ANALYZE samples 30,000 of 400,500 rows, so it
+    # sees about 37 pending ones (standard deviation about 6); these bounds are 3.7 deviations.
+    assert 200 <= ev["live_rows"] <= 800
+    assert ev["archive_fraction"] > 0.99
+    assert ev["size_ratio"] >= 10
+    shape.apply_fix(f)
+    names = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes WHERE tablename='jobs'")}
+    assert names == {"jobs_pkey", "jobs_pending_created_at_idx"}
+    assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+def test_quiet_on_a_healthy_queue(shape: Shape) -> None:
+    build_archive_queue(shape.db, composite=False, partial=True)
+    assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+def test_quiet_when_rows_are_deleted_on_completion(shape: Shape) -> None:
+    # Finished rows are deleted: the table is its live set, plus the few done rows the
+    # cleanup has not reached yet (which also tell discovery what live means).
+    build_archive_queue(shape.db, archive=2_000, live=300_000)
+    run = shape.check("--table", shape.queue)
+    (queue,) = run.report["queues"]
+    assert queue["live_predicate"] == "status = 'pending'"
+    assert_quiet(run, "QA101", shape.queue)
+
+
+def test_index_led_by_the_dequeue_order_column_is_on_the_dequeue_path() -> None:
+    import dataclasses
+
+    from qadvisor.model import Statement
+    from qadvisor.sql.dequeue import analyse
+
+    idx = S.index("jobs_created_at_idx", ("created_at",), 200 * MB)
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    # Without a known dequeue the index is just an index on created_at.
+    assert_quiet(S.report("QA101", snap), "QA101")
+    claim = ("SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
+             "FOR UPDATE SKIP LOCKED")  # fmt: skip
+    snap = dataclasses.replace(snap, statements=(Statement("--query 1", claim, analyse(claim)),))
+    (f,) = S.run("QA101", snap)
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.fix.statements[0] == (
+        "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx ON public.jobs (created_at) "
+        "WHERE status = 'pending';"
+    )
+
+
+def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> None:
+    db = shape.db
+    build_archive_queue(db, composite=False)
+    db.execute("CREATE INDEX jobs_created_at_idx ON jobs (created_at)")
+    claim = (
+        "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs "
+        "WHERE status = 'pending' ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
+    )
+    run = shape.check("--table", shape.queue, "--query", claim)
+    (f,) = run.findings("QA101")
+    assert f["target"]["name"] == "jobs_created_at_idx"
+    shape.apply_fix(f)
+    assert_quiet(shape.check("--table", shape.queue, "--query", claim), "QA101", shape.queue)

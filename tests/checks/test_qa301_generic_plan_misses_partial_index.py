@@ -1,0 +1,230 @@
+"""QA301 generic-plan-misses-partial-index: unit tests on snapshots, then real servers.
+
+On the servers: a claim with ``status = $1`` against the live-set partial index is critical
+with ``force_generic_plan`` set on the database, quiet once rewritten with the printed literal,
+a warning without the setting, and latent (info) from pg_stat_statements text alone. A healthy
+literal claim on a matching partial index stays quiet for QA301, QA302 and QA303.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from qadvisor.api import indexes_used, parse_explain
+from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
+from qadvisor.sql.dequeue import analyse, fingerprint
+from tests import snapshots as S
+from tests.collect.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
+from tests.conftest import TestDB
+from tests.helpers import assert_quiet, rewrite_of
+from tests.shapes import Shape
+
+PARTIAL = S.index(
+    "jobs_pending_created_at", ("created_at",), 8 * 1024 * 1024,
+    predicate="(status = 'pending'::text)",
+)  # fmt: skip
+CUSTOM = PlanNode(
+    "Limit", total_cost=0.33, plan_rows=1,
+    children=(PlanNode("LockRows", children=(
+        PlanNode("Index Scan", relation="jobs", schema="public", index=PARTIAL.name,
+                 total_cost=80.0, plan_rows=5000, filter="(jobs.status = 'pending'::text)"),
+    )),),
+)  # fmt: skip
+GENERIC = PlanNode(
+    "Limit", total_cost=270_000.0, plan_rows=1,
+    children=(PlanNode("Sort", sort_key=("jobs.created_at",), children=(
+        PlanNode("Seq Scan", relation="jobs", schema="public", total_cost=230_000.0,
+                 plan_rows=5_000_000, filter="(jobs.status = $1)"),
+    )),),
+)  # fmt: skip
+BOUND = "SELECT id FROM jobs WHERE status = $1 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+
+
+def _snap(stmt: Statement, *roles: RoleSetting, session: str = "auto") -> Snapshot:
+    snap = S.snapshot(S.jobs_table(indexes=(PARTIAL,)), settings={"plan_cache_mode": session})
+    return dataclasses.replace(snap, statements=(stmt,), role_settings=roles)
+
+
+def _stmt(text: str = BOUND, **kw: object) -> Statement:
+    base: dict[str, object] = {
+        "source": "--query 1",
+        "text": text,
+        "parsed": analyse(text),
+        "custom_values": {"1": "'pending'"},
+        "custom_plan": CUSTOM,
+        "generic_plan": GENERIC,
+    }
+    base.update(kw)
+    return Statement(**base)  # type: ignore[arg-type]
+
+
+def _findings(snap: Snapshot, code: str = "QA301") -> list[Finding]:
+    return [f for f in S.run(code, snap) if isinstance(f, Finding)]
+
+
+def test_bound_status_is_a_warning_with_both_plans_and_the_literal_rewrite() -> None:
+    (f,) = _findings(_snap(_stmt()))
+    assert f.severity is Severity.WARNING and f.key == "QA301:public.--query 1"
+    assert f.target.kind == "statement" and f.target.table == "jobs"
+    ev = f.evidence
+    assert ev["partial_index"] == "jobs_pending_created_at"
+    assert ev["generic_plan_cost"] == 270_000.0 and ev["custom_plan_cost"] == 0.33
+    assert ev["generic_plan_scan"].startswith("Seq Scan on public.jobs")
+    assert ev["custom_plan_scan"].startswith("Index Scan using jobs_pending_created_at")
+    assert ev["plan_cache_mode"] == "auto"
+    assert f.fix is not None and f.fix.safety == "review"
+    assert f.fix.statements == ()  # the rewrite is application code, not a migration
+    rewritten = rewrite_of(f)
+    assert "status = 'pending'" in rewritten and "$1" not in rewritten
+    assert "ORM" in f.fix.notes
+
+
+def test_forced_generic_plans_for_the_role_make_it_critical() -> None:
+    row = RoleSetting(None, "worker", "plan_cache_mode", "force_generic_plan")
+    (f,) = _findings(_snap(_stmt(role="worker"), row))
+    assert f.severity is Severity.CRITICAL
+    assert f.evidence["plan_cache_mode_source"] == (
+        "ALTER ROLE worker SET plan_cache_mode = force_generic_plan"
+    )
+    # Another role's setting does not apply to this statement.
+    (f,) = _findings(_snap(_stmt(role="reporting"), row))
+    assert f.severity is Severity.WARNING
+    # Set for the whole server.
+    (f,) = _findings(_snap(_stmt(), session="force_generic_plan"))
+    assert f.severity is Severity.CRITICAL and "server" in f.evidence["plan_cache_mode_source"]
+
+
+def test_pg_stat_statements_text_is_latent_unless_the_server_confirms_it() -> None:
+    pgss = {"source": "pg_stat_statements", "from_normalised_text": True, "queryid": 7,
+            "calls": 10_000, "mean_exec_ms": 0.2, "shared_blks_per_call": 4.0}  # fmt: skip
+    (f,) = _findings(_snap(_stmt(**pgss)))
+    assert f.severity is Severity.INFO and "Latent" in f.message
+    assert f.key == "QA301:public.pgss:7"
+    # Runtime evidence: each call reads about the whole table.
+    pages = S.jobs_table().relpages
+    (f,) = _findings(_snap(_stmt(**{**pgss, "shared_blks_per_call": float(pages)})))
+    assert f.severity is Severity.WARNING and "shared blocks per call" in f.evidence["confirmed_by"]
+    # Runtime evidence: executions reuse a cached plan.
+    (f,) = _findings(_snap(_stmt(**{**pgss, "plans_per_call": 0.001})))
+    assert f.severity is Severity.WARNING and "plans per call" in f.evidence["confirmed_by"]
+    # Forced on the database: critical.
+    row = RoleSetting("app", None, "plan_cache_mode", "force_generic_plan")
+    (f,) = _findings(_snap(_stmt(**pgss), row))
+    assert f.severity is Severity.CRITICAL
+
+
+def test_quiet_when_literal_or_when_the_generic_plan_keeps_the_index() -> None:
+    literal = BOUND.replace("$1", "'pending'")
+    assert_quiet(S.report("QA301", _snap(_stmt(literal, custom_values={}, generic_plan=CUSTOM))),
+                 "QA301")  # fmt: skip
+    assert_quiet(S.report("QA301", _snap(_stmt(generic_plan=CUSTOM))), "QA301")
+    # The custom plan does not use the index either: not this check's finding.
+    assert_quiet(S.report("QA301", _snap(_stmt(custom_plan=GENERIC))), "QA301")
+
+
+# --- on real servers ---------------------------------------------------------------------------
+
+
+def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(
+    shape: Shape,
+) -> None:
+    db = shape.db
+    build_claim_queue(db)
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
+    run = shape.check("--query", CLAIM)
+    assert run.rc == 1
+    (f,) = run.findings("QA301")
+    assert f["severity"] == "critical" and f["key"] == f"QA301:{shape.queue}@{fingerprint(CLAIM)}"
+    ev = f["evidence"]
+    assert ev["plan_cache_mode"] == "force_generic_plan"
+    assert ev["plan_cache_mode_source"] == (
+        f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan"
+    )
+    assert ev["custom_plan_scan"].startswith("Index Scan using jobs_queued_created_at_idx")
+    assert "jobs_queued_created_at_idx" not in ev["generic_plan_scan"]
+    assert ev["generic_plan_cost"] > 10 * ev["custom_plan_cost"]
+    assert f["fix"]["statements"] == []
+    rewritten = rewrite_of(f)
+    assert "status = 'queued'" in rewritten and "$1" not in rewritten
+    (plan,) = shape.plan_rewrites(f)
+    assert "jobs_queued_created_at_idx" in plan
+
+    # The proof is the server's: planned generically while force_generic_plan is still set,
+    # the rewrite uses the partial index and the application's statement does not.
+    schema = shape.schema
+    assert "jobs_queued_created_at_idx" in generic_plan_indexes(db, schema, rewritten.rstrip(";"))
+    assert "jobs_queued_created_at_idx" not in generic_plan_indexes(
+        db, schema, CLAIM, "text", "'queued'"
+    )
+    assert_quiet(shape.check("--query", rewritten), "QA301", shape.queue)
+
+
+def generic_plan_indexes(
+    db: TestDB, schema: str, statement: str, types: str = "", values: str = ""
+) -> tuple[str, ...]:
+    """The indexes of ``schema``.jobs that the statement's cached plan uses in a new session
+    of the database as ``db``'s role (which takes its plan_cache_mode), prepared and
+    explained in a transaction that is rolled back."""
+    with db.connect() as conn:
+        assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+        with conn.transaction(force_rollback=True):
+            conn.execute(f"PREPARE proof{f'({types})' if types else ''} AS {statement}")
+            row = conn.execute(
+                f"EXPLAIN (FORMAT JSON) EXECUTE proof{f'({values})' if values else ''}"
+            ).fetchone()
+            conn.execute("DEALLOCATE proof")
+    assert row is not None
+    plan, _ = parse_explain(row[0])
+    return indexes_used(plan, schema, "jobs")
+
+
+def test_without_the_setting_it_is_a_warning(shape: Shape) -> None:
+    build_claim_queue(shape.db)
+    (f,) = shape.check("--query", CLAIM).findings("QA301")
+    assert f["severity"] == "warning" and f["evidence"]["plan_cache_mode"] == "auto"
+
+
+def test_from_pg_stat_statements_it_is_latent_until_the_database_forces_generic_plans(
+    shape: Shape,
+) -> None:
+    db = shape.db
+    build_claim_queue(db)
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
+    run_claims(db)
+    (f,) = shape.check().findings("QA301")
+    # The key is the claim's shape: the same for the normalised text as for the application's.
+    assert (
+        f["severity"] == "info"
+        and f["target"]["name"] == f"jobs@{fingerprint(SELECT_CLAIM.replace('%s', '$1'))}"
+    )
+    assert f["evidence"]["calls"] == 3
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
+    (f,) = shape.check().findings("QA301")
+    assert f["severity"] == "critical"
+
+
+@pytest.mark.judges("QA301", "QA302", "QA303")
+def test_a_healthy_literal_claim_on_a_matching_partial_index_is_quiet(shape: Shape) -> None:
+    build_claim_queue(shape.db)
+    run = shape.check("--query", CLAIM.replace("$1", "'queued'"))
+    for code in ("QA301", "QA302", "QA303"):
+        assert_quiet(run, code, shape.queue)
+
+
+def test_a_driver_forcing_generic_plans_is_confirmed_by_plans_per_call(shape: Shape) -> None:
+    # The application's own session forces generic plans (invisible to qadvisor): only the
+    # runtime counters tell, here plans/calls far below 1 with track_planning on.
+    db = shape.db
+    build_claim_queue(db)
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET pg_stat_statements.track_planning = on")
+    with db.connect() as app:
+        app.execute("SET plan_cache_mode = force_generic_plan")
+        for _ in range(60):
+            app.execute(SELECT_CLAIM, ["queued"], prepare=True)
+    (f,) = shape.check().findings("QA301")
+    assert f["severity"] == "warning", f["message"]
+    assert f["evidence"]["calls"] == 60 and f["evidence"]["plans_per_call"] < 0.1
+    assert "plans per call" in f["evidence"]["confirmed_by"]

@@ -1,0 +1,97 @@
+"""QA502 tenant-row-lock: unit tests on parsed statements, then --query statements on real
+servers, fixed with the printed rewrite."""
+
+from __future__ import annotations
+
+import pytest
+
+from qadvisor.sql.dequeue import LockClause, analyse
+from tests import snapshots as S
+from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
+from tests.checks.test_qa501_lock_without_skip_locked import findings, lock_of, with_statements
+from tests.helpers import assert_quiet, holding, rewrite_of, row_locked, run_now
+from tests.shapes import Shape
+
+JOIN = (
+    "select j.id, t.id from tenants t join jobs j on j.tenant_id = t.id "
+    "where j.status = 'queued' and t.active order by j.id limit 1 {lock}"
+)
+# The round-robin query with the lock moved to the outer level: it locks the rotation row.
+RR_OUTER_LOCK = RR_BY_ID.replace("  for update skip locked\n", "") + " for update skip locked"
+
+
+def test_lock_of_the_tenant_instead_of_the_job() -> None:
+    (f,) = findings("QA502", with_statements(JOIN.format(lock="for update of t skip locked")))
+    assert f.key == "QA502:public.--query 1"
+    assert f.evidence["locked_tables"] == ["tenants"] and f.evidence["job_locked"] is False
+    assert "and not the jobs row it claims" in f.message
+    assert "two workers can claim the same job" in f.message
+    assert f.fix is not None
+    assert lock_of(rewrite_of(f)) == LockClause("update", "skip locked", ("jobs",))
+    # A statement's lock shape alone: QA501 stays quiet, it has SKIP LOCKED.
+    only_tenant = with_statements(JOIN.format(lock="for update of t skip locked"))
+    assert_quiet(S.report("QA501", only_tenant), "QA501")
+
+
+def test_lock_without_of_in_a_join_locks_both() -> None:
+    (f,) = findings("QA502", with_statements(JOIN.format(lock="for update")))
+    assert f.evidence["locked_tables"] == ["tenants", "jobs"] and f.evidence["job_locked"]
+    assert "as well as the job" in f.message
+    assert f.fix is not None
+    assert lock_of(rewrite_of(f)) == LockClause("update", "skip locked", ("jobs",))
+
+
+def test_round_robin_with_the_lock_at_the_outer_level() -> None:
+    # The analysis takes the rotation table for the queue here; the discovered queue wins.
+    parsed = analyse(RR_OUTER_LOCK)
+    assert parsed is not None and set(parsed.locked_tables) == {"queue_tenants", "jobs"}
+    (f,) = findings("QA502", with_statements(RR_OUTER_LOCK))
+    assert (f.target.table, f.evidence["queue_table"]) == ("jobs", "jobs")
+    assert "locks rows of queue_tenants as well as the job" in f.message
+    assert f.fix is not None
+    rewritten = analyse(rewrite_of(f).rstrip(";"))
+    assert rewritten is not None and rewritten.locked_tables == ("jobs",)
+
+
+def test_quiet_when_only_the_job_is_locked() -> None:
+    snap = with_statements(
+        JOIN.format(lock="for update of j skip locked"),
+        RR_BY_ID,
+        "select id from jobs where status = 'queued' limit 1 for update skip locked",
+    )
+    assert_quiet(S.report("QA502", snap), "QA502")
+
+
+# --- on real servers --------------------------------------------------------------------------
+
+
+@pytest.mark.judges("QA501", "QA502")
+def test_tenant_row_lock_found_rewritten_and_gone(shape: Shape) -> None:
+    db = shape.db
+    build_tenant_queue(db, {1: 50, 2: 50}, rotation=2)
+    db.execute(
+        "CREATE TABLE tenants (id int PRIMARY KEY, active bool NOT NULL DEFAULT true);"
+        "INSERT INTO tenants (id) VALUES (1), (2)"
+    )
+    cases = [
+        (JOIN.format(lock="for update of t skip locked"), "tenants", "id"),
+        (JOIN.format(lock="for update"), "tenants", "id"),
+        (RR_OUTER_LOCK, "queue_tenants", "tenant_id"),
+    ]
+    for sql, tenants, key in cases:
+        (f,) = shape.check("--query", sql).findings("QA502")
+        rewritten = rewrite_of(f)
+        fixed = shape.check("--query", rewritten)
+        assert_quiet(fixed, "QA501", shape.queue)
+        assert_quiet(fixed, "QA502", shape.queue)
+        # The statement as found holds the tenant's row until the claim commits...
+        with holding(db, sql) as held:
+            ((_, tenant),) = held
+            assert row_locked(db, tenants, key, tenant)
+        # ...the rewrite holds only the job: the tenant's row stays free, and a second worker
+        # skips the held job and claims another one.
+        with holding(db, rewritten) as held:
+            ((job, tenant),) = held
+            assert not row_locked(db, tenants, key, tenant), sql
+            ((other, _),) = run_now(db, rewritten)
+            assert other != job

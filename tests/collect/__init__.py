@@ -1,0 +1,1 @@
+"""Tests of qadvisor.collect: what is read from real servers, and how."""

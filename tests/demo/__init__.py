@@ -1,0 +1,1 @@
+"""Tests of qadvisor.demo: the demo command and the throwaway-server launcher."""

@@ -1,0 +1,1 @@
+"""Tests of qadvisor.derive: pure facts from catalog rows and parsed statements."""

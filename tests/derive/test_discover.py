@@ -1,0 +1,304 @@
+"""Discovery of queue tables: pure decisions, then the real catalog."""
+
+from __future__ import annotations
+
+from qadvisor.derive import discover
+from qadvisor.derive.discover import CandidateColumn, Claim, PartialIndex
+from qadvisor.model import LivePredicate, Rejected
+from qadvisor.sql.dequeue import analyse
+from tests.conftest import TestDB
+from tests.helpers import build_archive_queue, check
+
+
+def col(
+    table: str, name: str, values: tuple[str, ...] | None = None, **kw: object
+) -> CandidateColumn:
+    base: dict[str, object] = {"type": "text", "not_null": True, "enum_labels": None,
+                               "indexed": False, "common_values": values}  # fmt: skip
+    base.update(kw)
+    return CandidateColumn("public", table, hash(table) & 0xFFFF, name, **base)  # type: ignore[arg-type]
+
+
+def test_partial_index_predicate_is_the_live_predicate() -> None:
+    (d,) = discover.decide(
+        [col("jobs", "status")],
+        [
+            PartialIndex(
+                "public", "jobs", hash("jobs") & 0xFFFF, "jobs_q", "(status = 'queued'::text)"
+            )
+        ],
+        [],
+    )
+    assert d.live == LivePredicate("status", "in", ("queued",), "partial index jobs_q")
+    assert "partial index" in d.reason
+
+
+def test_status_values_and_an_index_make_a_queue_but_values_alone_do_not() -> None:
+    values = ("done", "pending", "failed")
+    (d,) = discover.decide([col("jobs", "status", values, indexed=True)], [], [])
+    assert d.live is not None and d.live.values == ("pending",)
+    assert discover.decide([col("jobs", "status", values)], [], []) == []
+
+
+def test_orders_with_a_status_column_are_not_a_queue() -> None:
+    assert (
+        discover.decide([col("orders", "status", ("shipped", "paid"), indexed=True)], [], []) == []
+    )
+
+
+def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
+    parsed = analyse(sql)
+    assert parsed is not None
+    return Claim(hash(table) & 0xFFFF, "public", table, label, parsed.predicates)
+
+
+def test_a_skip_locked_claim_is_evidence_and_its_condition_the_live_predicate() -> None:
+    (d,) = discover.decide(
+        [col("jobs", "state", ("queued", "done"))],
+        [],
+        [claim("jobs", "SELECT id FROM jobs WHERE state = 'queued' FOR UPDATE SKIP LOCKED")],
+    )
+    assert "1 SKIP LOCKED claim(s): --query 1" in d.reason
+    assert d.live is not None and (d.live.column, d.live.op, d.live.values) == (
+        "state",
+        "in",
+        ("queued",),
+    )
+    assert d.live.source == "claim --query 1"
+
+
+def test_library_shape_is_recognised_without_its_table_name() -> None:
+    labels = ("available", "scheduled", "executing", "retryable", "completed", "discarded",
+              "cancelled")  # fmt: skip
+    c = col("background_work", "state", None, enum_labels=labels, type="oban_job_state")
+    cols = frozenset({"id", "state", "queue", "worker", "args", "scheduled_at", "attempt"})
+    (d,) = discover.decide([c], [], [], {c.relid: cols})
+    assert d.live == LivePredicate("state", "in", ("available",), "queue library Oban")
+    good_job = col("work", "finished_at", None, type="timestamp without time zone",
+                   not_null=False)  # fmt: skip
+    gj_cols = frozenset({"id", "finished_at", "performed_at", "scheduled_at", "queue_name",
+                         "active_job_id"})  # fmt: skip
+    (d,) = discover.decide([good_job], [], [], {good_job.relid: gj_cols})
+    assert d.live is not None and d.live.op == "is null"
+
+
+def test_explicit_tables_win() -> None:
+    (d,) = discover.decide([], [], [], None, [("public", "anything", 42)])
+    assert d.table == "anything" and d.live is None and d.reason.startswith("named with --table")
+
+
+def test_finds_queues_by_index_statements_and_enum(db: TestDB) -> None:
+    build_archive_queue(db, archive=20_000)
+    db.execute(
+        """
+        CREATE TYPE job_state AS ENUM ('available', 'running', 'completed', 'discarded');
+        CREATE TABLE work_items (id bigserial PRIMARY KEY, state job_state NOT NULL,
+                                 run_at timestamptz NOT NULL DEFAULT now());
+        CREATE INDEX work_items_ready ON work_items (run_at) WHERE state = 'available';
+        CREATE TABLE users (id serial PRIMARY KEY, status text, created_at timestamptz);
+        INSERT INTO users (status) SELECT 'active' FROM generate_series(1, 100);
+        ANALYZE;
+        """
+    )
+    report = check(db).report
+    found = {q["table"]: q for q in report["queues"]}
+    assert set(found) == {"jobs", "work_items"}
+    assert found["work_items"]["live_predicate"] == "state = 'available'"
+    assert "partial index work_items_ready" in found["work_items"]["reason"]
+    assert found["jobs"]["live_predicate"] == "status = 'pending'"
+
+
+def test_pg_stat_statements_dequeue_is_found(db: TestDB) -> None:
+    db.execute("CREATE EXTENSION pg_stat_statements")
+    db.execute(
+        """
+        CREATE TABLE tasks (id bigserial PRIMARY KEY, state text NOT NULL);
+        INSERT INTO tasks (state) SELECT 'ready' FROM generate_series(1, 50);
+        ANALYZE tasks;
+        """
+    )
+    with db.connect() as conn:
+        for _ in range(3):
+            conn.execute("SELECT id FROM tasks WHERE state = %s ORDER BY id LIMIT 1 "
+                         "FOR UPDATE SKIP LOCKED", ("ready",))  # fmt: skip
+        conn.execute("SELECT pg_stat_force_next_flush()")
+    (q,) = check(db).report["queues"]
+    assert q["table"] == "tasks" and "SKIP LOCKED" in q["reason"]
+
+
+# --- claims as evidence ------------------------------------------------------------------------
+
+
+def ts(table: str, name: str, **kw: object) -> CandidateColumn:
+    return col(table, name, None, type="timestamp with time zone", not_null=False, **kw)
+
+
+def test_a_claimed_table_is_a_queue_whatever_its_columns_are_called() -> None:
+    # No status column and no index but the primary key: the claim waits on a timestamp.
+    cols = [ts("outbox", "sent_at"), ts("outbox", "locked_at"), ts("outbox", "run_after")]
+    sql = (
+        "SELECT id FROM outbox WHERE sent_at IS NULL AND locked_at IS NULL AND run_after <= $1 "
+        "ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide(cols, [], [claim("outbox", sql, "pg_stat_statements ab12 (15 calls)")])
+    assert d.table == "outbox" and d.live is not None
+    # Of the two IS NULL conditions the one that names a finished job is the live set.
+    assert (d.live.column, d.live.op) == ("sent_at", "is null")
+    assert "1 SKIP LOCKED claim(s): pg_stat_statements ab12 (15 calls)" in d.reason
+
+
+def test_a_bound_status_takes_its_values_from_the_partial_index_on_a_waiting_state() -> None:
+    # Oban: partial indexes on finished states (the pruner's) and a claim with state = $1.
+    labels = ("available", "scheduled", "executing", "retryable", "completed", "discarded",
+              "cancelled")  # fmt: skip
+    state = col("oban_jobs", "state", None, enum_labels=labels, type="oban_job_state", indexed=True)
+    relid = state.relid
+    partials = [
+        PartialIndex(
+            "public", "oban_jobs", relid, f"oban_jobs_{s}", f"(state = '{s}'::oban_job_state)"
+        )
+        for s in ("completed", "cancelled", "discarded")
+    ]
+    sql = (
+        "SELECT id FROM oban_jobs WHERE state = $1 AND queue = $2 ORDER BY priority, "
+        "scheduled_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide([state], partials, [claim("oban_jobs", sql)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("state", ("available",))
+    assert "enum labels of state" in d.live.source
+    # Without the claim the pruner's indexes are still no live set.
+    (d,) = discover.decide([state], partials, [], {relid: frozenset()})
+    assert d.live is not None and d.live.values == ("available",)  # the enum's waiting label
+    assert "partial index" not in d.reason and "an index on state" in d.reason
+
+
+def test_an_enum_range_claim_cuts_before_the_first_running_label() -> None:
+    labels = ("created", "retry", "active", "completed", "cancelled", "failed")
+    state = col("job_common", "state", None, enum_labels=labels, type="pgboss.job_state")
+    sql = (
+        "SELECT id FROM pgboss.job_common j WHERE name = $1 AND state < $2 AND start_after < "
+        "now() ORDER BY priority DESC, created_on, id LIMIT $3 FOR UPDATE SKIP LOCKED"
+    )
+    parsed = analyse(sql)
+    assert parsed is not None
+    c = Claim(state.relid, "public", "job_common", "--query 1", parsed.predicates)
+    (d,) = discover.decide([state], [], [c])
+    assert d.live is not None and (d.live.op, d.live.values) == ("<", ("active",))
+    assert "order of enum pgboss.job_state" in d.live.source
+    # A literal bound is taken as written.
+    parsed = analyse(sql.replace("state < $2", "state < 'active'"))
+    assert parsed is not None
+    c = Claim(state.relid, "public", "job_common", "--query 1", parsed.predicates)
+    (d,) = discover.decide([state], [], [c])
+    assert d.live is not None and d.live.source == "claim --query 1"
+
+
+def test_a_boolean_claim_is_its_own_live_predicate() -> None:
+    flag = col("tasks", "is_available", None, type="boolean")
+    sql = "SELECT id FROM tasks WHERE is_available ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([flag], [], [claim("tasks", sql)])
+    assert d.live is not None and (d.live.column, d.live.op) == ("is_available", "true")
+
+
+def test_with_claims_known_status_values_alone_do_not_make_a_queue() -> None:
+    values = ("queued", "picked", "successful", "exception")
+    jobs = col("pgqueuer", "status", values, indexed=True)
+    log = col("pgqueuer_log", "status", values, indexed=True)
+    sql = "SELECT id FROM pgqueuer WHERE status = $1 LIMIT $2 FOR UPDATE SKIP LOCKED"
+    rejected: list[Rejected] = []
+    decided = discover.decide([jobs, log], [], [claim("pgqueuer", sql)], rejected=rejected)
+    assert [d.table for d in decided] == ["pgqueuer"]
+    (r,) = rejected
+    assert r.table == "pgqueuer_log" and "no known claim reads it" in r.reason
+    # Without any claim known, the status values and the index are still evidence.
+    assert [d.table for d in discover.decide([jobs, log], [], [])] == ["pgqueuer", "pgqueuer_log"]
+
+
+def test_a_claim_whose_values_are_hidden_still_makes_a_queue_and_says_why() -> None:
+    hidden = col("jobs", "status", None, readable=False)
+    sql = "SELECT id FROM jobs WHERE status = $1 LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([hidden], [], [claim("jobs", sql)])
+    assert d.live is None
+    assert "GRANT SELECT (status) ON public.jobs TO <role>;" in d.reason
+    (d,) = discover.decide([hidden], [], [claim("jobs", sql)], role="Monitor")
+    assert 'GRANT SELECT (status) ON public.jobs TO "Monitor";' in d.reason
+
+
+def test_a_lock_index_on_waiting_and_running_rows_is_not_the_live_set() -> None:
+    # procrastinate: (id, lock) WHERE status = ANY ('{todo,doing}') holds what workers have.
+    labels = ("todo", "doing", "succeeded", "failed", "cancelled", "aborting", "aborted")
+    status = col("procrastinate_jobs", "status", None, enum_labels=labels, type="job_status")
+    partials = [
+        PartialIndex("public", "procrastinate_jobs", status.relid, name, pred)
+        for name, pred in [
+            ("procrastinate_jobs_id_lock_idx_v1", "(status = ANY ('{todo,doing}'::job_status[]))"),
+            ("procrastinate_jobs_lock_idx_v1", "(status = 'doing'::job_status)"),
+            ("procrastinate_jobs_priority_idx_v1", "(status = 'todo'::job_status)"),
+        ]
+    ]
+    (d,) = discover.decide([status], partials, [])
+    assert d.live is not None and d.live.values == ("todo",)
+    assert d.live.source == "partial index procrastinate_jobs_priority_idx_v1"
+
+
+def test_one_bound_value_is_not_taken_from_a_list_index_and_case_is_kept() -> None:
+    labels = ("available", "scheduled", "executing", "retryable", "completed")
+    state = col("oban_jobs", "state", None, enum_labels=labels, type="oban_job_state")
+    staging = PartialIndex("public", "oban_jobs", state.relid, "oban_jobs_staging_index",
+                           "(state = ANY (ARRAY['scheduled'::oban_job_state, "
+                           "'retryable'::oban_job_state]))")  # fmt: skip
+    fetch = (
+        "SELECT id FROM oban_jobs WHERE state = $4 AND queue = $1 LIMIT $2 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide([state], [staging], [claim("oban_jobs", fetch)])
+    assert d.live is not None and d.live.values == ("available",)
+    status = col("dbtaskresult", "status", ("SUCCESSFUL", "READY"), type="character varying(10)")
+    sql = "SELECT id FROM dbtaskresult WHERE status = $1 LIMIT $5 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([status], [], [claim("dbtaskresult", sql)])
+    assert d.live is not None and d.live.values == ("READY",)
+
+
+def test_the_claim_run_most_says_what_workers_wait_for() -> None:
+    labels = ("available", "scheduled", "executing", "retryable", "completed")
+    state = col("oban_jobs", "state", None, enum_labels=labels, type="oban_job_state")
+    stage = analyse(
+        "SELECT id FROM oban_jobs WHERE state = ANY('{scheduled,retryable}') "
+        "ORDER BY scheduled_at LIMIT 10 FOR UPDATE SKIP LOCKED"
+    )
+    fetch = analyse(
+        "SELECT id FROM oban_jobs WHERE state = 'available' ORDER BY id LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    assert stage is not None and fetch is not None
+    claims = [
+        Claim(state.relid, "public", "oban_jobs", "stager", stage.predicates, calls=42),
+        Claim(state.relid, "public", "oban_jobs", "fetch", fetch.predicates, calls=288),
+    ]
+    (d,) = discover.decide([state], [], claims)
+    assert d.live is not None and d.live.values == ("available",)
+
+
+def test_skip_locked_on_rows_that_wait_for_nothing_is_not_a_queue() -> None:
+    # pg-boss removes stale instance rows with SKIP LOCKED; nothing there waits to be claimed.
+    started = col("instance", "started_on", None, type="timestamp with time zone")
+    sql = (
+        "DELETE FROM instance WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+        "(ORDER BY started_on DESC) AS n FROM instance) ranked WHERE n > $6 "
+        "FOR UPDATE SKIP LOCKED)"
+    )
+    rejected: list[Rejected] = []
+    assert discover.decide([started], [], [claim("instance", sql)], rejected=rejected) == []
+    (r,) = rejected
+    assert "no condition of the claim on instance can be a live predicate" in r.reason
+
+
+def test_only_tables_that_looked_like_queues_are_listed_as_rejected() -> None:
+    # A users table's active/inactive status is no candidate; a table with waiting and
+    # finished values that nothing else marks as a queue is, and so is one whose values
+    # the role cannot read (the reader needs the GRANT).
+    users = col("users", "status", ("active", "inactive"), indexed=True)
+    outbox = col("outbox", "status", ("pending", "done"))
+    hidden = col("mail", "status", None, readable=False)
+    rejected: list[Rejected] = []
+    assert discover.decide([users, outbox, hidden], [], [], rejected=rejected) == []
+    assert sorted(r.table for r in rejected) == ["mail", "outbox"], rejected

@@ -1,0 +1,1 @@
+"""Tests of qadvisor.render: golden reports and the published schemas."""

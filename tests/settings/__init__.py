@@ -1,0 +1,1 @@
+"""Tests of qadvisor.settings: flags, environment, config, baselines, report files."""

@@ -1,0 +1,632 @@
+"""qadvisor.sql.dequeue: dequeue statements analysed into plain data, refusals, rewrites."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+
+import pytest
+import sqlglot
+from sqlglot import exp
+
+from qadvisor.sql.dequeue import (
+    DequeueStatement,
+    KeyNotReturned,
+    Lateral,
+    LockClause,
+    OrderItem,
+    Param,
+    Predicate,
+    StatementError,
+    analyse,
+    check_plannable,
+    normalise_for_planning,
+    split_statements,
+    window_partitions,
+    with_literals,
+    with_lock_outside,
+    with_order_by,
+    with_skip_locked,
+)
+
+FIFO = "select id from jobs where status = 'queued' order by id limit 1 for update skip locked"
+FIFO_PGSS = "select id from jobs where status = $1 order by id limit $2 for update skip locked"
+UPDATE_SUBQUERY = (
+    "UPDATE jobs SET status='running' WHERE id = (SELECT id FROM jobs WHERE status = 'pending' "
+    "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *"
+)
+CTE = (
+    "WITH next AS (SELECT id FROM public.jobs WHERE status = 'pending' ORDER BY created_at "
+    "LIMIT 10 FOR UPDATE SKIP LOCKED) UPDATE public.jobs j SET status = 'running' FROM next "
+    "WHERE j.id = next.id RETURNING j.*"
+)
+# The round-robin dequeue as it is usually written.
+ROUND_ROBIN = """\
+select j.id, qt.tenant_id
+from queue_tenants qt
+cross join lateral (
+  select id from jobs
+  where tenant_id = qt.tenant_id and status = 'queued'
+  order by enqueued_at, id
+  limit 1
+  for update skip locked
+) j
+order by qt.last_served
+limit 1"""
+TENANT_JOIN = (
+    "select t.id from tenants t join jobs j on j.tenant_id = t.id where j.status='queued' "
+    "order by j.id limit 1 for update"
+)
+SKIP = LockClause("update", "skip locked", ())
+
+
+def analysed(sql: str) -> DequeueStatement:
+    statement = analyse(sql)
+    assert statement is not None
+    return statement
+
+
+def literal(text: str) -> Param:
+    return Param("literal", text)
+
+
+# --- the forms ------------------------------------------------------------------------
+
+
+def test_fifo_select() -> None:
+    assert analysed(FIFO) == DequeueStatement(
+        text=FIFO,
+        kind="select",
+        schema=None,
+        table="jobs",
+        alias=None,
+        predicates=(Predicate("status", "=", (literal("'queued'"),), "status = 'queued'"),),
+        order_by=(OrderItem("id"),),
+        limit=1,
+        limit_is_parameter=False,
+        lock=SKIP,
+        lock_level="top",
+        locked_tables=("jobs",),
+        has_window=False,
+        lateral=None,
+        parameters=(),
+        relations=((None, "jobs"),),
+    )
+
+
+def test_fifo_from_pg_stat_statements() -> None:
+    s = analysed(FIFO_PGSS)
+    assert s.predicates == (
+        Predicate("status", "=", (Param("parameter", "$1", 1),), "status = $1"),
+    )
+    assert (s.limit, s.limit_is_parameter, s.parameters) == (None, True, (1, 2))
+
+
+def test_normalise_puts_back_limit_1_and_renumbers() -> None:
+    text, mapping = normalise_for_planning(FIFO_PGSS)
+    assert (
+        text == "select id from jobs where status = $1 order by id limit 1 for update skip locked"
+    )
+    assert mapping == {1: "$1"}
+    s = analysed(text)
+    assert (s.limit, s.limit_is_parameter, s.parameters) == (1, False, (1,))
+
+
+def test_normalise_closes_gaps_in_order_of_appearance() -> None:
+    sql = (
+        "select id from jobs where run_at <= $3 and status = $1 and kind = $3 "
+        "order by id fetch first $2 rows only offset $4 for update skip locked;"
+    )
+    text, mapping = normalise_for_planning(sql)
+    assert text == (
+        "select id from jobs where run_at <= $1 and status = $2 and kind = $1 "
+        "order by id fetch first 1 rows only offset $3 for update skip locked"
+    )
+    assert mapping == {1: "$3", 2: "$1", 3: "$4"}
+
+
+def test_normalise_round_robin_both_limits() -> None:
+    sql = ROUND_ROBIN.replace("'queued'", "$1").replace("limit 1\n  for", "limit $2\n  for")
+    sql = sql.replace("last_served\nlimit 1", "last_served\nlimit $3")
+    text, mapping = normalise_for_planning(sql)
+    assert text == ROUND_ROBIN.replace("'queued'", "$1")
+    assert mapping == {1: "$1"}
+
+
+def test_normalise_leaves_strings_alone() -> None:
+    text, mapping = normalise_for_planning("select '$2' from jobs where a = $2 limit $1")
+    assert (text, mapping) == ("select '$2' from jobs where a = $1 limit 1", {1: "$2"})
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [UPDATE_SUBQUERY, UPDATE_SUBQUERY.replace("WHERE id = (", "WHERE id IN (")],
+    ids=["eq", "in"],
+)
+def test_update_with_locking_subquery(sql: str) -> None:
+    s = analysed(sql)
+    assert (s.kind, s.schema, s.table, s.alias, s.lock_level) == (
+        "update",
+        None,
+        "jobs",
+        None,
+        "subquery",
+    )
+    assert s.predicates == (
+        Predicate("status", "=", (literal("'pending'"),), "status = 'pending'"),
+    )
+    assert s.order_by == (OrderItem("created_at"),)
+    assert (s.limit, s.lock, s.locked_tables) == (1, SKIP, ("jobs",))
+
+
+def test_delete_with_locking_subquery() -> None:
+    s = analysed(
+        "delete from jobs where id = (select id from jobs where status = 'done' "
+        "limit 100 for update skip locked) returning id"
+    )
+    assert (s.kind, s.lock_level, s.limit) == ("delete", "subquery", 100)
+
+
+def test_cte_then_update() -> None:
+    s = analysed(CTE)
+    assert (s.kind, s.schema, s.table, s.alias, s.lock_level) == (
+        "update",
+        "public",
+        "jobs",
+        None,
+        "cte",
+    )
+    assert s.predicates == (
+        Predicate("status", "=", (literal("'pending'"),), "status = 'pending'"),
+    )
+    assert (s.order_by, s.limit, s.lock, s.locked_tables) == (
+        (OrderItem("created_at"),),
+        10,
+        SKIP,
+        ("jobs",),
+    )
+
+
+def test_delete_inside_with_is_allowed() -> None:
+    s = analysed(
+        "with claimed as (delete from jobs where id = (select id from jobs where status = "
+        "'queued' order by id limit 1 for update skip locked) returning *) select * from claimed"
+    )
+    assert (s.kind, s.table, s.lock_level) == ("select", "jobs", "subquery")
+
+
+def test_round_robin_lateral() -> None:
+    s = analysed(ROUND_ROBIN)
+    assert (s.kind, s.schema, s.table, s.alias, s.lock_level) == (
+        "select",
+        None,
+        "jobs",
+        None,
+        "lateral",
+    )
+    assert s.predicates == (
+        Predicate("tenant_id", "=", (Param("column", "qt.tenant_id"),), "tenant_id = qt.tenant_id"),
+        Predicate("status", "=", (literal("'queued'"),), "status = 'queued'"),
+    )
+    assert s.order_by == (OrderItem("enqueued_at"), OrderItem("id"))
+    assert (s.limit, s.lock, s.locked_tables, s.has_window) == (1, SKIP, ("jobs",), False)
+    assert s.lateral == Lateral(
+        outer_schema=None,
+        outer_table="queue_tenants",
+        inner_column="tenant_id",
+        outer_column="tenant_id",
+        outer_order_by=(OrderItem("last_served"),),
+    )
+
+
+def test_round_robin_ordered_by_id_and_other_lateral_spellings() -> None:
+    by_id = ROUND_ROBIN.replace("order by enqueued_at, id", "order by id")
+    assert analysed(by_id).order_by == (OrderItem("id"),)
+    comma = ROUND_ROBIN.replace("cross join lateral", ", lateral")
+    left = ROUND_ROBIN.replace("cross join lateral", "left join lateral").replace(
+        ") j\n", ") j on true\n"
+    )
+    swapped = ROUND_ROBIN.replace("tenant_id = qt.tenant_id", "qt.tenant_id = jobs.tenant_id")
+    for sql in (comma, left, swapped):
+        s = analysed(sql)
+        assert s.lock_level == "lateral"
+        assert s.lateral is not None
+        assert (s.lateral.outer_table, s.lateral.inner_column) == ("queue_tenants", "tenant_id")
+
+
+@pytest.mark.parametrize(
+    ("clause", "lock"),
+    [
+        ("for update", LockClause("update", None, ())),
+        ("for update nowait", LockClause("update", "nowait", ())),
+        ("for no key update skip locked", LockClause("no key update", "skip locked", ())),
+        ("for share", LockClause("share", None, ())),
+        ("FOR KEY SHARE SKIP LOCKED", LockClause("key share", "skip locked", ())),
+        ("for update of jobs skip locked", LockClause("update", "skip locked", ("jobs",))),
+    ],
+)
+def test_lock_strength_and_wait_policy(clause: str, lock: LockClause) -> None:
+    s = analysed(f"select id from jobs where status = 'queued' limit 1 {clause}")
+    assert s.lock == lock
+    assert s.locked_tables == ("jobs",)
+
+
+def test_tenant_row_locked_instead_of_job() -> None:
+    s = analysed(TENANT_JOIN.replace("for update", "for update of t skip locked"))
+    assert (s.table, s.alias) == ("jobs", "j")  # the queue is still the jobs table
+    assert s.lock == LockClause("update", "skip locked", ("tenants",))
+    assert s.locked_tables == ("tenants",)
+    assert s.predicates[0] == Predicate(
+        "status", "=", (literal("'queued'"),), "j.status = 'queued'"
+    )
+    # The inner join's ON condition filters the queue rows too.
+    assert s.predicates[1] == Predicate(
+        "tenant_id", "=", (Param("column", "t.id"),), "j.tenant_id = t.id"
+    )
+
+
+def test_join_without_of_locks_both_tables() -> None:
+    s = analysed(TENANT_JOIN)
+    assert (s.table, s.locked_tables, s.lock.of) == ("jobs", ("tenants", "jobs"), ())
+
+
+def test_window_in_derived_table_under_the_lock() -> None:
+    # PostgreSQL pushes the lock into the derived table and refuses it there ("FOR UPDATE is
+    # not allowed with window functions", checked on PostgreSQL 15): has_window is True.
+    s = analysed(
+        "select id from (select id, row_number() over (partition by tenant_id order by id) rn "
+        "from jobs where status='queued') x where rn = 1 for update skip locked"
+    )
+    assert (s.lock_level, s.table, s.locked_tables, s.has_window) == (
+        "top",
+        "jobs",
+        ("jobs",),
+        True,
+    )
+    assert s.predicates == (Predicate("status", "=", (literal("'queued'"),), "status = 'queued'"),)
+
+
+def test_window_at_the_lock_level() -> None:
+    s = analysed(
+        "select id, row_number() over (partition by tenant_id order by id) from jobs "
+        "where status = 'queued' for update"
+    )
+    assert s.has_window
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # OF leaves the derived table with the window out: PostgreSQL accepts it.
+        "select t.id from tenants t, (select tenant_id, row_number() over () rn from jobs) x "
+        "where x.tenant_id = t.id for update of t",
+        # Windows in a WHERE or select-list sub-select are other query levels.
+        "select id from jobs where id in (select max(id) over () from jobs) for update",
+        "select id, (select count(*) over () from tenants limit 1) from jobs for update",
+        # A WINDOW clause no function uses is not a window function.
+        "select id from jobs window w as (order by id) for update",
+    ],
+)
+def test_windows_postgresql_accepts(sql: str) -> None:
+    assert not analysed(sql).has_window
+
+
+def test_predicate_shapes() -> None:
+    s = analysed(
+        "select id from jobs where status IN ('queued','retry') and status <> 'done' "
+        "and finished_at IS NULL and started_at is not null and run_at <= now() "
+        "and status = ANY($1) and status not in ('x') and 3 < attempts "
+        "and (priority = 1 or priority = 2) and lower(kind) = 'mail' "
+        "and status::text = $2::text and status = any(array['a', 'b']) "
+        "limit 1 for update skip locked"
+    )
+    assert [(p.column, p.op, p.operands) for p in s.predicates] == [
+        ("status", "in", (literal("'queued'"), literal("'retry'"))),
+        ("status", "<>", (literal("'done'"),)),
+        ("finished_at", "is null", ()),
+        ("started_at", "is not null", ()),
+        # sqlglot spells now() as CURRENT_TIMESTAMP
+        ("run_at", "<=", (Param("expression", "CURRENT_TIMESTAMP"),)),
+        ("status", "any", (Param("parameter", "$1", 1),)),
+        ("status", "not in", (literal("'x'"),)),
+        ("attempts", ">", (literal("3"),)),  # operands swapped, operator mirrored
+        ("priority", "other", ()),
+        ("kind", "other", ()),
+        ("status", "=", (Param("parameter", "CAST($2 AS TEXT)", 2),)),
+        ("status", "any", (literal("'a'"), literal("'b'"))),
+    ]
+    assert s.predicates[0].text == "status IN ('queued', 'retry')"
+    assert s.predicates[8].text == "priority = 1 OR priority = 2"
+    assert s.parameters == (1, 2)
+
+
+def test_order_by_directions_and_expressions() -> None:
+    s = analysed(
+        "select id from jobs order by priority desc, run_at nulls first, id desc nulls last, "
+        "coalesce(run_at, enqueued_at) limit 5 for update skip locked"
+    )
+    assert s.order_by == (
+        OrderItem("priority", descending=True),
+        OrderItem("run_at", nulls_first=True),
+        OrderItem("id", descending=True, nulls_first=False),
+        OrderItem("COALESCE(run_at, enqueued_at)"),
+    )
+
+
+def test_fetch_first_limits() -> None:
+    assert analysed("select id from jobs fetch first row only for update").limit == 1
+    assert analysed("select id from jobs fetch first 5 rows only for update").limit == 5
+    assert analysed("select id from jobs limit all for update").limit is None
+
+
+def test_quoted_and_upper_case_names() -> None:
+    s = analysed('SELECT "Id" FROM Public."Jobs" AS J WHERE J."State" = 1 FOR UPDATE OF J')
+    assert (s.schema, s.table, s.alias, s.locked_tables) == ("public", "Jobs", "j", ("Jobs",))
+    assert s.predicates[0].column == "State"
+
+
+def test_statement_text_kept_as_given() -> None:
+    sql = "/* claim */ SELECT id FROM jobs FOR UPDATE SKIP LOCKED;"
+    assert analysed(sql).text == sql
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select id from jobs where status = 'queued' limit 1",
+        "update jobs set status = 'done' where id = $1",
+        "select 1 for update",  # no table: locks nothing
+        "with c as (select id from jobs) select * from c for update",  # WITH queries are not locked
+    ],
+)
+def test_no_row_lock_gives_none(sql: str) -> None:
+    assert analyse(sql) is None
+
+
+def test_outermost_lock_that_takes_rows_is_analysed() -> None:
+    s = analysed(
+        "with c as (select id from jobs where status = 'queued' limit 1 for update skip locked) "
+        "select * from c for update"
+    )
+    assert (s.lock_level, s.table, s.lock.wait_policy) == ("cte", "jobs", "skip locked")
+
+
+def test_result_is_plain_json_data() -> None:
+    s = analysed(ROUND_ROBIN)
+    data = json.loads(json.dumps(dataclasses.asdict(s)))
+    assert data["lateral"]["outer_table"] == "queue_tenants"
+    assert data["lock"] == {"strength": "update", "wait_policy": "skip locked", "of": []}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.table = "other"  # type: ignore[misc]
+
+
+# --- refusals -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        ("DROP TABLE jobs", "not a single SELECT/UPDATE/DELETE/WITH statement: DROP TABLE"),
+        ("select 1; drop table jobs", "2 statements where a single"),
+        ("EXPLAIN ANALYZE DELETE FROM jobs", "statement: EXPLAIN ANALYZE"),
+        ("explain (analyze) select id from jobs", "statement: EXPLAIN"),
+        ("explain select id from jobs for update", "statement: EXPLAIN"),
+        ("INSERT INTO jobs (tenant_id) VALUES (1)", "statement: INSERT INTO"),
+        ("insert into jobs select * from jobs for update", "statement: INSERT INTO"),
+        ("with x as (select 1) insert into jobs select * from x", "statement: WITH ... INSERT"),
+        ("with x as (merge into jobs using y on true when matched then delete) select 1", "MERGE"),
+        ("merge into jobs using x on true when matched then delete", "statement: MERGE"),
+        ("copy jobs to stdout", "statement: COPY"),
+        ("set plan_cache_mode = force_generic_plan", "statement: SET"),
+        ("do $$ begin delete from jobs; end $$", "statement: DO"),
+        ("call purge_jobs()", "statement: CALL"),
+        ("vacuum jobs", "statement: VACUUM"),
+        ("select * into jobs_copy from jobs", "SELECT INTO creates a table"),
+        ("values (1)", "statement: VALUES"),
+        ("", "no SQL statement"),
+        ("  -- nothing here\n/* at all */ ;", "no SQL statement"),
+        ("garbage text here", "not a single SELECT/UPDATE/DELETE/WITH statement"),
+        ("select id from", "unparsable SQL: syntax error near 'from' (line 1, column 14)"),
+        ("select 'unterminated", "unparsable SQL: cannot split it into tokens"),
+        ("update jobs set", "unparsable SQL"),
+        ("/* x; */ select 1; -- ok\n select 2", "2 statements"),
+    ],
+)
+def test_refused(sql: str, message: str) -> None:
+    with pytest.raises(StatementError) as caught:
+        check_plannable(sql)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(StatementError):
+        analyse(sql)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "select 'a;b', $$c;d$$ from jobs",
+        "  -- leading comment\n/* and another */ SELECT id FROM jobs FOR UPDATE;",
+        "Select Id From Jobs Limit 1 For Update Skip Locked",
+        "(select id from jobs for update)",
+        "delete from jobs where id = 1 returning *",
+        "with gone as (delete from jobs where id = 1 returning *) select * from gone",
+        "select 1 union all select 2",
+        CTE,
+        ROUND_ROBIN,
+    ],
+)
+def test_plannable(sql: str) -> None:
+    check_plannable(sql)
+
+
+def test_no_warning_logged_for_refused_commands(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING)
+    # sqlglot logs "contains unsupported syntax" before failing on these; it must stay quiet.
+    for sql in ("with x as (select 1) explain select 1", "with x as (vacuum jobs) select 1"):
+        with pytest.raises(StatementError):
+            check_plannable(sql)
+    assert caplog.records == []
+
+
+# --- splitting ------------------------------------------------------------------------
+
+
+def test_split_statements() -> None:
+    text = """\
+-- dequeue.sql: the claim; and the rest
+/* a block comment; with a semicolon */
+select id from jobs where status = 'a;b' for update skip locked;
+
+;;  -- empty statements
+create function f() returns int language plpgsql as $body$
+begin
+  return 1;
+end
+$body$;
+select $$x;y$$, "odd;name" from jobs -- trailing comment
+/* only a comment */;
+update jobs set status = E'it\\'s;' where id = 1
+"""
+    assert split_statements(text) == [
+        "select id from jobs where status = 'a;b' for update skip locked",
+        "create function f() returns int language plpgsql as $body$\nbegin\n  return 1;\n"
+        "end\n$body$",
+        'select $$x;y$$, "odd;name" from jobs',
+        "update jobs set status = E'it\\'s;' where id = 1",
+    ]
+
+
+def test_split_keeps_inner_comments_and_handles_empty_text() -> None:
+    assert split_statements("select 1 /* inner; */ + 2") == ["select 1 /* inner; */ + 2"]
+    assert split_statements("") == []
+    assert split_statements("-- just a comment") == []
+
+
+# --- rewrites -------------------------------------------------------------------------
+
+
+def reparsed_lock(sql: str) -> exp.Lock:
+    tree = sqlglot.parse_one(sql, dialect="postgres")
+    lock = next(tree.find_all(exp.Lock))
+    assert isinstance(lock, exp.Lock)
+    return lock
+
+
+def test_with_literals_on_pg_stat_statements_text() -> None:
+    out = with_literals(FIFO_PGSS, {1: "'pending'", 2: "1"})
+    assert out == (
+        "SELECT\n  id\nFROM jobs\nWHERE\n  status = 'pending'\nORDER BY\n  id\nLIMIT 1\n"
+        "FOR UPDATE SKIP LOCKED"
+    )
+    assert reparsed_lock(out).args.get("wait") is False  # still SKIP LOCKED
+    s = analysed(out)
+    assert s.predicates[0].operands == (literal("'pending'"),)
+    assert (s.limit, s.parameters) == (1, ())
+
+
+def test_with_literals_on_update_subquery() -> None:
+    sql = UPDATE_SUBQUERY.replace("'pending'", "$1").replace("'running'", "$2")
+    out = with_literals(sql, {1: "'pending'"})
+    assert "status = 'pending'" in out
+    assert "FOR UPDATE SKIP LOCKED" in out
+    assert "status = $2" in out  # no value given: the parameter stays
+    s = analysed(out)
+    assert (s.kind, s.lock_level, s.parameters) == ("update", "subquery", (2,))
+
+
+def test_with_literals_accepts_casts_and_refuses_statements() -> None:
+    out = with_literals(FIFO_PGSS, {1: "'queued'::job_status", 2: "1"})
+    assert "status = CAST('queued' AS job_status)" in out
+    with pytest.raises(StatementError, match="not an SQL literal"):
+        with_literals(FIFO_PGSS, {1: "(select 'x')"})
+
+
+def test_with_order_by_round_robin_sub_select_only() -> None:
+    by_id = ROUND_ROBIN.replace("order by enqueued_at, id", "order by id")
+    out = with_order_by(by_id, ["enqueued_at", "id"])
+    s = analysed(out)
+    assert s.order_by == (OrderItem("enqueued_at"), OrderItem("id"))
+    assert s.lateral is not None
+    assert s.lateral.outer_order_by == (OrderItem("last_served"),)  # outer ORDER BY untouched
+    assert "ORDER BY\n    enqueued_at,\n    id\n  LIMIT 1\n  FOR UPDATE SKIP LOCKED" in out
+    assert out.endswith("ORDER BY\n  qt.last_served\nLIMIT 1")
+
+
+def test_with_order_by_qualifies_columns_in_a_join() -> None:
+    out = with_order_by(TENANT_JOIN, ["enqueued_at", "j.id DESC"])
+    assert "ORDER BY\n  j.enqueued_at,\n  j.id DESC" in out
+    assert analysed(out).order_by == (
+        OrderItem("enqueued_at"),
+        OrderItem("id", descending=True),
+    )
+
+
+def test_with_order_by_needs_a_lock() -> None:
+    with pytest.raises(StatementError, match="no SELECT"):
+        with_order_by("select id from jobs order by id", ["id"])
+
+
+def test_the_first_locking_level_in_the_text_is_the_claim_and_a_with_query_no_rotation() -> None:
+    from tests.collect.test_planning_real_text import PGQUEUER
+
+    # pgqueuer claims queued jobs per entrypoint, then re-claims stale picked ones: the
+    # first is what workers wait for. Its LATERAL runs over unnest($2), not a rotation table.
+    parsed = analysed(PGQUEUER)
+    assert parsed.alias == "candidate" and parsed.lock_level == "lateral"
+    assert "candidate.status = $5" in [p.text for p in parsed.predicates]
+    assert parsed.lateral is None
+
+
+def test_a_claim_that_logs_itself_with_an_insert_inside_with_is_analysed() -> None:
+    # pgqueuer's dequeue writes its log row in the same statement.
+    sql = (
+        "WITH next AS (SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED), claimed AS (UPDATE jobs SET status = 'picked' WHERE id IN "
+        "(SELECT id FROM next) RETURNING *), log AS (INSERT INTO jobs_log (job_id) SELECT id "
+        "FROM claimed) SELECT * FROM claimed"
+    )
+    parsed = analysed(sql)
+    assert parsed.table == "jobs" and parsed.lock_level == "cte"
+
+
+def test_window_partitions_fold_names_as_postgresql_does() -> None:
+    sql = (
+        'select id from (select id, row_number() over (partition by Tenant_ID, "Region" '
+        "order by id) rn, rank() over (partition by tenant_id order by id) from jobs) x "
+        "where rn = 1 for update"
+    )
+    assert window_partitions(sql) == ("tenant_id", "Region")
+    assert window_partitions(FIFO) == ()
+    assert window_partitions("not sql at all (") == ()
+
+
+def test_skip_locked_rewrites_and_what_it_leaves_alone() -> None:
+    assert with_skip_locked(FIFO.replace(" skip locked", ""), None, "jobs") == with_literals(
+        FIFO, {}
+    )
+    joined = (
+        "select j.id from tenants t join jobs j on j.tenant_id = t.id order by j.id limit 1 "
+        "for update"
+    )
+    rewritten = with_skip_locked(joined, "public", "jobs")
+    assert rewritten is not None and rewritten.endswith("FOR UPDATE OF j SKIP LOCKED")
+    # A level that does not read the queue table cannot be narrowed to it.
+    assert with_skip_locked(joined, "public", "mail") is None
+    assert with_skip_locked("select 1", None, "jobs") is None
+
+
+def test_the_lock_moves_out_of_a_windowed_select() -> None:
+    sql = "select id, rank() over (order by id) from jobs order by id limit 5 for no key update"
+    out = with_lock_outside(sql, "public.jobs", ("id",))
+    assert out is not None
+    parsed = analysed(out)
+    assert (parsed.has_window, parsed.lock.strength, parsed.lock.wait_policy) == (
+        False,
+        "no key update",
+        "skip locked",
+    )
+    with pytest.raises(KeyNotReturned):
+        with_lock_outside(sql.replace("select id,", "select tenant_id,"), "public.jobs", ("id",))
+    assert with_lock_outside(sql, "public.jobs", ()) is None
+    assert with_lock_outside(sql.replace(" for no key update", ""), "public.jobs", ("id",)) is None
