@@ -65,7 +65,6 @@ from qadvisor.sql.plpgsql import (
     is_placeholder,
     name_of,
     read_body,
-    tokenize,
     word,
 )
 from qadvisor.sql.printing import qualified
@@ -74,9 +73,8 @@ from qadvisor.sql.scope import (
     cte_named,
     ident,
     level_sources,
-    main_query,
+    main_statement,
     names_an_output_column,
-    parse,
     set_targets,
     source_key,
     span,
@@ -237,7 +235,10 @@ class FunctionReading:
     def tree(self, text: str) -> exp.Expr:
         """sqlglot's tree of one site's SQL; _Refused when sqlglot cannot parse it."""
         if text not in self.trees:
-            self.trees[text] = parse(text)
+            try:
+                self.trees[text] = dequeue.parse(text, plannable=False)
+            except dequeue.StatementError as exc:
+                self.trees[text] = str(exc)
         found = self.trees[text]
         if isinstance(found, str):
             raise _Refused(found)
@@ -436,7 +437,7 @@ class _Placeholders:
                 if where is None:
                     raise _Refused(f"cannot locate {column.sql(dialect='postgres')} in the text")
                 edits.append((*where, ref))
-        tokens = tokenize(text)
+        tokens = dequeue.tokenize(text, plpgsql=True)
         for i, token in enumerate(tokens):
             if is_placeholder(tokens, i):
                 n = int(tokens[i + 1].text)
@@ -699,7 +700,7 @@ class _Types:
             tree = self.reading.tree(source.planned)
         except _Refused as exc:
             return f"the fields of record {variable.name} are not known: {exc}"
-        outputs = self.query_outputs(main_query(tree))
+        outputs = self.query_outputs(main_statement(tree))
         if outputs is None:
             return (
                 f"the fields of record {variable.name} are not known (the query that fills it "
@@ -820,8 +821,8 @@ def _type_reference(declared: str) -> _TypeRef | None:
     """A declared type that names something in the catalog; None for built-in spellings
     (several words, a length: ``character varying(128)``, ``timestamp with time zone``)."""
     try:
-        tokens = tokenize(declared)
-    except BodyError:
+        tokens = dequeue.tokenize(declared, plpgsql=True)
+    except dequeue.StatementError:
         return None
     array = ""
     while (

@@ -22,6 +22,7 @@ from qadvisor.sql.dequeue import (
     analyse,
     check_plannable,
     normalise_for_planning,
+    parse,
     split_statements,
     window_partitions,
     with_literals,
@@ -466,6 +467,27 @@ def test_no_warning_logged_for_refused_commands(caplog: pytest.LogCaptureFixture
     for sql in ("with x as (select 1) explain select 1", "with x as (vacuum jobs) select 1"):
         with pytest.raises(StatementError):
             check_plannable(sql)
+    assert caplog.records == []
+
+
+def test_any_statement_parses_when_planning_is_not_asked_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    # What a PL/pgSQL record is filled by need not be plannable.
+    insert = parse("INSERT INTO jobs (id) VALUES (1) RETURNING id", plannable=False)
+    assert isinstance(insert, exp.Insert)
+    with pytest.raises(StatementError, match="statement: INSERT INTO"):
+        parse("INSERT INTO jobs (id) VALUES (1) RETURNING id")
+    # Unparsed text is refused with the same one-line messages as a plannable statement's.
+    for sql, message in [
+        ("select id from", "unparsable SQL: syntax error near 'from' (line 1, column 14)"),
+        ("select 'unterminated", "unparsable SQL: cannot split it into tokens"),
+        ("select 1; vacuum jobs", "unparsable SQL: sqlglot cannot parse 'VACUUM' here"),
+    ]:
+        with pytest.raises(StatementError) as caught:
+            parse(sql, plannable=False)
+        assert message in str(caught.value) and "\n" not in str(caught.value)
     assert caplog.records == []
 
 

@@ -19,16 +19,13 @@ from qadvisor.sql.dequeue.levels import (
     covered,
     cte_names,
     filters,
-    folded_name,
     is_base_table,
     locking_select,
     of_names,
     own_columns,
     qualifier,
-    source_key,
     sources,
     sql_text,
-    table_name,
     unique,
     unwrap,
 )
@@ -36,10 +33,10 @@ from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
     is_placeholder,
-    main_statement,
     parse,
     tokenize,
 )
+from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
 
 # --- data -----------------------------------------------------------------------------
 
