@@ -24,6 +24,7 @@ from qadvisor.sql.dequeue import (
     normalise_for_planning,
     parse,
     split_statements,
+    tables_named,
     window_partitions,
     with_literals,
     with_lock_outside,
@@ -489,6 +490,16 @@ def test_any_statement_parses_when_planning_is_not_asked_for(
             parse(sql, plannable=False)
         assert message in str(caught.value) and "\n" not in str(caught.value)
     assert caplog.records == []
+
+
+def test_tables_named_are_every_table_of_any_statement_folded() -> None:
+    assert tables_named(
+        "WITH picked AS (SELECT id FROM App.Jobs FOR UPDATE) "
+        'UPDATE "Queue"."Jobs" q SET n = 1 FROM picked, tenants WHERE q.id = picked.id'
+    ) == {("app", "jobs"), ("Queue", "Jobs"), (None, "picked"), (None, "tenants")}
+    assert tables_named("INSERT INTO log SELECT * FROM jobs") == {(None, "log"), (None, "jobs")}
+    assert tables_named("select id from") == set()
+    assert tables_named("SELECT now()") == set()
 
 
 # --- splitting ------------------------------------------------------------------------

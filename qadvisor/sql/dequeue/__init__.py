@@ -39,6 +39,7 @@ from qadvisor.sql.dequeue.analysis import (
     condition_predicates,
     fingerprint,
     literal_value,
+    tables_named,
     window_partitions,
 )
 from qadvisor.sql.dequeue.rewriting import (
@@ -90,6 +91,7 @@ __all__ = [
     "split_statements",
     "statement_lines",
     "statement_ranges",
+    "tables_named",
     "tokenize",
     "window_partitions",
     "with_literals",

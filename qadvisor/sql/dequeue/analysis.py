@@ -343,6 +343,21 @@ def _relations(tree: exp.Expr, ctes: set[str]) -> tuple[tuple[str | None, str], 
     return tuple(dict.fromkeys(found))
 
 
+def tables_named(sql: str) -> set[tuple[str | None, str]]:
+    """(schema or None, table) of every table a statement of any kind names, wherever (WITH
+    query names too); empty when sqlglot cannot parse it."""
+    try:
+        tree = parse(sql, plannable=False)
+    except StatementError:
+        return set()
+    found = set()
+    for node in tree.find_all(exp.Table):
+        name = folded_name(node.args.get("this"))
+        if name is not None:
+            found.add((folded_name(node.args.get("db")), name))
+    return found
+
+
 def _kind(main: exp.Expr) -> StatementKind:
     if isinstance(main, exp.Update):
         return "update"
