@@ -12,14 +12,12 @@ from collections.abc import Sequence
 import pytest
 
 from qadvisor.sql import dequeue
+from qadvisor.sql.catalog import Catalog, NamedType, Relation
 from qadvisor.sql.function_claims import (
     DYNAMIC_SQL,
     Argument,
-    Catalog,
     FunctionClaim,
     FunctionSource,
-    NamedType,
-    Relation,
     extract,
     names_to_look_up,
     read,
@@ -28,10 +26,12 @@ from qadvisor.sql.plpgsql import BodyError, read_body
 from qadvisor.sql.recorded_statements import called_functions, match_nested
 
 JOBS = Relation(
+    1,
     "public",
     "jobs",
-    "jobs",
-    (
+    "r",
+    type_sql="jobs",
+    columns=(
         ("id", "bigint"),
         ("queue", "text"),
         ("status", "job_status"),
@@ -41,8 +41,17 @@ JOBS = Relation(
         ("Mixed", "text"),
     ),
 )
-APP_JOBS = Relation("app", "jobs", "app.jobs", (("id", "bigint"), ("state", "text")))
-TENANTS = Relation("public", "tenants", "tenants", (("tenant_id", "integer"), ("turn", "bigint")))
+APP_JOBS = Relation(
+    2, "app", "jobs", "r", type_sql="app.jobs", columns=(("id", "bigint"), ("state", "text"))
+)
+TENANTS = Relation(
+    3,
+    "public",
+    "tenants",
+    "r",
+    type_sql="tenants",
+    columns=(("tenant_id", "integer"), ("turn", "bigint")),
+)
 CATALOG = Catalog(
     relations=(JOBS, APP_JOBS, TENANTS),
     types=(NamedType("public", "job_status", "job_status"),),
