@@ -56,7 +56,7 @@ from sqlglot import TokenType, exp
 from sqlglot.dialects.postgres import Postgres
 
 from qadvisor.sql import dequeue
-from qadvisor.sql.catalog import Catalog, NamedType, Relation
+from qadvisor.sql.catalog import Catalog, NamedType, Relation, split_path
 from qadvisor.sql.plpgsql import (
     Body,
     BodyError,
@@ -138,16 +138,7 @@ class FunctionSource:
         value = self.setting("search_path")
         if value is None:
             return None
-        schemas = []
-        for part in value.split(","):
-            part = part.strip()
-            if part.startswith('"') and part.endswith('"') and len(part) > 1:
-                part = part[1:-1].replace('""', '"')
-            else:
-                part = part.lower()
-            if part and part not in ("$user", "pg_temp"):
-                schemas.append(part)
-        return tuple(schemas)
+        return tuple(s for s in split_path(value) if s and s not in ("$user", "pg_temp"))
 
 
 _Named = TypeVar("_Named", Relation, NamedType)

@@ -538,6 +538,26 @@ END
     assert only(fn(body, schema="app")).skip is not None
 
 
+def test_a_quoted_schema_name_with_a_comma_is_one_schema_of_the_search_path() -> None:
+    body = """
+DECLARE
+    job jobs%ROWTYPE;
+BEGIN
+    PERFORM 1 FROM jobs WHERE state = job.state FOR UPDATE SKIP LOCKED;
+END
+"""
+    odd = Relation(9, "a,b", "jobs", "r", type_sql='"a,b".jobs', columns=(("state", "bigint"),))
+    catalog = Catalog(relations=(JOBS, odd))
+    # As pg_proc.proconfig holds `SET search_path = "a,b", public`.
+    source = fn(body, config=('search_path="a,b", public',))
+    assert source.search_path == ("a,b", "public")
+    claim = only(source, catalog)
+    assert claim.params == ("job.state",) and claim.param_types == ("bigint",)
+    # Without it the same name means public.jobs, which has no column state.
+    refused = only(fn(body), catalog)
+    assert refused.skip is not None and "has no field state" in refused.skip
+
+
 def test_the_names_the_collector_must_look_up() -> None:
     body = """
 DECLARE
