@@ -15,9 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
 
 from qadvisor.collect import queries as q
 from qadvisor.collect.locks import (
@@ -33,7 +30,7 @@ from qadvisor.derive.estimates import live_index
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
-from qadvisor.sql.dequeue import DequeueStatement
+from qadvisor.sql.dequeue import DequeueStatement, tables_named
 from qadvisor.sql.printing import ident, qualified
 
 Conn = psycopg.Connection[Any]
@@ -66,29 +63,9 @@ def unclaimed(queues: Sequence[Queue], statements: Sequence[Statement]) -> list[
             known.add(stmt.queue)  # where its names resolved
             continue
         known |= {q.qualified for q in queues_named(stmt.parsed, queues)}
-        for schema, name in _tables_named(stmt.text):
+        for schema, name in tables_named(stmt.text):
             known |= {q.qualified for q in queues if q.table == name and schema in (None, q.schema)}
     return [q for q in queues if q.qualified not in known]
-
-
-def _tables_named(text: str) -> set[tuple[str | None, str]]:
-    """(schema, table) of every table a statement names, unquoted names folded to lower case."""
-    try:
-        tree = sqlglot.parse_one(text, dialect="postgres")
-    except (ParseError, TokenError):
-        return set()
-    found = set()
-    for node in tree.find_all(exp.Table):
-        name = _folded(node.args.get("this"))
-        if name is not None:
-            found.add((_folded(node.args.get("db")), name))
-    return found
-
-
-def _folded(node: object) -> str | None:
-    if not isinstance(node, exp.Identifier):
-        return None
-    return str(node.this) if node.quoted else str(node.this).lower()
 
 
 def read_access(conn: Conn, relids: Sequence[int]) -> dict[int, TableAccess]:

@@ -32,13 +32,11 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor.collect.queries import first_line, query_text
+from qadvisor.sql.catalog import Catalog, NamedType, Relation
 from qadvisor.sql.function_claims import (
     Argument,
-    Catalog,
     FunctionClaim,
     FunctionSource,
-    NamedType,
-    Relation,
     extract,
     names_to_look_up,
     read,
@@ -160,7 +158,16 @@ def _catalog(conn: Conn, names: Sequence[str]) -> Catalog:
     for r in rows:
         if r["kind"] == "relation":
             columns = tuple(zip(r["column_names"] or (), r["column_types"] or (), strict=True))
-            relations.append(Relation(r["schema"], r["name"], r["type_sql"], columns))
+            relations.append(
+                Relation(
+                    int(r["relid"]),
+                    r["schema"],
+                    r["name"],
+                    r["relkind"],
+                    type_sql=r["type_sql"],
+                    columns=columns,
+                )
+            )
         else:
             types.append(NamedType(r["schema"], r["name"], r["type_sql"]))
     return Catalog(tuple(relations), tuple(types))

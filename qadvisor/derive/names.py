@@ -10,81 +10,18 @@ of the relations those names can mean. Pure: the collector reads the catalog and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from qadvisor.model import RoleSetting
 
+# The catalog that names resolve against, and its relations: shared with function claims
+# (qadvisor.sql owns them), named here too as part of this module's interface.
+from qadvisor.sql.catalog import Catalog as Catalog
+from qadvisor.sql.catalog import Relation as Relation
+from qadvisor.sql.catalog import split_path
+
 DEFAULT_SEARCH_PATH = '"$user", public'
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A relation of the database that a statement's name may mean."""
-
-    relid: int
-    schema: str
-    name: str
-    kind: str  # pg_class.relkind: r table, p partitioned table, v view, m, f...
-    # The partitioned table it is a partition of, when it is one.
-    parent: tuple[str, str] | None = None
-    # Column sets of its valid, non-partial unique indexes (the primary key among them).
-    unique_keys: tuple[tuple[str, ...], ...] = ()
-    # (relid, schema, name) of its leaf partitions, when it is partitioned.
-    leaves: tuple[tuple[int, str, str], ...] = ()
-
-    @property
-    def qualified(self) -> str:
-        return f"{self.schema}.{self.name}"
-
-    @property
-    def is_table(self) -> bool:
-        return self.kind in ("r", "p")
-
-
-class Catalog:
-    """The relations some statements name, by name."""
-
-    def __init__(self, relations: Iterable[Relation]) -> None:
-        self.by_name: dict[str, list[Relation]] = {}
-        for rel in relations:
-            self.by_name.setdefault(rel.name, []).append(rel)
-
-    def get(self, schema: str, name: str) -> Relation | None:
-        return next((r for r in self.by_name.get(name, ()) if r.schema == schema), None)
-
-    def named(self, name: str) -> list[Relation]:
-        """Every relation of that name, public first, then by schema."""
-        return sorted(self.by_name.get(name, ()), key=lambda r: (r.schema != "public", r.schema))
-
-
-def split_path(value: str) -> list[str]:
-    """A search_path setting as its schema names, quotes removed (``"$user"`` kept as is)."""
-    out: list[str] = []
-    for raw in _split_commas(value):
-        item = raw.strip()
-        if not item:
-            continue
-        if item.startswith('"') and item.endswith('"') and len(item) >= 2:
-            name = item[1:-1].replace('""', '"')
-            out.append("$user" if name == "$user" else name)
-        else:
-            out.append(item.lower())
-    return out
-
-
-def _split_commas(value: str) -> list[str]:
-    parts, current, quoted = [], "", False
-    for ch in value:
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    parts.append(current)
-    return parts
 
 
 @dataclass(frozen=True)

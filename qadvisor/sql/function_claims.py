@@ -56,6 +56,7 @@ from sqlglot import TokenType, exp
 from sqlglot.dialects.postgres import Postgres
 
 from qadvisor.sql import dequeue
+from qadvisor.sql.catalog import Catalog, NamedType, Relation, split_path
 from qadvisor.sql.plpgsql import (
     Body,
     BodyError,
@@ -65,7 +66,6 @@ from qadvisor.sql.plpgsql import (
     is_placeholder,
     name_of,
     read_body,
-    tokenize,
     word,
 )
 from qadvisor.sql.printing import qualified
@@ -74,9 +74,8 @@ from qadvisor.sql.scope import (
     cte_named,
     ident,
     level_sources,
-    main_query,
+    main_statement,
     names_an_output_column,
-    parse,
     set_targets,
     source_key,
     span,
@@ -139,66 +138,28 @@ class FunctionSource:
         value = self.setting("search_path")
         if value is None:
             return None
-        schemas = []
-        for part in value.split(","):
-            part = part.strip()
-            if part.startswith('"') and part.endswith('"') and len(part) > 1:
-                part = part[1:-1].replace('""', '"')
-            else:
-                part = part.lower()
-            if part and part not in ("$user", "pg_temp"):
-                schemas.append(part)
-        return tuple(schemas)
-
-
-@dataclass(frozen=True)
-class Relation:
-    """A table, view or composite type named in a function body, with its columns."""
-
-    schema: str
-    name: str
-    type_sql: str  # its row type as PREPARE spells it in this session (format_type)
-    columns: tuple[tuple[str, str], ...]  # (name, format_type) in attnum order
-
-
-@dataclass(frozen=True)
-class NamedType:
-    """An enum, domain or other user-defined type named in a function body."""
-
-    schema: str
-    name: str
-    type_sql: str
-
-
-@dataclass(frozen=True)
-class Catalog:
-    """The relations and types of non-system schemas whose names the bodies use; a name
-    resolves as the function's search_path would (see ``FunctionSource.search_path``), and
-    without one: public first, then the function's own schema, then any other."""
-
-    relations: tuple[Relation, ...] = ()
-    types: tuple[NamedType, ...] = ()
-
-    def relation(self, schema: str | None, name: str, fn: FunctionSource) -> Relation | None:
-        return _resolve([r for r in self.relations if r.name == name], schema, fn)
-
-    def named_type(self, schema: str | None, name: str, fn: FunctionSource) -> NamedType | None:
-        return _resolve([t for t in self.types if t.name == name], schema, fn)
+        return tuple(s for s in split_path(value) if s and s not in ("$user", "pg_temp"))
 
 
 _Named = TypeVar("_Named", Relation, NamedType)
 
 
-def _resolve(found: list[_Named], schema: str | None, fn: FunctionSource) -> _Named | None:
-    if schema is not None:
-        return next((f for f in found if f.schema == schema), None)
-    path = fn.search_path
-    order = list(path) if path is not None else ["public", fn.schema]
+def _resolve(known: Iterable[_Named], path: Sequence[str], fn: FunctionSource) -> _Named | None:
+    """The one of ``known`` that a name in ``fn``'s body (``jobs``, ``app.jobs``) means: as
+    the function's own search_path resolves it (see ``FunctionSource.search_path``), and
+    without one public first, then the function's own schema, then any other."""
+    if not 1 <= len(path) <= 2:
+        return None
+    found = [k for k in known if k.name == path[-1]]
+    if len(path) == 2:
+        return next((f for f in found if f.schema == path[0]), None)
+    search_path = fn.search_path
+    order = list(search_path) if search_path is not None else ["public", fn.schema]
     for s in order:
         hit = next((f for f in found if f.schema == s), None)
         if hit is not None:
             return hit
-    if path is not None:
+    if search_path is not None:
         return None  # PostgreSQL looks nowhere else
     return min(found, key=lambda f: f.schema, default=None)
 
@@ -237,7 +198,10 @@ class FunctionReading:
     def tree(self, text: str) -> exp.Expr:
         """sqlglot's tree of one site's SQL; _Refused when sqlglot cannot parse it."""
         if text not in self.trees:
-            self.trees[text] = parse(text)
+            try:
+                self.trees[text] = dequeue.parse(text, plannable=False)
+            except dequeue.StatementError as exc:
+                self.trees[text] = str(exc)
         found = self.trees[text]
         if isinstance(found, str):
             raise _Refused(found)
@@ -436,7 +400,7 @@ class _Placeholders:
                 if where is None:
                     raise _Refused(f"cannot locate {column.sql(dialect='postgres')} in the text")
                 edits.append((*where, ref))
-        tokens = tokenize(text)
+        tokens = dequeue.tokenize(text, plpgsql=True)
         for i, token in enumerate(tokens):
             if is_placeholder(tokens, i):
                 n = int(tokens[i + 1].text)
@@ -663,18 +627,10 @@ class _Types:
         return _Shape(None, why=f"{declared}: {relation.name} has no column {path[-1]}")
 
     def _relation(self, path: Sequence[str]) -> Relation | None:
-        if len(path) == 1:
-            return self.catalog.relation(None, path[0], self.fn)
-        if len(path) == 2:
-            return self.catalog.relation(path[0], path[1], self.fn)
-        return None
+        return _resolve(self.catalog.relations, path, self.fn)
 
     def _named_type(self, path: Sequence[str]) -> NamedType | None:
-        if len(path) == 1:
-            return self.catalog.named_type(None, path[0], self.fn)
-        if len(path) == 2:
-            return self.catalog.named_type(path[0], path[1], self.fn)
-        return None
+        return _resolve(self.catalog.types, path, self.fn)
 
     def _relation_of_type(self, type_sql: str) -> Relation | None:
         return next((r for r in self.catalog.relations if r.type_sql == type_sql), None)
@@ -699,7 +655,7 @@ class _Types:
             tree = self.reading.tree(source.planned)
         except _Refused as exc:
             return f"the fields of record {variable.name} are not known: {exc}"
-        outputs = self.query_outputs(main_query(tree))
+        outputs = self.query_outputs(main_statement(tree))
         if outputs is None:
             return (
                 f"the fields of record {variable.name} are not known (the query that fills it "
@@ -729,7 +685,7 @@ class _Types:
                 if cte is not None:
                     outputs = self.query_outputs(cte.this, depth + 1)
                     return _renamed(outputs, cte_columns(cte))
-            relation = self.catalog.relation(schema, name, self.fn)
+            relation = self._relation((schema, name) if schema is not None else (name,))
             return _renamed(relation.columns if relation else None, alias_columns)
         inner = source.this if isinstance(source, exp.Lateral) else source
         if isinstance(inner, exp.Subquery):
@@ -820,8 +776,8 @@ def _type_reference(declared: str) -> _TypeRef | None:
     """A declared type that names something in the catalog; None for built-in spellings
     (several words, a length: ``character varying(128)``, ``timestamp with time zone``)."""
     try:
-        tokens = tokenize(declared)
-    except BodyError:
+        tokens = dequeue.tokenize(declared, plpgsql=True)
+    except dequeue.StatementError:
         return None
     array = ""
     while (
@@ -859,12 +815,9 @@ def _type_reference(declared: str) -> _TypeRef | None:
 __all__ = [
     "DYNAMIC_SQL",
     "Argument",
-    "Catalog",
     "FunctionClaim",
     "FunctionReading",
     "FunctionSource",
-    "NamedType",
-    "Relation",
     "extract",
     "names_to_look_up",
     "read",

@@ -18,11 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 from sqlglot import Token, TokenType
-from sqlglot.dialects.postgres import Postgres
-from sqlglot.errors import TokenError
 
 from qadvisor.sql import dequeue
 
@@ -33,13 +30,6 @@ class BodyError(ValueError):
     def __init__(self, message: str, line: int = 1) -> None:
         super().__init__(message)
         self.line = line
-
-
-class _Tokenizer(Postgres.Tokenizer):
-    # The SQL tokenizer reads the rest of a statement that starts with EXECUTE, FETCH or a
-    # COMMAND word (DECLARE) as one string; in a function body those words start PL/pgSQL
-    # statements and sections whose tokens are needed.
-    COMMANDS: ClassVar[set[TokenType]] = set()
 
 
 STRING_TOKENS = frozenset(
@@ -54,16 +44,6 @@ STRING_TOKENS = frozenset(
         TokenType.UNICODE_STRING,
     }
 )
-
-
-def tokenize(text: str) -> list[Token]:
-    """Tokens of SQL or PL/pgSQL text (comments dropped); BodyError when it cannot be split."""
-    try:
-        return list(_Tokenizer().tokenize(text))
-    except TokenError:
-        raise BodyError(
-            "cannot be split into tokens (an unterminated string, quoted name or comment?)"
-        ) from None
 
 
 def word(token: Token) -> str | None:
@@ -116,8 +96,8 @@ def mentions_lock(tokens: Sequence[Token]) -> bool:
     for token in tokens:
         if token.token_type in STRING_TOKENS:
             try:
-                inner = tokenize(str(token.text))
-            except BodyError:
+                inner = dequeue.tokenize(str(token.text), plpgsql=True)
+            except dequeue.StatementError:
                 inner = []
             if has_lock(inner):
                 return True
@@ -265,7 +245,12 @@ def read_body(
     that is both a column and a parameter to the column. Raises BodyError when the body
     cannot be read.
     """
-    tokens = tokenize(body)
+    try:
+        tokens = dequeue.tokenize(body, plpgsql=True)
+    except dequeue.StatementError:
+        raise BodyError(
+            "cannot be split into tokens (an unterminated string, quoted name or comment?)"
+        ) from None
     outer = Scope(function_name, {p.name: p for p in parameters if p.name})
     if language == "sql":
         sql_reader = _SqlReader(body, tokens, outer)

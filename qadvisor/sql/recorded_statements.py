@@ -13,14 +13,13 @@ from collections.abc import Iterable, Sequence
 
 from sqlglot import Token, TokenType
 
+from qadvisor.sql import dequeue
 from qadvisor.sql.function_claims import FunctionClaim
 from qadvisor.sql.plpgsql import (
     EXPRESSION_CONTEXTS,
     STRING_TOKENS,
-    BodyError,
     is_placeholder,
     name_of,
-    tokenize,
     word,
 )
 
@@ -40,15 +39,15 @@ def match_nested(text: str, claims: Sequence[FunctionClaim]) -> FunctionClaim | 
     ``param_types``: its constants are the body's literals), or None.
     """
     try:
-        recorded = tokenize(text)
-    except BodyError:
+        recorded = dequeue.tokenize(text, plpgsql=True)
+    except dequeue.StatementError:
         return None
     for claim in claims:
         if not claim.text:
             continue
         try:
-            written = tokenize(claim.text)
-        except BodyError:
+            written = dequeue.tokenize(claim.text, plpgsql=True)
+        except dequeue.StatementError:
             continue
         mine = recorded
         if claim.context == "assignment":
@@ -157,8 +156,8 @@ def called_functions(texts: Iterable[str]) -> set[tuple[str | None, str]]:
     found: set[tuple[str | None, str]] = set()
     for text in texts:
         try:
-            tokens = tokenize(text)
-        except BodyError:
+            tokens = dequeue.tokenize(text, plpgsql=True)
+        except dequeue.StatementError:
             continue
         for k, token in enumerate(tokens):
             if token.token_type not in (TokenType.VAR, TokenType.IDENTIFIER):

@@ -1,60 +1,57 @@
 """Names in an SQL statement, read from sqlglot's tree: what a reference can see.
 
-Which query levels a column reference sees (its own, the levels around a sub-select in an
-expression or a LATERAL one; not the level a derived table or WITH query sits in), the FROM
-items of a level and how its columns refer to them, and where a reference is in the text.
-PostgreSQL's own rules, written for the ones function claims need. Nothing here talks to
-PostgreSQL or does I/O.
+Names as PostgreSQL folds them (unquoted identifiers in lower case, quoted ones as written, so
+that they compare equal to catalog names), which query levels a column reference sees (its
+own, the levels around a sub-select in an expression or a LATERAL one; not the level a derived
+table or WITH query sits in), the FROM items of a level and how its columns refer to them, and
+where a reference is in the text. PostgreSQL's own rules, written for the ones the dequeue
+analysis and function claims need. Nothing here parses text (``qadvisor.sql.dequeue`` does),
+talks to PostgreSQL or does I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError, TokenError
-
-from qadvisor.sql.dequeue import quiet_sqlglot
 
 QUERIES = (exp.Select, exp.Update, exp.Delete)
 
 
-def parse(text: str) -> exp.Expr | str:
-    """sqlglot's PostgreSQL tree of one statement, or why it has none (one line)."""
-    try:
-        with quiet_sqlglot():
-            tree = sqlglot.parse_one(text, dialect="postgres")
-    except (ParseError, TokenError) as err:
-        first = str(err).replace("\x1b[4m", "").replace("\x1b[0m", "").strip().splitlines()
-        return f"sqlglot cannot parse it: {first[0] if first else type(err).__name__}"
-    if any(isinstance(n, exp.Command) for n in tree.walk()):
-        return "sqlglot cannot parse it (it reads part of it as an opaque command)"
-    return tree
-
-
-def ident(node: exp.Expr) -> str:
-    """A name as PostgreSQL folds it: quoted as written, unquoted in lower case."""
+def folded_name(node: object) -> str | None:
+    """An identifier (or the identifier inside a TableAlias) as PostgreSQL folds it: quoted as
+    written, unquoted in lower case; None for anything else."""
     if isinstance(node, exp.TableAlias):
         node = node.this
-    if isinstance(node, exp.Identifier):
-        text = str(node.this)
-        return text if node.quoted else text.lower()
-    return str(node.name).lower()
+    if not isinstance(node, exp.Identifier):
+        return None
+    text = str(node.this)
+    return text if node.quoted else text.lower()
+
+
+def ident(node: object) -> str:
+    """:func:`folded_name` of a node that is a name (an identifier, an alias); "" otherwise."""
+    return folded_name(node) or ""
 
 
 def table_name(table: exp.Table) -> str:
-    return ident(table.this) if isinstance(table.this, exp.Identifier) else str(table.name)
+    return folded_name(table.this) or table.name
 
 
 def source_key(source: exp.Expr) -> str:
     """How the columns of a level refer to a FROM item: its alias, else its table name."""
-    alias = source.args.get("alias")
-    if isinstance(alias, exp.TableAlias) and isinstance(alias.this, exp.Identifier):
-        return ident(alias.this)
-    if isinstance(source, exp.Table):
-        return table_name(source)
-    return ""
+    alias = folded_name(source.args.get("alias"))
+    if alias:
+        return alias
+    return table_name(source) if isinstance(source, exp.Table) else ""
+
+
+def main_statement(tree: exp.Expr) -> exp.Expr:
+    """The main statement: a parenthesised query unwrapped (WITH is already an argument of
+    its body in sqlglot's tree)."""
+    while isinstance(tree, exp.Subquery | exp.Paren) and isinstance(tree.this, exp.Expr):
+        tree = tree.this
+    return tree
 
 
 def span(column: exp.Column) -> tuple[int, int] | None:
@@ -90,13 +87,6 @@ def names_an_output_column(column: exp.Column, name: str) -> bool:
         if isinstance(item, exp.Alias) and ident(item.args["alias"]) == name:
             return True
     return False
-
-
-def main_query(tree: exp.Expr) -> exp.Expr:
-    """The statement inside any parentheses around it."""
-    while isinstance(tree, exp.Subquery | exp.Paren) and isinstance(tree.this, exp.Expr):
-        tree = tree.this
-    return tree
 
 
 def visible_levels(node: exp.Expr) -> Iterator[exp.Expr]:

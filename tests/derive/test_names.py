@@ -23,16 +23,6 @@ CATALOG = Catalog(
 )
 
 
-def test_split_path_folds_unquoted_names_and_keeps_quoted_ones() -> None:
-    assert names.split_path('"$user", Public, "My Schema" , app') == [
-        "$user",
-        "public",
-        "My Schema",
-        "app",
-    ]
-    assert names.split_path("") == []
-
-
 def test_user_is_expanded_and_pg_catalog_is_searched_first() -> None:
     path = SearchPath("worker", '"$user", app', "ALTER ROLE worker")
     assert path.schemas() == ["pg_catalog", "worker", "app"]

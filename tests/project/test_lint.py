@@ -51,6 +51,7 @@ BREAKS = {
     "checks-parse-no-sql-and-connect-nowhere": ("checks/qa503_window_with_for_update.py",
                                                 "import sqlglot"),
     "sql-text-has-one-owner": ("qadvisor/fixes.py", "from sqlglot import exp"),
+    "only-qadvisor-sql-imports-sqlglot": ("qadvisor/collect/access.py", "import sqlglot"),
     "checks-are-independent": ("checks/qa502_tenant_row_lock.py",
                                "from checks.qa501_lock_without_skip_locked import run"),
     "judging-never-collects": ("qadvisor/model.py", "import qadvisor.collect.snapshot"),

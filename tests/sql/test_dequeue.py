@@ -22,7 +22,9 @@ from qadvisor.sql.dequeue import (
     analyse,
     check_plannable,
     normalise_for_planning,
+    parse,
     split_statements,
+    tables_named,
     window_partitions,
     with_literals,
     with_lock_outside,
@@ -467,6 +469,37 @@ def test_no_warning_logged_for_refused_commands(caplog: pytest.LogCaptureFixture
         with pytest.raises(StatementError):
             check_plannable(sql)
     assert caplog.records == []
+
+
+def test_any_statement_parses_when_planning_is_not_asked_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    # What a PL/pgSQL record is filled by need not be plannable.
+    insert = parse("INSERT INTO jobs (id) VALUES (1) RETURNING id", plannable=False)
+    assert isinstance(insert, exp.Insert)
+    with pytest.raises(StatementError, match="statement: INSERT INTO"):
+        parse("INSERT INTO jobs (id) VALUES (1) RETURNING id")
+    # Unparsed text is refused with the same one-line messages as a plannable statement's.
+    for sql, message in [
+        ("select id from", "unparsable SQL: syntax error near 'from' (line 1, column 14)"),
+        ("select 'unterminated", "unparsable SQL: cannot split it into tokens"),
+        ("select 1; vacuum jobs", "unparsable SQL: sqlglot cannot parse 'VACUUM' here"),
+    ]:
+        with pytest.raises(StatementError) as caught:
+            parse(sql, plannable=False)
+        assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert caplog.records == []
+
+
+def test_tables_named_are_every_table_of_any_statement_folded() -> None:
+    assert tables_named(
+        "WITH picked AS (SELECT id FROM App.Jobs FOR UPDATE) "
+        'UPDATE "Queue"."Jobs" q SET n = 1 FROM picked, tenants WHERE q.id = picked.id'
+    ) == {("app", "jobs"), ("Queue", "Jobs"), (None, "picked"), (None, "tenants")}
+    assert tables_named("INSERT INTO log SELECT * FROM jobs") == {(None, "log"), (None, "jobs")}
+    assert tables_named("select id from") == set()
+    assert tables_named("SELECT now()") == set()
 
 
 # --- splitting ------------------------------------------------------------------------

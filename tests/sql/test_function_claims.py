@@ -12,14 +12,12 @@ from collections.abc import Sequence
 import pytest
 
 from qadvisor.sql import dequeue
+from qadvisor.sql.catalog import Catalog, NamedType, Relation
 from qadvisor.sql.function_claims import (
     DYNAMIC_SQL,
     Argument,
-    Catalog,
     FunctionClaim,
     FunctionSource,
-    NamedType,
-    Relation,
     extract,
     names_to_look_up,
     read,
@@ -28,10 +26,12 @@ from qadvisor.sql.plpgsql import BodyError, read_body
 from qadvisor.sql.recorded_statements import called_functions, match_nested
 
 JOBS = Relation(
+    1,
     "public",
     "jobs",
-    "jobs",
-    (
+    "r",
+    type_sql="jobs",
+    columns=(
         ("id", "bigint"),
         ("queue", "text"),
         ("status", "job_status"),
@@ -41,8 +41,17 @@ JOBS = Relation(
         ("Mixed", "text"),
     ),
 )
-APP_JOBS = Relation("app", "jobs", "app.jobs", (("id", "bigint"), ("state", "text")))
-TENANTS = Relation("public", "tenants", "tenants", (("tenant_id", "integer"), ("turn", "bigint")))
+APP_JOBS = Relation(
+    2, "app", "jobs", "r", type_sql="app.jobs", columns=(("id", "bigint"), ("state", "text"))
+)
+TENANTS = Relation(
+    3,
+    "public",
+    "tenants",
+    "r",
+    type_sql="tenants",
+    columns=(("tenant_id", "integer"), ("turn", "bigint")),
+)
 CATALOG = Catalog(
     relations=(JOBS, APP_JOBS, TENANTS),
     types=(NamedType("public", "job_status", "job_status"),),
@@ -527,6 +536,26 @@ END
     assert refused.search_path is None
     # Without a search_path of its own, the function's schema comes after public.
     assert only(fn(body, schema="app")).skip is not None
+
+
+def test_a_quoted_schema_name_with_a_comma_is_one_schema_of_the_search_path() -> None:
+    body = """
+DECLARE
+    job jobs%ROWTYPE;
+BEGIN
+    PERFORM 1 FROM jobs WHERE state = job.state FOR UPDATE SKIP LOCKED;
+END
+"""
+    odd = Relation(9, "a,b", "jobs", "r", type_sql='"a,b".jobs', columns=(("state", "bigint"),))
+    catalog = Catalog(relations=(JOBS, odd))
+    # As pg_proc.proconfig holds `SET search_path = "a,b", public`.
+    source = fn(body, config=('search_path="a,b", public',))
+    assert source.search_path == ("a,b", "public")
+    claim = only(source, catalog)
+    assert claim.params == ("job.state",) and claim.param_types == ("bigint",)
+    # Without it the same name means public.jobs, which has no column state.
+    refused = only(fn(body), catalog)
+    assert refused.skip is not None and "has no field state" in refused.skip
 
 
 def test_the_names_the_collector_must_look_up() -> None:

@@ -12,12 +12,12 @@ must not be planned, and prints the rewritten statements that fixes propose. By 
   columns, literal and array values of SQL text the catalog and EXPLAIN give;
 - ``rewriting``: the text made fit to plan, the planner's index probe, the rewrites.
 
-(``levels`` holds what the analysis and the rewriting both read of a tree: names, FROM items,
-what a lock reaches.) Other modules import the names below from ``qadvisor.sql.dequeue``.
+(``levels`` holds what the analysis and the rewriting both read of a tree: FROM items, what a
+lock reaches.) Other modules import the names below from ``qadvisor.sql.dequeue``.
 
 Nothing here talks to PostgreSQL or does I/O. Parsing is sqlglot's, dialect ``postgres``.
-Names: unquoted identifiers are folded to lower case as PostgreSQL does, quoted ones keep
-their spelling, so names compare equal to catalog names.
+Names are folded as :mod:`qadvisor.sql.scope` folds them: unquoted identifiers in lower case
+as PostgreSQL does, quoted ones keep their spelling, so names compare equal to catalog names.
 """
 
 from qadvisor.sql.dequeue.analysis import (
@@ -39,6 +39,7 @@ from qadvisor.sql.dequeue.analysis import (
     condition_predicates,
     fingerprint,
     literal_value,
+    tables_named,
     window_partitions,
 )
 from qadvisor.sql.dequeue.rewriting import (
@@ -54,10 +55,11 @@ from qadvisor.sql.dequeue.screening import (
     StatementError,
     check_plannable,
     is_placeholder,
-    quiet_sqlglot,
+    parse,
     split_statements,
     statement_lines,
     statement_ranges,
+    tokenize,
 )
 
 __all__ = [
@@ -85,10 +87,12 @@ __all__ = [
     "is_placeholder",
     "literal_value",
     "normalise_for_planning",
-    "quiet_sqlglot",
+    "parse",
     "split_statements",
     "statement_lines",
     "statement_ranges",
+    "tables_named",
+    "tokenize",
     "window_partitions",
     "with_literals",
     "with_lock_outside",

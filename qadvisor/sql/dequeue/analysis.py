@@ -19,16 +19,13 @@ from qadvisor.sql.dequeue.levels import (
     covered,
     cte_names,
     filters,
-    folded_name,
     is_base_table,
     locking_select,
     of_names,
     own_columns,
     qualifier,
-    source_key,
     sources,
     sql_text,
-    table_name,
     unique,
     unwrap,
 )
@@ -36,10 +33,10 @@ from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
     is_placeholder,
-    main_statement,
     parse,
     tokenize,
 )
+from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
 
 # --- data -----------------------------------------------------------------------------
 
@@ -344,6 +341,21 @@ def _relations(tree: exp.Expr, ctes: set[str]) -> tuple[tuple[str | None, str], 
         if is_base_table(t, ctes) and not isinstance(t.parent, exp.Lock)
     )
     return tuple(dict.fromkeys(found))
+
+
+def tables_named(sql: str) -> set[tuple[str | None, str]]:
+    """(schema or None, table) of every table a statement of any kind names, wherever (WITH
+    query names too); empty when sqlglot cannot parse it."""
+    try:
+        tree = parse(sql, plannable=False)
+    except StatementError:
+        return set()
+    found = set()
+    for node in tree.find_all(exp.Table):
+        name = folded_name(node.args.get("this"))
+        if name is not None:
+            found.add((folded_name(node.args.get("db")), name))
+    return found
 
 
 def _kind(main: exp.Expr) -> StatementKind:

@@ -1,6 +1,7 @@
-"""Query levels of a parsed statement: names as PostgreSQL folds them, the FROM items of one
-level, which SELECT carries the lock and which base tables its lock reaches, and the
-conditions that filter a level's rows. The analysis and the rewriting both stand on these.
+"""Query levels of a parsed statement: the FROM items of one level, which SELECT carries the
+lock and which base tables its lock reaches, and the conditions that filter a level's rows.
+The analysis and the rewriting both stand on these (and on :mod:`qadvisor.sql.scope` for
+names as PostgreSQL folds them).
 """
 
 from __future__ import annotations
@@ -9,29 +10,8 @@ from collections.abc import Iterable, Iterator
 
 from sqlglot import exp
 
-from qadvisor.sql.dequeue.screening import DIALECT, main_statement
-
-
-def folded_name(node: exp.Expr | None) -> str | None:
-    """An identifier (or the identifier inside a TableAlias) as PostgreSQL folds it."""
-    if isinstance(node, exp.TableAlias):
-        node = node.this
-    if not isinstance(node, exp.Identifier):
-        return None
-    text = str(node.this)
-    return text if node.quoted else text.lower()
-
-
-def table_name(table: exp.Table) -> str:
-    return folded_name(table.this) or table.name
-
-
-def source_key(source: exp.Expr) -> str:
-    """How columns of the level refer to a FROM item: its alias, else its table name."""
-    alias = folded_name(source.args.get("alias"))
-    if alias:
-        return alias
-    return table_name(source) if isinstance(source, exp.Table) else ""
+from qadvisor.sql.dequeue.screening import DIALECT
+from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
 
 
 def sources(select: exp.Select) -> list[exp.Expr]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.postgres import Postgres
 
+from qadvisor.sql import scope
 from qadvisor.sql.dequeue import levels
 from qadvisor.sql.dequeue.analysis import claimed_table, lock_clause, parameter_index
 from qadvisor.sql.dequeue.screening import (
@@ -129,7 +130,7 @@ def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str
     if select is None:
         return None
     queue_table, owner = claimed_table(select, levels.cte_names(tree))
-    key = levels.source_key(queue_table)
+    key = scope.source_key(queue_table)
     conditions = [c.copy() for c in levels.filters(owner) if _reads_only(c, key)]
     probe = exp.select("1").from_(queue_table.copy())
     if conditions:
@@ -147,7 +148,7 @@ def index_probe(sql: str, keys: Sequence[str], values: Mapping[int, str]) -> str
 def _reads_only(condition: exp.Expr, key: str) -> bool:
     """The condition names no FROM item of its level but the queue table (``key``): columns of
     sub-selects inside it may name their own FROM items."""
-    inner = {levels.source_key(t) for t in condition.find_all(exp.Table)}
+    inner = {scope.source_key(t) for t in condition.find_all(exp.Table)}
     return all(
         levels.qualifier(c) in (None, key) or levels.qualifier(c) in inner
         for c in condition.find_all(exp.Column)
@@ -181,7 +182,7 @@ def with_order_by(sql: str, columns: Sequence[str]) -> str:
         ordered = _ordered(column)
         target = ordered.this
         if qualify and isinstance(target, exp.Column) and not target.args.get("table"):
-            target.set("table", exp.to_identifier(levels.source_key(queue_table)))
+            target.set("table", exp.to_identifier(scope.source_key(queue_table)))
         items.append(ordered)
     select.set("order", exp.Order(expressions=items))
     return _pretty(tree)
@@ -227,7 +228,7 @@ def with_skip_locked(sql: str, schema: str | None, table: str) -> str | None:
     ctes = levels.cte_names(tree)
     locks: list[exp.Lock] = select.args["locks"]
     locked = [t for t, _ in levels.covered(select, levels.of_names(locks), ctes)]
-    if any(levels.table_name(t) != table for t in locked):
+    if any(scope.table_name(t) != table for t in locked):
         name = _queue_source_name(select, schema, table, ctes)
         if name is None:
             return None
@@ -252,9 +253,9 @@ def _queue_source_name(
     alias (or name), or the alias of the sub-select / LATERAL that reads it."""
 
     def is_queue(node: exp.Expr) -> bool:
-        if not levels.is_base_table(node, ctes) or levels.table_name(node) != table:  # type: ignore[arg-type]
+        if not levels.is_base_table(node, ctes) or scope.table_name(node) != table:  # type: ignore[arg-type]
             return False
-        written = levels.folded_name(node.args.get("db"))
+        written = scope.folded_name(node.args.get("db"))
         return written is None or schema is None or written == schema
 
     for source in levels.sources(select):

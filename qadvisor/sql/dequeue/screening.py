@@ -12,11 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import ClassVar
 
 import sqlglot
 from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+
+from qadvisor.sql.scope import main_statement
 
 DIALECT = "postgres"
 _PLANNABLE = "a single SELECT/UPDATE/DELETE/WITH statement"
@@ -33,14 +36,29 @@ _STARTS = {TokenType.SELECT, TokenType.WITH, TokenType.UPDATE, TokenType.DELETE,
 _KEYWORDS = Postgres.tokenizer_class.KEYWORDS
 
 
-def tokenize(sql: str) -> list[Token]:
+class _PlpgsqlTokenizer(Postgres.Tokenizer):
+    # The SQL tokenizer reads the rest of a statement that starts with EXECUTE, FETCH or a
+    # COMMAND word (DECLARE) as one string; in a function body those words start PL/pgSQL
+    # statements and sections whose tokens are needed.
+    COMMANDS: ClassVar[set[TokenType]] = set()
+
+
+UNSPLITTABLE = "cannot split it into tokens (an unterminated string, quoted name or comment?)"
+
+
+def tokenize(sql: str, *, plpgsql: bool = False) -> list[Token]:
+    """Tokens of SQL text, comments dropped; StatementError when it cannot be split.
+
+    ``plpgsql``: as PL/pgSQL text (a function body, a statement PL/pgSQL ran), where
+    EXECUTE, FETCH and DECLARE are words like any other instead of swallowing the rest of the
+    statement into one string token.
+    """
     try:
+        if plpgsql:
+            return list(_PlpgsqlTokenizer().tokenize(sql))
         return list(Postgres().tokenize(sql))
     except TokenError:
-        raise StatementError(
-            "unparsable SQL: cannot split it into tokens (an unterminated string, quoted name "
-            "or comment?)"
-        ) from None
+        raise StatementError(f"unparsable SQL: {UNSPLITTABLE}") from None
 
 
 def _statement_tokens(sql: str) -> list[list[Token]]:
@@ -92,8 +110,10 @@ def first_line(message: str) -> str:
     return message.replace("\x1b[4m", "").replace("\x1b[0m", "").strip().splitlines()[0]
 
 
-def _parse_error(err: ParseError) -> str:
+def _parse_error(err: ParseError | TokenError) -> str:
     """Where sqlglot stopped, without its token dumps and terminal colour codes."""
+    if isinstance(err, TokenError):
+        return UNSPLITTABLE
     if not err.errors:
         return first_line(str(err))
     where = err.errors[0]
@@ -135,16 +155,19 @@ def quiet_sqlglot() -> Iterator[None]:
         logger.removeFilter(drop)
 
 
-def main_statement(tree: exp.Expr) -> exp.Expr:
-    """The main statement: a parenthesised query unwrapped (WITH is already an argument of
-    its body in sqlglot's tree)."""
-    while isinstance(tree, exp.Subquery | exp.Paren) and isinstance(tree.this, exp.Expr):
-        tree = tree.this
-    return tree
+def parse(sql: str, *, plannable: bool = True) -> exp.Expr:
+    """sqlglot's tree of one statement; StatementError (one line) saying why there is none.
 
-
-def parse(sql: str) -> exp.Expr:
-    """The tree of ``sql`` if it is one statement qadvisor may plan; StatementError if not."""
+    ``plannable`` (the default): the statement must be one qadvisor may plan (see
+    check_plannable). Otherwise any statement sqlglot reads in full is taken (an INSERT that
+    fills a PL/pgSQL record, too), still not one it reads in part as an opaque command.
+    """
+    if not plannable:
+        tree = _tree(sql)
+        opaque = next((n for n in tree.walk() if isinstance(n, exp.Command)), None)
+        if opaque is not None:
+            raise _opaque(opaque)
+        return tree
     statements = _statement_tokens(sql)
     if not statements:
         raise StatementError("no SQL statement: the text is empty or only comments")
@@ -153,13 +176,21 @@ def parse(sql: str) -> exp.Expr:
     tokens = statements[0]
     if tokens[0].token_type not in _STARTS:
         raise _refused(_leading_words(tokens))
-    try:
-        with quiet_sqlglot():
-            tree = sqlglot.parse_one(_span(sql, tokens), dialect=DIALECT)
-    except ParseError as err:
-        raise StatementError(f"unparsable SQL: {_parse_error(err)}") from None
+    tree = _tree(_span(sql, tokens))
     _check_tree(tree, tokens)
     return tree
+
+
+def _tree(sql: str) -> exp.Expr:
+    try:
+        with quiet_sqlglot():
+            return sqlglot.parse_one(sql, dialect=DIALECT)
+    except (ParseError, TokenError) as err:
+        raise StatementError(f"unparsable SQL: {_parse_error(err)}") from None
+
+
+def _opaque(command: exp.Expr) -> StatementError:
+    return StatementError(f"unparsable SQL: sqlglot cannot parse {command.name!r} here")
 
 
 def _check_tree(tree: exp.Expr, tokens: list[Token]) -> None:
@@ -171,7 +202,7 @@ def _check_tree(tree: exp.Expr, tokens: list[Token]) -> None:
         raise _refused(_leading_words(tokens) if tokens[0].text.isalpha() else main.key.upper())
     for node in tree.walk():
         if isinstance(node, exp.Command):
-            raise StatementError(f"unparsable SQL: sqlglot cannot parse {node.name!r} here")
+            raise _opaque(node)
         if isinstance(node, exp.Merge):
             # UPDATE, DELETE and INSERT inside WITH are what claims do (pgqueuer logs each
             # claim with an INSERT in the same statement); MERGE is not.
