@@ -1,4 +1,5 @@
-"""`qadvisor demo`: a throwaway PostgreSQL 18 with a queue in the state the checks describe.
+"""`qadvisor demo`: takes nothing, gives a throwaway PostgreSQL 18 with a queue in the state the
+checks describe, and its report.
 
 The package holds what talks to throwaway servers, apart from qadvisor's core (only the
 ``demo`` command imports it): ``pgserver`` starts and stops private servers (for the demo and
