@@ -19,7 +19,6 @@ from qadvisor.api import (
     Table,
     Target,
     Unmet,
-    array_literal,
     check,
     dequeue_statements,
     describe_node,
@@ -35,7 +34,8 @@ from qadvisor.api import (
     statement_evidence,
     statement_id,
     statement_label,
-    with_literals,
+    value_placeholder,
+    with_placeholders,
 )
 
 
@@ -79,9 +79,15 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
 
     ## How to fix
     Write the predicate's value into the statement as a literal (`status = 'pending'`): the
-    rewritten statement is printed in full. It is application code, not a migration: change
-    it where the application builds it. ORMs and drivers that bind every value need a raw SQL
-    fragment for it. Do not answer with `force_custom_plan`: it replans every execution.
+    rewritten statement is printed in full, with `<value of $1>` where the application's own
+    value goes. qadvisor never writes the value itself: pg_stat_statements and bound
+    parameters show it only as `$n`, and the value a partial index covers is not always the
+    one the application sends (a reaper sends `'running'` to a table whose partial index holds
+    `'pending'`); the notes say which values the index covers. The placeholder is not SQL, so
+    the statement cannot be shipped before it is filled. It is application code, not a
+    migration: change it where the application builds it. ORMs and drivers that bind every
+    value need a raw SQL fragment for it. Do not answer with `force_custom_plan`: it replans
+    every execution.
 
     ## When it stays quiet
     The predicate is written with a literal; the generic plan uses the partial index too; the
@@ -243,38 +249,43 @@ def _fix(
     source: str,
 ) -> Fix:
     assert stmt.parsed is not None
-    values: dict[int, str] = {}
+    # Every parameter compared with the index predicate's columns: its value reached qadvisor
+    # only as $n (pg_stat_statements, a bound parameter of the user's text, a function's
+    # variable), so the rewrite names where the application's value goes and writes none.
+    numbers = sorted(
+        {
+            o.index
+            for pred in _parameter_predicates(stmt.parsed.predicates)
+            if pred.column in columns
+            for o in pred.operands
+            if o.kind == "parameter" and o.index
+        }
+    )
     target = parse_index_predicate(idx.predicate or "")
     index_values = target.values if target is not None and target.op == "in" else ()
-    for pred in _parameter_predicates(stmt.parsed.predicates):
-        if pred.column not in columns:
-            continue
-        params = [o for o in pred.operands if o.kind == "parameter" and o.index]
-        for i, operand in enumerate(params):
-            assert operand.index is not None
-            if pred.op == "any" and index_values:
-                values[operand.index] = array_literal(index_values)
-            elif index_values:
-                values[operand.index] = literal(index_values[min(i, len(index_values) - 1)])
-            elif str(operand.index) in stmt.custom_values:
-                values[operand.index] = stmt.custom_values[str(operand.index)]
+    places = ", ".join(value_placeholder(n) for n in numbers)
     notes = [
-        f"The value is written as a literal so that every plan can prove it matches "
-        f"{idx.name}'s predicate ({idx.predicate}).",
+        f"Write the value your application sends in place of {places}, as a literal, so that "
+        f"every plan can prove it matches {idx.name}'s predicate ({idx.predicate}).",
+        "qadvisor writes no value into a rewrite that it did not see in the statement's own "
+        "text: here it saw only the parameter.",
+    ]
+    if index_values:
+        covered = " or ".join(literal(v) for v in index_values)
+        notes.append(
+            f"{idx.name} serves rows whose {', '.join(sorted(columns))} is {covered}: a literal "
+            "it covers keeps the index usable; any other value does not."
+        )
+    notes.append(
         "ORMs and drivers that bind every value (server-side prepared statements in JDBC, "
         "Npgsql, pgx, psycopg, node-postgres, Prisma, ActiveRecord...) need the literal in the "
         "SQL text itself, e.g. a raw SQL fragment, not a bound parameter. Do not answer with "
-        "plan_cache_mode = force_custom_plan: that replans every execution.",
-    ]
+        "plan_cache_mode = force_custom_plan: that replans every execution."
+    )
     if stmt.from_normalised_text:
         notes.append(
             "The text comes from pg_stat_statements, which shows every constant as $n: keep "
             "the other values (LIMIT, ...) as your code writes them."
-        )
-    if index_values and len(index_values) > 1:
-        notes.append(
-            f"{idx.name} covers {', '.join(index_values)}: the literal must be one of them "
-            "(or the whole list with IN)."
         )
     if forced:
         notes.append(
@@ -284,7 +295,7 @@ def _fix(
     if queue.live is not None and queue.live.column not in columns:
         notes.append(f"The queue's live predicate is on {queue.live.column}.")
     try:
-        rewritten = with_literals(stmt.parsed.text, values) if values else None
+        rewritten = with_placeholders(stmt.parsed.text, numbers) if numbers else None
     except StatementError:
         rewritten = None
     if rewritten is None:

@@ -119,10 +119,12 @@ from qadvisor.sql.dequeue import (
     Predicate,
     StatementError,
     condition_columns,
+    value_placeholder,
     window_partitions,
     with_literals,
     with_lock_outside,
     with_order_by,
+    with_placeholders,
     with_skip_locked,
 )
 from qadvisor.sql.printing import (
@@ -198,7 +200,9 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "StatementError",
     "condition_columns",
     "window_partitions",
+    "value_placeholder",
     "with_literals",
+    "with_placeholders",
     "with_lock_outside",
     "with_order_by",
     "with_skip_locked",

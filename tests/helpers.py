@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import psycopg.sql
 from qadvisor.model import Finding, Report
 from qadvisor.render.json import fix_dict, report_dict
 from qadvisor.settings.resolve import ENV_VARIABLES
+from qadvisor.sql.dequeue import value_placeholder
 from tests.conftest import TestDB
 from tests.json_schemas import assert_valid_report
 
@@ -136,10 +138,23 @@ def apply_fix(db: TestDB, finding: dict[str, Any] | Finding, *, review: bool = F
         db.execute(statement)
 
 
-def plan_rewrites(db: TestDB, finding: dict[str, Any] | Finding) -> list[str]:
+def as_the_application(rewrite: str, values: Mapping[int, str]) -> str:
+    """A printed rewrite with each ``<value of $n>`` filled with the value the application
+    sends (SQL text), as its author would: only the test, like the application, knows it."""
+    for n, value in values.items():
+        rewrite = rewrite.replace(value_placeholder(n), value)
+    left = re.findall(r"<value of \$\d+>", rewrite)
+    assert not left, f"the application's value for {left} was not given"
+    return rewrite
+
+
+def plan_rewrites(
+    db: TestDB, finding: dict[str, Any] | Finding, values: Mapping[int, str] | None = None
+) -> list[str]:
     """EXPLAIN each rewrite of a finding's fix on the server, in place of the statement it
     replaces, in a rolled-back transaction: the text parses, names what exists, and plans.
-    Parameters ($n, as pg_stat_statements shows them) are planned as NULL after PREPARE has
+    ``values`` fill the rewrite's ``<value of $n>`` as the application would; other
+    parameters ($n, as pg_stat_statements shows them) are planned as NULL after PREPARE has
     inferred their types. The plans' texts, one per rewrite."""
     steps = fix_steps(finding, "rewrite")
     assert steps, "the fix has no rewrite"
@@ -147,7 +162,7 @@ def plan_rewrites(db: TestDB, finding: dict[str, Any] | Finding) -> list[str]:
     with psycopg.connect(db.dsn) as conn:
         for step in steps:
             assert step["before"] is None or step["before"] != step["sql"]
-            text = step["sql"].strip().rstrip(";")
+            text = as_the_application(step["sql"], values or {}).strip().rstrip(";")
             conn.execute(psycopg.sql.SQL("PREPARE rewritten AS {}").format(psycopg.sql.SQL(text)))
             row = conn.execute(
                 "SELECT cardinality(parameter_types) FROM pg_prepared_statements"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,9 +181,12 @@ class Shape:
         ``review`` its review steps too (see helpers.fix_sql)."""
         self.apply(fix_sql(finding, review=review), as_dba=as_dba)
 
-    def plan_rewrites(self, finding: dict[str, Any]) -> list[str]:
-        """A finding's rewrites planned as the application would send them (helpers)."""
-        return plan_rewrites(self.db, finding)
+    def plan_rewrites(
+        self, finding: dict[str, Any], values: Mapping[int, str] | None = None
+    ) -> list[str]:
+        """A finding's rewrites planned as the application would send them, ``values`` in
+        their placeholders (helpers)."""
+        return plan_rewrites(self.db, finding, values)
 
     def apply(self, statements: Iterable[str], *, as_dba: bool = False) -> None:
         """Printed statements as they are, one per call (CONCURRENTLY needs it): by the

@@ -18,7 +18,7 @@ from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S
 from tests.collect.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, rewrite_of
+from tests.helpers import as_the_application, assert_quiet, rewrite_of
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -77,8 +77,10 @@ def test_bound_status_is_a_warning_with_both_plans_and_the_literal_rewrite() -> 
     assert f.fix is not None and f.fix.safety == "review"
     assert f.fix.statements == ()  # the rewrite is application code, not a migration
     rewritten = rewrite_of(f)
-    assert "status = 'pending'" in rewritten and "$1" not in rewritten
-    assert "ORM" in f.fix.notes
+    # The value reached qadvisor only as $1: the rewrite names where the application's value
+    # goes and writes none; the notes say which value the partial index covers.
+    assert "status = <value of $1>" in rewritten and "'pending'" not in rewritten
+    assert "status is 'pending'" in f.fix.notes and "ORM" in f.fix.notes
 
 
 def test_forced_generic_plans_for_the_role_make_it_critical() -> None:
@@ -146,9 +148,10 @@ def test_forced_on_the_database_is_critical_and_the_printed_rewrite_is_quiet(
     assert "jobs_queued_created_at_idx" not in ev["generic_plan_scan"]
     assert ev["generic_plan_cost"] > 10 * ev["custom_plan_cost"]
     assert f["fix"]["statements"] == []
-    rewritten = rewrite_of(f)
-    assert "status = 'queued'" in rewritten and "$1" not in rewritten
-    (plan,) = shape.plan_rewrites(f)
+    assert "status = <value of $1>" in rewrite_of(f) and "'queued'" not in rewrite_of(f)
+    # The application knows its value ('queued') and writes it where the rewrite says.
+    rewritten = as_the_application(rewrite_of(f), {1: "'queued'"})
+    (plan,) = shape.plan_rewrites(f, {1: "'queued'"})
     assert "jobs_queued_created_at_idx" in plan
 
     # The proof is the server's: planned generically while force_generic_plan is still set,

@@ -5,8 +5,8 @@ registry so that a new check without one fails here."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -33,6 +33,8 @@ from tests.helpers import Run, build_archive_queue, check, plan_rewrites
 class Pathology:
     codes: frozenset[str]  # the checks whose fixes it shows (others may fire too)
     build: Callable[[TestDB], Run]
+    # What the application sends for the parameters a rewrite leaves to it (<value of $n>).
+    values: Mapping[int, str] = field(default_factory=dict)
 
 
 def _archive(db: TestDB) -> Run:
@@ -110,7 +112,7 @@ PATHOLOGIES = {
     "archive": Pathology(frozenset({"QA101", "QA201"}), _archive),
     "autovacuum-off": Pathology(frozenset({"QA203"}), _autovacuum_off),
     "bloated-partial": Pathology(frozenset({"QA102"}), _bloated_partial),
-    "generic-plan": Pathology(frozenset({"QA301"}), _generic_plan),
+    "generic-plan": Pathology(frozenset({"QA301"}), _generic_plan, {1: "'queued'"}),
     "wider-predicate": Pathology(frozenset({"QA302", "QA303"}), _wider_predicate),
     "sort": Pathology(frozenset({"QA303"}), _sort),
     "round-robin-walk": Pathology(frozenset({"QA401", "QA402"}), _round_robin_walk),
@@ -171,7 +173,7 @@ def test_migrations_run_as_printed_and_rewrites_plan(db: TestDB, name: str) -> N
     for f in findings:
         rewrites = [s for s in f["fix"]["steps"] if s["kind"] == "rewrite"]
         if rewrites:
-            plans = plan_rewrites(db, f)
+            plans = plan_rewrites(db, f, pathology.values)
             assert len(plans) == len(rewrites) and all(plans)
             planned += len(plans)
     assert ran or planned

@@ -19,7 +19,7 @@ from qadvisor.model import BaselineEntry, Report, Severity, Skip, Target
 from qadvisor.settings import baseline
 from tests.collect.test_statements_collect import CLAIM, build_claim_queue
 from tests.conftest import TestDB
-from tests.helpers import qadvisor, rewrite_of
+from tests.helpers import as_the_application, qadvisor, rewrite_of
 from tests.render.test_render import full_report
 
 SECRET = "s3cr3t-Pa55"
@@ -77,7 +77,8 @@ def test_baseline_gate_on_a_real_server(db: TestDB, tmp_path: Path) -> None:
     # Fixing a baselined finding reports it as fixed: the claim rewritten as QA301 prints it
     # (the status as a literal) in the application's file.
     db.execute("DROP INDEX jobs_status_created_idx")
-    rewrite = rewrite_of(next(f for f in worse.report["findings"] if f["key"] == qa301))
+    printed = rewrite_of(next(f for f in worse.report["findings"] if f["key"] == qa301))
+    rewrite = as_the_application(printed, {1: "'queued'"})
     claim.write_text(f"-- the worker's claim\n{rewrite}\n")
     fixed = qadvisor(*common, "--baseline", str(base))
     assert fixed.rc == 0, fixed.stdout

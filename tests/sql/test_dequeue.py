@@ -663,3 +663,20 @@ def test_the_lock_moves_out_of_a_windowed_select() -> None:
         with_lock_outside(sql.replace("select id,", "select tenant_id,"), "public.jobs", ("id",))
     assert with_lock_outside(sql, "public.jobs", ()) is None
     assert with_lock_outside(sql.replace(" for no key update", ""), "public.jobs", ("id",)) is None
+
+
+def test_a_value_never_seen_is_a_named_placeholder_that_cannot_run_unfilled() -> None:
+    from qadvisor.sql.dequeue import parse, value_placeholder, with_placeholders
+
+    text = (
+        "SELECT id FROM jobs WHERE status = $1 AND queue = ANY($2) ORDER BY created_at "
+        "LIMIT $3 FOR UPDATE SKIP LOCKED"
+    )
+    out = with_placeholders(text, [1, 2])
+    assert "status = <value of $1>" in out and value_placeholder(2) in out
+    assert "LIMIT $3" in out  # a parameter the rewrite does not need stays the application's
+    assert "'" not in out  # no value is written, not even a stand-in
+    with pytest.raises(StatementError):
+        parse(out)  # as printed, it is no statement anyone can ship by mistake
+    filled = out.replace("<value of $1>", "'pending'").replace("<value of $2>", "'{mail}'")
+    assert "status = 'pending'" in parse(filled).sql(dialect="postgres")

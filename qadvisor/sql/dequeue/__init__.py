@@ -46,9 +46,11 @@ from qadvisor.sql.dequeue.rewriting import (
     KeyNotReturned,
     index_probe,
     normalise_for_planning,
+    value_placeholder,
     with_literals,
     with_lock_outside,
     with_order_by,
+    with_placeholders,
     with_skip_locked,
 )
 from qadvisor.sql.dequeue.screening import (
@@ -93,9 +95,11 @@ __all__ = [
     "statement_ranges",
     "tables_named",
     "tokenize",
+    "value_placeholder",
     "window_partitions",
     "with_literals",
     "with_lock_outside",
     "with_order_by",
+    "with_placeholders",
     "with_skip_locked",
 ]

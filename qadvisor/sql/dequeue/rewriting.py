@@ -9,7 +9,7 @@ Nothing here talks to PostgreSQL or does I/O.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sqlglot import Token, TokenType, exp
@@ -99,6 +99,32 @@ def with_literals(sql: str, values: Mapping[int, str]) -> str:
     ``now()`` as ``CURRENT_TIMESTAMP``, ``x::text`` as ``CAST(x AS TEXT)``).
     """
     return _pretty(_bound(parse(sql), values))
+
+
+def value_placeholder(n: int) -> str:
+    """How a rewrite names the value of parameter ``$n`` that the application sends and
+    qadvisor never saw. Not valid SQL on purpose: a statement still holding one cannot be
+    run or shipped by mistake; whoever knows the value writes it in its place."""
+    return f"<value of ${n}>"
+
+
+def with_placeholders(sql: str, numbers: Iterable[int]) -> str:
+    """``sql`` with each parameter ``$n`` of ``numbers`` replaced by :func:`value_placeholder`,
+    printed like with_literals; other parameters stay. For a value pg_stat_statements showed
+    as ``$n``, or a bound parameter of the user's text: the rewrite says where the
+    application's own value goes without writing one qadvisor would have to guess."""
+    wanted = sorted(set(numbers))
+    # A string literal no statement holds stands in for each placeholder while the tree is
+    # printed; the printed text then gets the placeholder in its place.
+    marks = {n: f"qadvisor placeholder {n} 7f3c" for n in wanted}
+    text = _pretty(_bound(parse(sql), {n: _mark_literal(m) for n, m in marks.items()}))
+    for n, mark in marks.items():
+        text = text.replace(_mark_literal(mark), value_placeholder(n))
+    return text
+
+
+def _mark_literal(mark: str) -> str:
+    return f"'{mark}'"  # marks hold no quote or backslash
 
 
 def _bound(tree: exp.Expr, values: Mapping[int, str]) -> exp.Expr:
