@@ -7,12 +7,15 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     Fix,
+    FixStep,
     Index,
     IndexKey,
+    IndexUse,
     Issue,
     LivePredicate,
     Severity,
     Snapshot,
+    Stakeholder,
     Table,
     Target,
     Unmet,
@@ -22,10 +25,13 @@ from qadvisor.api import (
     existing_index,
     human_bytes,
     human_count,
+    index_use,
     live_rows,
     live_set_index,
     predicate_sql,
     queue_facts,
+    review,
+    stakeholder_label,
     statement_queue,
 )
 
@@ -70,10 +76,17 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     does, with a literal (see QA301). Primary key, unique and constraint indexes are never
     dropped: only the partial index is proposed.
 
+    Nothing another statement needs is dropped. Every other statement pg_stat_statements
+    recorded on the table (a purge, a reaper, an admin listing) is planned generically
+    before the fix is written: when one reads the old index, the index is kept (the fix
+    builds only the partial index, and names the statements); when one could not be planned
+    (a privilege the role lacks, another session's lock), or pg_stat_statements is not there,
+    the DROP is a step for review that says so. The evidence lists what was checked.
+
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);
     the index is under `min_index_bytes`; or a partial replacement already exists for a
-    constraint index.
+    constraint index, or for an index that other recorded statements read.
     """
     for item in queue_facts(snapshot):
         if isinstance(item, Unmet):
@@ -103,7 +116,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         if archive < options.min_archive_fraction:
             continue
         for idx in candidates:
-            issue = _judge(table, idx, live, est.rows, est.source, archive, options)
+            issue = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options)
             if issue is not None:
                 yield issue
 
@@ -128,6 +141,7 @@ def _dequeue_order_columns(snapshot: Snapshot, table: Table) -> set[str]:
 
 
 def _judge(
+    snapshot: Snapshot,
     table: Table,
     idx: Index,
     live: LivePredicate,
@@ -145,29 +159,28 @@ def _judge(
         return None
     keeps_constraint = idx.is_primary or idx.is_unique or idx.is_constraint
     existing = existing_index(table, [IndexKey(k) for k in keys], live)
-    if keeps_constraint and existing is not None:
+    use = index_use(snapshot, table, idx.name)
+    # Another recorded statement's plan reads the index: it stays theirs. Once the live set
+    # has its partial index, the dequeue no longer needs it and there is nothing to fix.
+    kept = keeps_constraint or bool(use.users)
+    if kept and existing is not None:
         return None
     where = predicate_sql(live)
     build = live_set_index(table, live, (IndexKey(k) for k in keys))
-    drop = drop_index(table.schema, idx.name)
     notes = [
         f"The dequeue query must say {where} with a literal, or the planner cannot use the "
         "partial index (see QA301).",
     ]
-    if existing is not None:
-        steps = [drop]
-        notes.insert(0, f"The partial index {existing.name} already serves the live set.")
-    elif keeps_constraint:
-        steps = [build.step()]
+    if keeps_constraint:
         notes.insert(0, f"{idx.name} enforces a constraint, so it is kept; the partial index "
                         "takes the dequeue path off it.")  # fmt: skip
-    else:
-        steps = [build.step(), drop]
-    if idx.idx_scan:
-        notes.append(
-            f"{idx.name} has been scanned {idx.idx_scan:,} times since statistics were reset: "
-            "check that no other query (reports, admin pages) needs it before dropping it."
-        )
+    elif use.users:
+        notes.insert(0, _kept_for(idx.name, use.users))
+    steps: list[FixStep] = [] if existing is not None else [build.step()]
+    if existing is not None:
+        notes.insert(0, f"The partial index {existing.name} already serves the live set.")
+    if not kept:
+        steps.append(_drop(table, idx.name, use, notes))
     return Issue(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
@@ -188,6 +201,11 @@ def _judge(
             "estimated_partial_bytes": estimated,
             "size_ratio": round(ratio, 1),
             "idx_scan": idx.idx_scan,
+            "statements_checked": len(use.checked),
+            "statements_reading_index": [stakeholder_label(s) for s in use.users],
+            "statements_not_checked": [
+                f"{stakeholder_label(s)}: {s.plan_error}" for s in use.unknown
+            ],
             "min_archive_fraction": options.min_archive_fraction,
             "min_index_bytes": options.min_index_bytes,
             "min_size_ratio": options.min_size_ratio,
@@ -211,3 +229,39 @@ def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[st
     if pk is not None and all(pk.columns):
         return tuple(c for c in pk.columns if c is not None)
     return (live.column,)
+
+
+def _kept_for(name: str, users: tuple[Stakeholder, ...]) -> str:
+    listed = "; ".join(stakeholder_label(s) for s in users[:3])
+    more = f" and {len(users) - 3} more" if len(users) > 3 else ""
+    return (
+        f"{name} is kept: the plans of {len(users)} other recorded statement(s) on the table "
+        f"read it ({listed}{more}). Drop it only once they have an index of their own."
+    )
+
+
+def _drop(table: Table, name: str, use: IndexUse, notes: list[str]) -> FixStep:
+    """The DROP INDEX step: a migration when every recorded statement on the table was
+    planned and none reads the index; a review step, with why, when nobody can know."""
+    step = drop_index(table.schema, name)
+    if use.unavailable is not None:
+        notes.append(
+            f"No other statement could be checked for {name} ({use.unavailable}): the DROP is "
+            "for review; make sure no query (reports, admin pages, maintenance) needs it."
+        )
+        return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
+    if use.unknown:
+        listed = "; ".join(f"{stakeholder_label(s)}: {s.plan_error}" for s in use.unknown[:3])
+        notes.append(
+            f"{len(use.unknown)} recorded statement(s) on the table could not be planned, so "
+            f"nobody knows whether they read {name} ({listed}): the DROP is for review."
+        )
+        return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
+    if use.checked:
+        notes.append(
+            f"Checked the plans of the {len(use.checked)} other recorded statement(s) on the "
+            f"table: none reads {name}."
+        )
+    else:
+        notes.append(f"pg_stat_statements records no other statement on {table.qualified}.")
+    return step

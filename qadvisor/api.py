@@ -54,6 +54,7 @@ from qadvisor.derive.predicates import (
     predicate_text,
     predicate_words,
 )
+from qadvisor.derive.stakeholders import IndexUse, index_use, stakeholder_label
 from qadvisor.derive.statement_queues import (
     dequeue_statements,
     locking_statements,
@@ -101,6 +102,7 @@ from qadvisor.model import (
     ServerInfo,
     Severity,
     Snapshot,
+    Stakeholder,
     Statement,
     Table,
     TableStats,
@@ -260,6 +262,10 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "array_literal",
     "human_bytes",
     "human_count",
+    "index_use",
+    "IndexUse",
+    "stakeholder_label",
+    "Stakeholder",
     "human_seconds",
     "ident",
     "index_name",

@@ -331,6 +331,24 @@ class LeftOut:
 
 
 @dataclass(frozen=True)
+class Stakeholder:
+    """A statement the server recorded on a queue table that is not a claim (a purge, a reaper,
+    a listing): what a fix that drops or replaces an index must not break. ``indexes_used``
+    are the queue table's indexes its generic plan reads; ``plan_error`` says why it could
+    not be planned (then nobody knows which indexes it needs)."""
+
+    source: str
+    text: str
+    queue: str  # "schema.table" of the queue table it names
+    queryid: int | None = None
+    calls: int | None = None
+    mean_exec_ms: float | None = None
+    shared_blks_per_call: float | None = None
+    indexes_used: tuple[str, ...] = ()
+    plan_error: str | None = None
+
+
+@dataclass(frozen=True)
 class TenantCount:
     tenant: str
     rows: int
@@ -418,6 +436,9 @@ class Snapshot:
     rejected: tuple[Rejected, ...] = ()
     # Row-locking statements seen but not judged as claims (foreign-key checks, key locks).
     left_out: tuple[LeftOut, ...] = ()
+    # Other recorded statements on the queue tables, with the indexes their plans read: what
+    # an index fix must keep working.
+    stakeholders: tuple[Stakeholder, ...] = ()
     # Facts that could not be collected, by name ("horizon") or by name and queue
     # ("live_set:app.jobs"), with the reason: a check that needs one reports a skip with it.
     unavailable: dict[str, str] = field(default_factory=dict)

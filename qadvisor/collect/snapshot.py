@@ -31,9 +31,10 @@ from qadvisor.collect import statements
 from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
 from qadvisor.collect.errors import CollectError, TableNotFound
 from qadvisor.collect.functions import MAX_FUNCTIONS, scan_functions
-from qadvisor.collect.locks import ACCESS_SHARE, Locks, describe_all, read_locks
+from qadvisor.collect.locks import ACCESS_SHARE, ROW_EXCLUSIVE, Locks, describe_all, read_locks
 from qadvisor.collect.planner import plan_statements
 from qadvisor.collect.queries import first_line, function_calls, pg_stat_statements
+from qadvisor.collect.stakeholders import read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.derive import claims, discover, names
@@ -50,6 +51,7 @@ from qadvisor.model import (
     Sample,
     ServerInfo,
     Snapshot,
+    Stakeholder,
     Statement,
     Table,
     TableStats,
@@ -158,6 +160,7 @@ def collect(
     planned = plan_statements(conn, judged, queues, table_facts, analyze, guard.plan_refusal)
     _claims(queues, planned, unavailable, guard, reads_all_stats)
     tenants = collect_tenants(conn, queues, table_facts, planned, unavailable, guard)
+    stakeholders = _stakeholders(conn, queues, planned, path_of, guard, unavailable)
     sample = None
     if sample_seconds and relids:
         no_sample: Sample | None = None
@@ -182,8 +185,39 @@ def collect(
         unavailable=unavailable,
         rejected=tuple(rejected),
         left_out=tuple(early_left_out + left_out),
+        stakeholders=stakeholders,
         hidden=tuple(guard.hidden),
     )
+
+
+def _stakeholders(
+    conn: Conn,
+    queues: Sequence[Queue],
+    planned: Sequence[Statement],
+    path_of: Callable[[str | None], names.SearchPath],
+    guard: Guard,
+    unavailable: dict[str, str],
+) -> tuple[Stakeholder, ...]:
+    """The other recorded statements on the queue tables and the indexes they read."""
+    if "pg_stat_statements" in unavailable:
+        return ()
+
+    def refuse(queue: Queue) -> str | None:
+        relid = guard.relids.get(queue.qualified)
+        blocking = guard.locks.on_table(relid, ROW_EXCLUSIVE) if relid is not None else ()
+        if blocking:
+            return f"not planned: {queue.qualified} is locked by another session"
+        return None
+
+    claims = [s.queryid for s in planned if s.queryid is not None]
+    try:
+        read = read_stakeholders(conn, queues, claims, path_of, refuse)
+    except psycopg.Error as exc:
+        unavailable["stakeholders"] = f"other statements on the queue tables: {first_line(exc)}"
+        return ()
+    if read.unavailable:
+        unavailable["stakeholders"] = read.unavailable
+    return read.stakeholders
 
 
 def _read(

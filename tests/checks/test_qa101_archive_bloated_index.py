@@ -72,7 +72,11 @@ def test_archive_index_found_fixed_and_gone(shape: Shape) -> None:
     assert 200 <= ev["live_rows"] <= 800
     assert ev["archive_fraction"] > 0.99
     assert ev["size_ratio"] >= 10
-    shape.apply_fix(f)
+    # Without pg_stat_statements nobody can know what else reads the index: the DROP is a
+    # step for review, applied here as the DBA who reviewed it would.
+    (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+    assert drop["kind"] == "review" and "pg_stat_statements" in f["fix"]["notes"]
+    shape.apply_fix(f, review=True)
     names = {r[0] for r in db.execute("SELECT indexname FROM pg_indexes WHERE tablename='jobs'")}
     assert names == {"jobs_pkey", "jobs_pending_created_at_idx"}
     assert_quiet(shape.check(), "QA101", shape.queue)
@@ -125,5 +129,88 @@ def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> N
     run = shape.check("--table", shape.queue, "--query", claim)
     (f,) = run.findings("QA101")
     assert f["target"]["name"] == "jobs_created_at_idx"
-    shape.apply_fix(f)
+    shape.apply_fix(f, review=True)  # no pg_stat_statements: the DROP is the DBA's to review
     assert_quiet(shape.check("--table", shape.queue, "--query", claim), "QA101", shape.queue)
+
+
+LISTING = "SELECT id FROM jobs WHERE status = %s AND created_at < %s ORDER BY created_at LIMIT 100"
+PURGE = "DELETE FROM jobs WHERE status = %s AND created_at < %s"
+CLAIM = (
+    "SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED"
+)
+
+
+def _run_the_application(shape: Shape) -> None:
+    """The claim, an admin listing of rejected jobs and their purge (rolled back), as the
+    application sends them: pg_stat_statements records the listing and purge with $n."""
+    with shape.db.connect() as conn:
+        for _ in range(5):
+            conn.execute(CLAIM)
+            conn.execute(LISTING, ("rejected", "2100-01-01"))
+        with conn.transaction(force_rollback=True):
+            conn.execute(PURGE, ("rejected", "2000-01-01"))
+
+
+def _listing_buffers(shape: Shape) -> tuple[int, str]:
+    plan = shape.db.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "
+        + LISTING.replace("%s", "'rejected'", 1).replace("%s", "'2100-01-01'")
+    )[0][0][0]["Plan"]
+    return int(plan["Shared Hit Blocks"]) + int(plan["Shared Read Blocks"]), str(plan)
+
+
+def test_an_index_another_recorded_statement_reads_is_never_dropped(shape: Shape) -> None:
+    db = shape.db
+    build_archive_queue(db)
+    db.execute(
+        "INSERT INTO jobs (status, created_at) SELECT 'rejected', now() - interval '60 days' "
+        "FROM generate_series(1, 2000); ANALYZE jobs"
+    )
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    _run_the_application(shape)
+    before, plan = _listing_buffers(shape)
+    assert "jobs_status_created_at_idx" in plan  # the listing reads the composite index
+
+    run = shape.check()
+    (f,) = run.findings("QA101")
+    ev, steps = f["evidence"], f["fix"]["steps"]
+    assert [s["sql"].split(" ON ")[0] for s in steps if s["kind"] == "migration"] == [
+        "CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx"
+    ]
+    if shape.monitor is None:
+        # Every recorded statement was planned: the listing reads the index, so it is kept.
+        assert not any(s["sql"].startswith("DROP INDEX") for s in steps)
+        listing, purge = ev["statements_reading_index"]  # the most called first
+        assert listing.startswith("SELECT id FROM jobs WHERE status = $1") and "5 calls" in listing
+        assert purge.startswith("DELETE FROM jobs WHERE status = $1") and "(1 call," in purge
+        assert ev["statements_checked"] == 2 and ev["statements_not_checked"] == []
+        assert "is kept" in f["fix"]["notes"]
+    else:
+        # The monitoring role may not plan the listing (it reads columns the role cannot):
+        # nobody knows what it reads, so the DROP is for review and says why.
+        (drop,) = [s for s in steps if s["sql"].startswith("DROP INDEX")]
+        assert drop["kind"] == "review" and ev["statements_not_checked"]
+        assert all(": not planned: " in s for s in ev["statements_not_checked"])
+
+    shape.apply_fix(f)  # the migrations, exactly as printed
+    after, plan = _listing_buffers(shape)
+    assert "jobs_status_created_at_idx" in plan and after <= before * 1.5 + 10
+    if shape.monitor is None:
+        # The dequeue has its partial index; the composite one serves the listing: quiet.
+        assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+def test_an_index_no_recorded_statement_reads_is_dropped_as_a_migration(shape: Shape) -> None:
+    build_archive_queue(shape.db)
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    with shape.db.connect() as conn:
+        for _ in range(5):
+            conn.execute(CLAIM)
+    (f,) = shape.check().findings("QA101")
+    (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+    assert drop["kind"] == "migration" and f["evidence"]["statements_reading_index"] == []
+    shape.apply_fix(f)
+    assert_quiet(shape.check(), "QA101", shape.queue)

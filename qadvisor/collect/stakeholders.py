@@ -1,0 +1,192 @@
+"""The other statements the server recorded on the queue tables, and the indexes they read.
+
+A fix that drops or replaces an index must not break what else runs on the table: a purge of
+old rows, a reaper of stale ones, an admin listing. pg_stat_statements knows them; this module
+reads those that name a queue table (stakeholders.sql: not claims, not qadvisor's own, the most
+called first, bounded), and plans each one generically (PREPARE with the types the server
+infers, ``plan_cache_mode = force_generic_plan``, EXPLAIN EXECUTE with NULLs, in a transaction
+that is rolled back): the queue-table indexes its plan reads are the indexes it needs. A
+statement that cannot be planned keeps the reason, so a fix can say that nobody knows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from qadvisor.collect.queries import Conn, first_line, query_text, rows
+from qadvisor.derive.names import SearchPath
+from qadvisor.derive.plans.explain_json import parse_explain
+from qadvisor.derive.plans.reading import indexes_used
+from qadvisor.model import Queue, Stakeholder
+from qadvisor.sql import dequeue
+
+MAX_STAKEHOLDERS = 100
+PREPARED = "qadvisor_stakeholder"
+
+
+@dataclass(frozen=True)
+class Read:
+    """What was read, and why it is incomplete (None when it is not)."""
+
+    stakeholders: tuple[Stakeholder, ...]
+    unavailable: str | None = None
+
+
+def read_stakeholders(
+    conn: Conn,
+    queues: Sequence[Queue],
+    claims: Iterable[int],
+    search_path_of: Callable[[str | None], SearchPath],
+    refuse: Callable[[Queue], str | None],
+) -> Read:
+    """The recorded statements (other than the ``claims``' queryids) that name a queue table,
+    each planned under the search_path of the role that ran it; ``refuse`` says why a queue's
+    statements must not be planned now (another session's lock)."""
+    if not queues:
+        return Read(())
+    found = rows(conn, "pgss_schema")
+    if not found:
+        return Read((), "pg_stat_statements is not installed in this database")
+    names = sorted({q.table for q in queues})
+    query = sql.SQL(query_text("stakeholders")).format(
+        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements")
+    )
+    skip = set(claims)
+    try:
+        with conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(
+                query,
+                {
+                    "patterns": [rf"\m{_regex(n)}\M" for n in names],
+                    "claims": sorted(skip),
+                    "limit": MAX_STAKEHOLDERS,
+                },
+            )
+            recorded = cur.fetchall()
+    except psycopg.Error as exc:
+        return Read((), f"pg_stat_statements is not readable: {first_line(exc)}")
+    out: list[Stakeholder] = []
+    for row in recorded:
+        out.extend(_planned(conn, row, queues, search_path_of, refuse))
+    note = None
+    if len(recorded) >= MAX_STAKEHOLDERS:
+        note = f"only the {MAX_STAKEHOLDERS} most called statements on the queue tables were read"
+    return Read(tuple(out), note)
+
+
+_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*\n?|/\*.*?\*/)*", re.S)
+_READS = re.compile(r"(?i)(select|update|delete|with|table|values)\b")
+
+
+def _regex(name: str) -> str:
+    # An ARE-safe literal: every character that is not a letter, digit or _ escaped.
+    return re.sub(r"([^0-9A-Za-z_])", r"\\\1", name)
+
+
+def _planned(
+    conn: Conn,
+    row: dict[str, Any],
+    queues: Sequence[Queue],
+    search_path_of: Callable[[str | None], SearchPath],
+    refuse: Callable[[Queue], str | None],
+) -> list[Stakeholder]:
+    text = str(row["query"])
+    role = row["roles"][0] if row["roles"] and len(row["roles"]) == 1 else None
+    path = search_path_of(role)
+    named = _queues_named(text, queues, path.schemas())
+    if not named:
+        return []
+    base = Stakeholder(
+        source="pg_stat_statements",
+        text=text,
+        queue="",
+        queryid=int(row["queryid"]),
+        calls=int(row["calls"]),
+        mean_exec_ms=_round(row["mean_exec_ms"]),
+        shared_blks_per_call=_round(row["shared_blks_per_call"]),
+    )
+    if not _READS.match(_COMMENTS.sub("", text)):
+        return []  # an INSERT, a utility statement: it reads no index a fix could drop
+    try:
+        dequeue.parse(text)  # one statement, and one qadvisor may plan
+    except dequeue.StatementError as exc:
+        return [replace(base, queue=q.qualified, plan_error=f"not planned: {exc}") for q in named]
+    out = []
+    for queue in named:
+        refused = refuse(queue)
+        if refused:
+            out.append(replace(base, queue=queue.qualified, plan_error=refused))
+            continue
+        used, error = _indexes_read(conn, text, queue, path)
+        out.append(replace(base, queue=queue.qualified, indexes_used=used, plan_error=error))
+    return out
+
+
+def _queues_named(text: str, queues: Sequence[Queue], path: Sequence[str]) -> list[Queue]:
+    """The queue tables the statement's names mean: a qualified name as written; an
+    unqualified one as the role's search_path finds it among the queues, else the one queue
+    of that name when there is exactly one."""
+    out: list[Queue] = []
+    for schema, name in sorted(dequeue.tables_named(text), key=lambda n: (n[0] or "", n[1])):
+        same = [q for q in queues if q.table == name]
+        if schema is not None:
+            hit = next((q for q in same if q.schema == schema), None)
+        else:
+            hit = next((q for s in path for q in same if q.schema == s), None)
+            if hit is None and len(same) == 1:
+                hit = same[0]
+        if hit is not None and hit not in out:
+            out.append(hit)
+    return out
+
+
+def _indexes_read(
+    conn: Conn, text: str, queue: Queue, path: SearchPath
+) -> tuple[tuple[str, ...], str | None]:
+    try:
+        with conn.transaction(force_rollback=True), conn.cursor() as cur:
+            cur.execute("SELECT set_config('search_path', %s, true)", (path.setting,))
+            cur.execute(
+                sql.SQL("PREPARE {} AS ").format(sql.Identifier(PREPARED)).as_bytes(conn)
+                + text.encode(),
+                prepare=False,
+            )
+            cur.execute(
+                "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = %s",
+                (PREPARED,),
+            )
+            found = cur.fetchone()
+            count = int(found[0]) if found else 0
+            cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            call = sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}").format(sql.Identifier(PREPARED))
+            if count:
+                call += sql.SQL("({})").format(sql.SQL(", ").join([sql.SQL("NULL")] * count))
+            cur.execute(call)
+            data = cur.fetchone()
+            cur.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED)))
+    except psycopg.errors.QueryCanceled:
+        return (), "not planned: statement_timeout expired"
+    except psycopg.errors.LockNotAvailable:
+        return (), "not planned: lock_timeout expired (another session holds a lock)"
+    except psycopg.Error as exc:
+        if conn.closed:
+            raise
+        return (), f"not planned: {first_line(exc)}"
+    if data is None:
+        return (), "not planned: EXPLAIN returned nothing"
+    try:
+        plan = parse_explain(data[0])[0]
+    except ValueError as exc:
+        return (), f"not planned: {exc}"
+    return tuple(indexes_used(plan, queue.schema, queue.table)), None
+
+
+def _round(value: Any) -> float | None:
+    return None if value is None else round(float(value), 3)
