@@ -52,6 +52,15 @@ class Options:
     max_plans_per_call: float = 0.1
     # ... judged only after this many calls (auto mode plans the first five custom anyway).
     min_calls: int = 50
+    # Under plan_cache_mode = auto PostgreSQL keeps a generic plan only when its estimated
+    # cost is not above the average custom plan's (plancache.c, choose_custom_plan); this
+    # margin covers the difference between our custom plan and the application's average.
+    # A cached plan that costs more than this many times the custom plan is one the server
+    # would not have kept, unless the application's session forces generic plans.
+    auto_keeps_generic_up_to: float = 1.1
+    # A table of at least this many pages is read in full far beyond what an index probe
+    # reads (a few pages), so blocks per call can tell which of the two plans ran.
+    min_pages_to_tell: int = 32
 
 
 @check("QA301", "generic-plan-misses-partial-index", severity=Severity.WARNING,
@@ -95,7 +104,14 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     pg_stat_statements, whose text shows literals as `$n` too, is reported as info (latent)
     unless the server confirms it: generic plans forced where the statement runs, or runtime
     evidence (shared blocks per call near the table's size, plans/calls far below 1 with
-    `pg_stat_statements.track_planning`).
+    `pg_stat_statements.track_planning`). Few plans per call confirm it only when they agree
+    with the plan cache's rule: under `auto` PostgreSQL keeps a generic plan only when its
+    estimated cost is not above the custom plans' average, so a cached plan far costlier than
+    the custom one was not chosen by the server; unless the blocks per call show the whole
+    table read (a session that forces generic plans), the counters contradict the finding (the
+    application's value is likely a literal pg_stat_statements shows as `$n`): it stays info
+    and says which counter disagrees. Every finding from pg_stat_statements shows the
+    statement's measured calls, time and blocks per call beside its plans.
     """
     for item in dequeue_statements(snapshot):
         if isinstance(item, Unmet):
@@ -137,7 +153,7 @@ def _issue(
     name = statement_id(stmt)
     label = statement_label(stmt)
     mode = plan_cache_mode(snapshot, stmt.role)
-    runtime = _runtime_evidence(stmt, table, options)
+    runtime, contradicted = _runtime_evidence(stmt, table, options)
     if mode.forced_generic:
         severity = Severity.CRITICAL
         confirmed = f"plan_cache_mode = force_generic_plan ({mode.source})"
@@ -160,11 +176,18 @@ def _issue(
     )
     if severity is Severity.CRITICAL:
         message += f" Generic plans are forced by {mode.source}."
+    elif severity is Severity.INFO and contradicted:
+        message += (
+            " Not confirmed: the server's counters say the application does not run this "
+            f"plan ({'; '.join(contradicted)})."
+        )
     elif severity is Severity.INFO:
         message += (
             " Latent: pg_stat_statements shows literals as $n too, and nothing on the server "
             "shows this statement running with a generic plan."
         )
+    if stmt.from_normalised_text and stmt.calls:
+        message += f" Measured: {_measured(stmt)}."
     evidence: dict[str, object] = {
         **statement_evidence(stmt),
         "source": stmt.source,
@@ -185,6 +208,7 @@ def _issue(
         "plan_cache_mode_source": mode.source,
         "from_pg_stat_statements": stmt.from_normalised_text,
         "confirmed_by": confirmed or None,
+        "contradicted_by": "; ".join(contradicted) or None,
         "table_rows": round(table.reltuples),
         "table_pages": table.relpages,
     }
@@ -217,27 +241,57 @@ def _scan_line(plan: PlanNode, table: Table) -> str:
     return describe_node(found[0]) if found else describe_node(plan)
 
 
-def _runtime_evidence(stmt: Statement, table: Table, options: Options) -> list[str]:
-    """What pg_stat_statements says about how the statement actually ran."""
-    out = []
+def _runtime_evidence(
+    stmt: Statement, table: Table, options: Options
+) -> tuple[list[str], list[str]]:
+    """What pg_stat_statements says about how the statement actually ran: the counters that
+    confirm a generic plan misses the index, and those that contradict it."""
+    confirms: list[str] = []
+    contradicts: list[str] = []
     blocks = stmt.shared_blks_per_call
-    if (
-        blocks is not None
-        and table.relpages >= options.min_table_pages
-        and blocks >= options.min_blocks_fraction * table.relpages
-    ):
-        out.append(
+    reads_table = blocks is not None and blocks >= options.min_blocks_fraction * table.relpages
+    if reads_table and table.relpages >= options.min_table_pages:
+        confirms.append(
             f"{blocks:,.0f} shared blocks per call against the table's {table.relpages:,} pages"
         )
-    if (
+    cached = (
         stmt.plans_per_call is not None
         and (stmt.calls or 0) >= options.min_calls
         and stmt.plans_per_call <= options.max_plans_per_call
-    ):
-        out.append(
-            f"{stmt.plans_per_call:.3f} plans per call: executions reuse a cached generic plan"
+    )
+    if not cached or stmt.plans_per_call is None:
+        return confirms, contradicts
+    assert stmt.custom_plan is not None and stmt.generic_plan is not None
+    custom, generic = stmt.custom_plan.total_cost, stmt.generic_plan.total_cost
+    ppc = f"{stmt.plans_per_call:.3f} plans per call"
+    if generic <= options.auto_keeps_generic_up_to * custom:
+        confirms.append(f"{ppc}: executions reuse a cached generic plan")
+    elif reads_table and table.relpages >= options.min_pages_to_tell:
+        confirms.append(
+            f"{ppc} and {blocks:,.0f} shared blocks per call (the table has "
+            f"{table.relpages:,} pages): a cached generic plan that reads the table, which "
+            "plan_cache_mode = auto would not have kept, so the application's session forces it"
         )
-    return out
+    else:
+        ratio = generic / custom if custom > 0 else float("inf")
+        seen = f"{blocks:,.0f} shared blocks per call" if blocks is not None else "no blocks"
+        contradicts.append(
+            f"{ppc} shows a cached plan, but plan_cache_mode = auto keeps a generic plan only "
+            f"when it costs no more than the custom plans, and this one costs {ratio:,.0f}x "
+            f"more; {seen} against the table's {table.relpages:,} pages is what the index "
+            "plan reads: the application's statement is likely not the one planned here (a "
+            "literal that pg_stat_statements shows as $n)"
+        )
+    return confirms, contradicts
+
+
+def _measured(stmt: Statement) -> str:
+    parts = [f"{stmt.calls:,} calls"]
+    if stmt.mean_exec_ms is not None:
+        parts.append(f"{stmt.mean_exec_ms:g} ms")
+    if stmt.shared_blks_per_call is not None:
+        parts.append(f"{stmt.shared_blks_per_call:,.0f} shared blocks")
+    return f"{parts[0]}, " + " and ".join(parts[1:]) + " per call" if len(parts) > 1 else parts[0]
 
 
 def _fix(

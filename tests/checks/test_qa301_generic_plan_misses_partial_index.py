@@ -42,8 +42,13 @@ GENERIC = PlanNode(
 BOUND = "SELECT id FROM jobs WHERE status = $1 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
 
 
-def _snap(stmt: Statement, *roles: RoleSetting, session: str = "auto") -> Snapshot:
-    snap = S.snapshot(S.jobs_table(indexes=(PARTIAL,)), settings={"plan_cache_mode": session})
+def _snap(
+    stmt: Statement, *roles: RoleSetting, session: str = "auto", table_pages: int | None = None
+) -> Snapshot:
+    table = S.jobs_table(indexes=(PARTIAL,))
+    if table_pages is not None:
+        table = dataclasses.replace(table, relpages=table_pages)
+    snap = S.snapshot(table, settings={"plan_cache_mode": session})
     return dataclasses.replace(snap, statements=(stmt,), role_settings=roles)
 
 
@@ -108,9 +113,22 @@ def test_pg_stat_statements_text_is_latent_unless_the_server_confirms_it() -> No
     pages = S.jobs_table().relpages
     (f,) = _findings(_snap(_stmt(**{**pgss, "shared_blks_per_call": float(pages)})))
     assert f.severity is Severity.WARNING and "shared blocks per call" in f.evidence["confirmed_by"]
-    # Runtime evidence: executions reuse a cached plan.
-    (f,) = _findings(_snap(_stmt(**{**pgss, "plans_per_call": 0.001})))
+    # A cached plan (few plans per call) that costs what the generic one does is confirmation.
+    cheap = {"generic_plan": dataclasses.replace(GENERIC, total_cost=0.35)}
+    (f,) = _findings(_snap(_stmt(**{**pgss, **cheap, "plans_per_call": 0.001})))
     assert f.severity is Severity.WARNING and "plans per call" in f.evidence["confirmed_by"]
+    # A cached plan when the generic one costs 818,000x more: plan_cache_mode = auto would
+    # never have kept it, and 4 blocks per call is what the index plan reads. The counters
+    # contradict the finding: the application's text is not the one planned (a literal
+    # shown as $n). Info, with the counter that disagrees.
+    (f,) = _findings(_snap(_stmt(**{**pgss, "plans_per_call": 0.001})))
+    assert f.severity is Severity.INFO and f.evidence["confirmed_by"] is None
+    assert "plan_cache_mode = auto keeps a generic plan only" in f.evidence["contradicted_by"]
+    assert "Not confirmed" in f.message and "4 shared blocks per call" in f.message
+    # ... unless the blocks per call say the whole table is read: a session that forces it.
+    whole = {"plans_per_call": 0.001, "shared_blks_per_call": 100.0}
+    (f,) = _findings(_snap(_stmt(**{**pgss, **whole}), table_pages=120))
+    assert f.severity is Severity.WARNING and "forces it" in f.evidence["confirmed_by"]
     # Forced on the database: critical.
     row = RoleSetting("app", None, "plan_cache_mode", "force_generic_plan")
     (f,) = _findings(_snap(_stmt(**pgss), row))
@@ -231,3 +249,27 @@ def test_a_driver_forcing_generic_plans_is_confirmed_by_plans_per_call(shape: Sh
     assert f["severity"] == "warning", f["message"]
     assert f["evidence"]["calls"] == 60 and f["evidence"]["plans_per_call"] < 0.1
     assert "plans per call" in f["evidence"]["confirmed_by"]
+
+
+def test_few_plans_per_call_with_a_costlier_generic_plan_is_a_contradiction_not_a_warning(
+    shape: Shape,
+) -> None:
+    # The application writes the status as a literal and prepares the statement, so its one
+    # cached plan uses the partial index; pg_stat_statements shows the literal as $1. Planned
+    # with $1, the generic plan misses the index and costs far more: under auto the server
+    # would never have kept such a plan, and the blocks per call are an index probe's.
+    db = shape.db
+    build_claim_queue(db)
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET pg_stat_statements.track_planning = on")
+    literal = SELECT_CLAIM.replace("%s", "'queued'")
+    with db.connect() as app:
+        for _ in range(60):
+            app.execute(literal, prepare=True)
+    (f,) = shape.check().findings("QA301")
+    ev = f["evidence"]
+    assert ev["calls"] == 60 and ev["plans_per_call"] < 0.1
+    assert f["severity"] == "info", f["message"]
+    assert ev["confirmed_by"] is None and "costs no more than" in ev["contradicted_by"]
+    assert ev["shared_blks_per_call"] < 0.5 * ev["table_pages"]
+    assert "Not confirmed" in f["message"] and "shared blocks per call" in f["message"]
