@@ -405,7 +405,12 @@ def snapshot_cmd(
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
     )
+    from qadvisor.settings.outputs import OutputError, unwritable, write_atomic
+
     settings = _or_fail(lambda: resolve(flags))
+    why = unwritable(output) if str(output) != "-" else None
+    if why:
+        _fail(f"--output {output}: cannot write it: {why}")  # before the server is tried
     with _SampleBar() as bar:
         snap = _or_fail(lambda: engine.collect(settings, bar))
     text = engine.snapshot_json(snap)
@@ -413,9 +418,9 @@ def snapshot_cmd(
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text)
-    except OSError as exc:
-        _fail(f"cannot write {output}: {exc.strerror}")
+        write_atomic(output, text)
+    except OutputError as exc:
+        _fail(str(exc))
     typer.echo(f"snapshot of {len(snap.queues)} queue table(s) written to {output}", err=True)
 
 

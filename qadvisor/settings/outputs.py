@@ -1,16 +1,23 @@
-"""Report files: checked before anything is collected, written whole or not at all.
+"""Report files: checked before anything is collected, written whole or not at all, and never
+in place of what is at their path.
 
-A CI job that uploads ``qadvisor.sarif`` must never find half a file: each one is written to a
-temporary file in the same directory and renamed over the target (atomic on POSIX), so a
-reader sees the old file or the new one.
+A CI job that uploads ``qadvisor.sarif`` must never find half a file: a regular file (or a
+new one) is written to a temporary file beside it and renamed over it (atomic on POSIX), so a
+reader sees the old file or the new one; through a symlink, it is the link's target that is
+replaced, and the link stays. Anything else at the path (a device such as ``/dev/stdout``, a
+FIFO, a socket, an open descriptor under ``/proc``) is written into, never replaced. A write
+that fails, at any point up to the file's close, is an error.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+_MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
 class OutputError(OSError):
@@ -21,28 +28,85 @@ def unwritable(path: Path) -> str | None:
     """Why ``path`` cannot be written as a report file, or None when it can."""
     if path.is_dir():
         return "it is a directory"
-    parent = path.parent
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    target, replace = _where(path)
+    if not replace:  # written into, not replaced: only the thing itself must take writes
+        return None if os.access(path, os.W_OK) else "it is not writable"
+    parent = target.parent
     if not parent.is_dir():
         return f"directory {parent} does not exist"
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if mode is None and not os.access(parent, os.W_OK | os.X_OK):
         return f"directory {parent} is not writable"
-    if path.exists() and not os.access(path, os.W_OK):
+    if mode is not None and not os.access(path, os.W_OK):
         return "the file is not writable"
+    if mode is not None and not os.access(parent, os.W_OK | os.X_OK):
+        return f"directory {parent} is not writable (the file is replaced whole)"
     return None
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """``text`` into ``path``, replacing it whole; OutputError (with the reason) on failure."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    """``text`` into ``path``: a regular file (or a new one, or a symlink's target) replaced
+    whole, anything else written into; OutputError (with the reason) on failure."""
+    try:
+        target, replace = _where(path)
+        if replace:
+            _replace(target, text)
+        else:
+            with open(path, "w", encoding="utf-8") as out:
+                out.write(text)
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (after symlinks; an existing file by identity)."""
+    with contextlib.suppress(OSError):
+        return os.path.samefile(a, b)
+    return _where(a)[0] == _where(b)[0]
+
+
+def _where(path: Path) -> tuple[Path, bool]:
+    """The file to write and whether to replace it whole: the end of ``path``'s symlinks when
+    that is a regular file or nothing yet; ``path`` itself, written into, when it is anything
+    else or a link through /proc (an open descriptor: /dev/stdout, /dev/fd/N)."""
+    current = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        if current.parts[:2] == ("/", "proc"):
+            return path, False
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            return current, True
+        if stat.S_ISLNK(mode):
+            link = Path(os.readlink(current))
+            current = Path(os.path.normpath(current.parent / link))
+            continue
+        return (current, True) if stat.S_ISREG(mode) else (path, False)
+    raise OSError(f"too many levels of symbolic links in {path}")
+
+
+def _replace(target: Path, text: str) -> None:
+    try:
+        keep = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        keep = 0o666 & ~umask
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(text)
-        # mkstemp makes the file 0600; a report file gets the usual mode.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except OSError as exc:
+            out.flush()
+            os.fsync(out.fileno())
+        # mkstemp makes the file 0600; a report file keeps the mode of the one it replaces.
+        os.chmod(tmp, keep)
+        os.replace(tmp, target)
+    except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise

@@ -53,7 +53,7 @@ from qadvisor.settings.config import (
     check_options,
     find_config,
 )
-from qadvisor.settings.outputs import unwritable
+from qadvisor.settings.outputs import same_file, unwritable
 from qadvisor.sql import dequeue
 
 FailOn = Literal["critical", "warning", "info", "never"]
@@ -232,6 +232,12 @@ def resolve(
         why = unwritable(write_baseline)
         if why:
             raise SettingsError(f"--write-baseline {write_baseline}: cannot write it: {why}")
+        clash = next((p for _, p in outputs if same_file(p, write_baseline)), None)
+        if clash is not None:
+            raise SettingsError(
+                f"--write-baseline {write_baseline}: --output {clash} is the same file, and "
+                "one would overwrite the other"
+            )
     baseline_path = flags.baseline or cfg.baseline
     if (
         baseline_path is not None
@@ -240,6 +246,12 @@ def resolve(
         and baseline_path.resolve() == write_baseline.resolve()
     ):
         baseline_path = None  # the run that writes the config file's baseline the first time
+    if baseline_path is not None:
+        clash = next((p for _, p in outputs if same_file(p, baseline_path)), None)
+        if clash is not None:
+            raise SettingsError(
+                f"--output {clash}: it is the --baseline file, which a report would overwrite"
+            )
     loaded = None
     if baseline_path is not None:
         loaded = baseline_file.load(baseline_path)
@@ -295,7 +307,7 @@ def _outputs(specs: Sequence[str]) -> tuple[tuple[str, Path], ...]:
         why = unwritable(path)
         if why:
             raise SettingsError(f"--output {spec}: cannot write {path}: {why}")
-        if any(p.resolve() == path.resolve() for _, p in out):
+        if any(same_file(p, path) for _, p in out):
             raise SettingsError(f"--output {spec}: {path} is given twice")
         out.append((fmt, path))
     return tuple(out)

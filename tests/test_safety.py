@@ -1,0 +1,142 @@
+"""What a DBA signs: a file qadvisor writes never replaces what is at its path, a failed write
+is an error, and no message echoes a password, however the DSN was mangled."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TestDB
+from tests.helpers import qadvisor
+
+SECRET_PIECES = ("S3cr3tPart", "rest0fit")
+
+
+def _is_dev_full() -> bool:
+    st = os.stat("/dev/full")
+    return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) == 1 and os.minor(st.st_rdev) == 7
+
+
+@pytest.fixture
+def dev_full() -> object:
+    """/dev/full, put back as the device if a run replaced it (the bug these tests catch)."""
+    assert _is_dev_full()
+    yield "/dev/full"
+    if not _is_dev_full():
+        os.unlink("/dev/full")
+        os.mknod("/dev/full", 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("check", "--output", "json:/dev/full"),
+        ("check", "--write-baseline", "/dev/full"),
+        ("snapshot", "-o", "/dev/full"),
+    ],
+    ids=["output", "write-baseline", "snapshot"],
+)
+def test_a_device_is_written_into_and_a_failed_write_is_exit_2(
+    db: TestDB, dev_full: str, args: tuple[str, ...]
+) -> None:
+    command, *rest = args
+    run = qadvisor(command, db.dsn, *rest)
+    assert run.rc == 2, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "qadvisor: error: cannot write /dev/full: No space left on device"
+    ]
+    assert _is_dev_full()  # still the device, not a regular file that replaced it
+
+
+def test_a_symlink_is_written_through_and_stays_a_link(db: TestDB, tmp_path: Path) -> None:
+    target = tmp_path / "reports" / "qadvisor.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    run = qadvisor("check", db.dsn, "--output", f"json:{link}")
+    assert run.rc in (0, 1), run.stderr
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_text().startswith("{")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640  # the file it replaced keeps its mode
+    assert [p.name for p in target.parent.iterdir()] == ["qadvisor.json"]  # no temporary left
+
+
+def test_a_fifo_reader_gets_the_report(db: TestDB, tmp_path: Path) -> None:
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()), daemon=True)
+    reader.start()
+    run = qadvisor("check", db.dsn, "--output", f"sarif:{fifo}")
+    reader.join(timeout=30)
+    assert run.rc in (0, 1), run.stderr
+    assert got and '"version": "2.1.0"' in got[0]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+def test_dev_stdout_is_the_process_stdout(db: TestDB) -> None:
+    run = qadvisor("check", db.dsn, "--output", "json:/dev/stdout", "--format", "markdown")
+    assert run.rc in (0, 1), run.stderr
+    assert '"schema_version": 1' in run.stdout and "# qadvisor" in run.stdout
+    assert os.path.islink("/dev/stdout")
+
+
+def test_a_file_that_cannot_be_replaced_is_one_line_not_a_traceback(db: TestDB) -> None:
+    run = qadvisor("check", db.dsn, "--output", "json:/proc/version")
+    assert run.rc == 2 and "Traceback" not in run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("qadvisor: error: ") and "/proc/version" in line
+
+
+def test_two_outputs_to_one_file_are_refused(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    link = tmp_path / "same.json"
+    link.symlink_to(report)
+    for args in (
+        ("--output", f"json:{report}", "--write-baseline", str(report)),
+        ("--output", f"json:{link}", "--write-baseline", str(report)),
+        ("--output", f"json:{report}", "--output", f"sarif:{link}"),
+    ):
+        run = qadvisor("check", "host=/nonexistent", *args)
+        assert (run.rc == 2 and "same file" in run.stderr) or "given twice" in run.stderr, args
+    report.write_text('{"qadvisor_baseline": 1}')
+    run = qadvisor("check", "host=/nonexistent", "--output", f"json:{link}", "--baseline",
+                   str(report))  # fmt: skip
+    assert run.rc == 2 and "--baseline file" in run.stderr
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        # An unencoded '/', '?', '#' or '@' in a URI's password cuts its user info short: libpq
+        # then reads pieces of the password as host, port and database.
+        "postgresql://app:S3cr3tPart/rest0fit@127.0.0.1:5432/app",
+        "postgresql://app:S3cr3tPart?rest0fit@127.0.0.1:5432/app",
+        "postgresql://app:S3cr3tPart#rest0fit@127.0.0.1:5432/app",
+        "postgresql://app:S3cr3tPart@rest0fit@127.0.0.1:1/app",
+        "postgresql://app:S3cr3tPart:rest0fit@127.0.0.1:1/app",
+        "postgresql://app:S3cr3tPart%rest0fit@127.0.0.1:1/app",
+        "postgresql://app:S3cr3tPart rest0fit@127.0.0.1:1/app",
+        "postgresql://app:S3cr3tPart'rest0fit\"@127.0.0.1:1/app",
+        "host=127.0.0.1 port=1 password='S3cr3tPart rest0fit' dbname=app",
+        "host=127.0.0.1 port=1 password=S3cr3tPart'rest0fit dbname=app",
+        "host=127.0.0.1 port=S3cr3tPart/rest0fit dbname=app password=S3cr3tPart/rest0fit",
+    ],
+)
+@pytest.mark.parametrize("command", ["check", "snapshot"])
+def test_no_message_echoes_a_piece_of_the_password(dsn: str, command: str) -> None:
+    formats = ["text", "json", "markdown", "sarif", "junit"] if command == "check" else [None]
+    for fmt in formats:
+        args = ["--format", fmt] if fmt else []
+        run = qadvisor(command, dsn, *args, "--connect-timeout", "2")
+        assert run.rc == 2, (dsn, run.stdout, run.stderr)
+        out = run.stdout + run.stderr
+        for piece in SECRET_PIECES:
+            assert piece not in out, (dsn, fmt, out)
+        assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
