@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -705,16 +707,33 @@ def _build(cls: type[T], data: Any) -> T:
         raise ValueError(f"expected an object for {cls.__name__}")
     hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    missing = [
+        f.name
+        for f in fields
+        if f.name not in data
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(f"{cls.__name__} lacks {', '.join(missing)}")
+    for f in fields:
         if f.name in data:
             try:
                 kwargs[f.name] = _convert(hints[f.name], data[f.name])
-            except _Unknown as exc:
-                raise ValueError(f"{cls.__name__}.{f.name}: {exc}") from None
+            except ValueError as exc:
+                # The innermost field names the value; the outer ones would only repeat it.
+                said = str(exc)
+                if _NAMED.match(said):
+                    raise ValueError(said) from None
+                raise ValueError(f"{cls.__name__}.{f.name}: {said}") from None
     try:
         return cls(**kwargs)
     except TypeError as exc:
         raise ValueError(f"incomplete {cls.__name__}: {exc}") from None
+
+
+_NAMED = re.compile(r"[A-Z]\w*(\.\w+: | lacks )")
 
 
 class _Unknown(ValueError):
@@ -745,4 +764,27 @@ def _convert(tp: Any, value: Any) -> Any:
         if not isinstance(value, dict):
             raise ValueError("expected an object")
         return {k: _convert(args[1], v) for k, v in value.items()}
+    return _scalar(tp, value)
+
+
+def _scalar(tp: Any, value: Any) -> Any:
+    """A JSON scalar checked against its field's type: a snapshot that says ``"reltuples":
+    "many"`` is refused by name, never judged."""
+    if tp is bool:
+        ok = isinstance(value, bool)
+        want = "true or false"
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        want = "an integer"
+    elif tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        want = "a number"
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+        want = "a string"
+    else:
+        return value  # Any: free-form (evidence, plan JSON)
+    if not ok:
+        raise ValueError(f"expected {want}, not {json.dumps(value)[:40]}")
     return value

@@ -140,3 +140,54 @@ def test_no_message_echoes_a_piece_of_the_password(dsn: str, command: str) -> No
         for piece in SECRET_PIECES:
             assert piece not in out, (dsn, fmt, out)
         assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "snapshot-f24dd57.json"
+
+
+def _broken_snapshot(tmp_path: Path, change: object) -> Path:
+    import json
+
+    data = json.loads(FIXTURE.read_text())
+    change(data)  # type: ignore[operator]
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("config", [False, True], ids=["plain", "with-config"])
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda d: d["tables"][0].update(reltuples="many"),
+         "Table.reltuples: expected a number, not \"many\""),
+        (lambda d: d["tables"][0].update(relpages=True), "Table.relpages: expected an integer"),
+        (lambda d: [d["queues"][0].pop(k) for k in ("schema", "table")],
+         "Queue lacks schema, table"),
+    ],
+    ids=["a-string-for-a-number", "a-boolean-for-an-integer", "missing-fields"],
+)  # fmt: skip
+def test_a_snapshot_with_wrong_values_is_one_line_naming_the_field(
+    tmp_path: Path, change: object, said: str, config: bool
+) -> None:
+    path = _broken_snapshot(tmp_path, change)
+    args = ["check", "--snapshot", str(path)]
+    if config:
+        cfg = tmp_path / "qadvisor.toml"
+        cfg.write_text("[options.QA201]\nmin_ratio = 2\n")
+        args += ["--config", str(cfg)]
+    run = qadvisor(*args)
+    assert run.rc == 2 and "Traceback" not in run.stderr, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert "is not a qadvisor snapshot" in line and said in line, line
+
+
+def test_a_query_file_is_read_up_to_its_bound(tmp_path: Path) -> None:
+    from qadvisor.settings.resolve import MAX_QUERY_FILE_BYTES
+
+    big = tmp_path / "big.sql"
+    big.write_text("SELECT 1;\n" * (MAX_QUERY_FILE_BYTES // 10 + 1))
+    for path in (big, Path("/dev/zero")):
+        run = qadvisor("check", "host=/nonexistent", "--query-file", str(path), timeout=20)
+        assert run.rc == 2 and "larger than 256 KiB" in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1

@@ -75,6 +75,10 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
+# The most of a --query-file read: parsing is client-side work, bounded like the rest.
+MAX_QUERY_FILE_BYTES = 256 * 1024
+
+
 class SettingsError(InputError, ValueError):
     """A value of the environment or the command line is not one qadvisor accepts."""
 
@@ -451,7 +455,15 @@ def _queries(
     files = {p.resolve(): p for p in [*cfg.query_files, *flags.query_files]}
     for path in files.values():
         try:
-            text = path.read_text()
+            with path.open("rb") as stream:
+                raw = stream.read(MAX_QUERY_FILE_BYTES + 1)  # /dev/zero ends here too
+            if len(raw) > MAX_QUERY_FILE_BYTES:
+                raise SettingsError(
+                    f"--query-file {path}: larger than {MAX_QUERY_FILE_BYTES // 1024} KiB, the "
+                    "most qadvisor reads (a file of the application's dequeue statements is "
+                    "a few kB)"
+                )
+            text = raw.decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
             raise SettingsError(f"cannot read --query-file {path}: {reason}") from None
