@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
     "QA101": "archive-bloated-index",
     "QA102": "dead-entry-bloated-partial-index",
+    "QA103": "invalid-index-on-queue",
     "QA201": "archive-scaled-vacuum-threshold",
     "QA202": "vacuum-horizon-held",
     "QA203": "queue-autovacuum-disabled",

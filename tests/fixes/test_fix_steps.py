@@ -5,10 +5,12 @@ registry so that a new check without one fails here."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 import pytest
 
 from qadvisor.registry import load_checks
@@ -54,6 +56,16 @@ def _bloated_partial(db: TestDB) -> Run:
                         reloptions="autovacuum_enabled = false")  # fmt: skip
     _churn(db, rounds=40, batch=5_000)
     db.execute("ANALYZE jobs")
+    return check(db)
+
+
+def _invalid_index(db: TestDB) -> Run:
+    build_archive_queue(db, archive=10_000)
+    db.execute(
+        "UPDATE jobs SET created_at = (SELECT created_at FROM jobs WHERE id = 1) WHERE id = 2"
+    )
+    with contextlib.suppress(psycopg.errors.UniqueViolation):
+        db.execute("CREATE UNIQUE INDEX CONCURRENTLY jobs_created_at_key ON jobs (created_at)")
     return check(db)
 
 
@@ -112,6 +124,7 @@ PATHOLOGIES = {
     "archive": Pathology(frozenset({"QA101", "QA201"}), _archive),
     "autovacuum-off": Pathology(frozenset({"QA203"}), _autovacuum_off),
     "bloated-partial": Pathology(frozenset({"QA102"}), _bloated_partial),
+    "invalid-index": Pathology(frozenset({"QA103"}), _invalid_index),
     "generic-plan": Pathology(frozenset({"QA301"}), _generic_plan, {1: "'queued'"}),
     "wider-predicate": Pathology(frozenset({"QA302", "QA303"}), _wider_predicate),
     "sort": Pathology(frozenset({"QA303"}), _sort),
