@@ -11,20 +11,23 @@ file, the environment or the command line again.
 Most settings override the layer below. Three add up instead: ``ignore`` (file, then
 ``QADVISOR_IGNORE``, then ``--ignore``), ``queries`` and ``query_files`` (file, then flags).
 
-Where each setting comes from (file key / environment variable / flag):
+Where each setting comes from (file key / environment variable / flag); :data:`SETTINGS`
+and :data:`IGNORE` are this list as a table, each row read the same way:
 
 - the settings file: QADVISOR_CONFIG / --config
 - gate severity: fail_on / QADVISOR_FAIL_ON / --fail-on
 - blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip
 - queue tables: tables / QADVISOR_TABLES (comma-separated) / --table
-- ignores: ignore / QADVISOR_IGNORE (comma-separated) / --ignore
-- statements: queries, query_files / (none) / --query, --query-file
 - session timeouts: statement_timeout, lock_timeout, connect_timeout /
   QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT /
   --statement-timeout, --lock-timeout, --connect-timeout
-- the accepted findings: baseline / (none) / --baseline (and --write-baseline, flag only)
-- where SARIF shows findings without a line of their own: sarif_anchor / (none) /
-  --sarif-anchor; the docs' published URL: docs_url / (none) / --docs-url
+- the accepted findings: baseline / QADVISOR_BASELINE / --baseline (--write-baseline is a
+  flag only)
+- where SARIF shows findings without a line of their own: sarif_anchor /
+  QADVISOR_SARIF_ANCHOR / --sarif-anchor
+- the docs' published URL: docs_url / QADVISOR_DOCS_URL / --docs-url
+- ignores: ignore / QADVISOR_IGNORE (comma-separated) / --ignore
+- statements: queries, query_files / (none) / --query, --query-file
 - report files: (none) / (none) / --output FORMAT:PATH
 
 Paths in the report (SARIF locations) are relative to ``root``, the current directory: in CI,
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -60,12 +63,6 @@ FailOn = Literal["critical", "warning", "info", "never"]
 # The report formats (qadvisor.render.RENDERERS has one renderer for each).
 FORMATS = ("text", "json", "markdown", "sarif", "junit")
 ENV_PREFIX = "QADVISOR_"
-# Every variable resolve() reads (with GITHUB_ACTIONS, which only turns on annotations).
-ENV_VARIABLES = tuple(
-    ENV_PREFIX + key
-    for key in ("CONFIG", "FAIL_ON", "FAIL_ON_SKIP", "TABLES", "IGNORE", "STATEMENT_TIMEOUT",
-                "LOCK_TIMEOUT", "CONNECT_TIMEOUT")
-)  # fmt: skip
 # Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
 # cancels even the catalog reads of a small database.
 MIN_STATEMENT_TIMEOUT_MS = 100
@@ -151,7 +148,7 @@ class Settings:
     # the process runs, not a choice, so two settings that differ only there are equal.
     root: Path = field(default_factory=Path.cwd, compare=False)
     # Where findings without a --query-file line are shown (SARIF): the config file's
-    # ``tables`` line, else --sarif-anchor.
+    # ``tables`` line, else the sarif_anchor file.
     anchor: Location | None = None
     docs_url: str | None = None
     # ``-- qadvisor: ignore`` comments of the --query-file statements.
@@ -168,34 +165,13 @@ def resolve(
     pack's); SettingsError, ConfigError or PackError when a value is wrong."""
     environ = os.environ if env is None else env
     installed = tuple(load_checks() if checks is None else checks)
-    if flags.snapshot is not None:
-        given = [
-            name
-            for name, value in (
-                ("a DSN", flags.dsn),
-                ("--table", flags.tables),
-                ("--sample", flags.sample),
-                ("--query", flags.queries),
-                ("--query-file", flags.query_files),
-                ("--analyze", flags.analyze),
-            )
-            if value
-        ]
-        if given:
-            raise SettingsError(
-                "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
-                f"--query, --query-file or --analyze (given: {', '.join(given)})"
-            )
-    config_path = flags.config or _path(environ, "CONFIG")
-    cfg = find_config(config_path, cwd)
-    file_label = str(cfg.source) if cfg.source else "the config file"
-
-    ignores = [
-        (f"{file_label}: ignore", cfg.ignore),
-        (_name("IGNORE"), _list(environ, "IGNORE")),
-        ("--ignore", tuple(flags.ignore)),
-    ]
-    for where, patterns in ignores:
+    on_server = flags.snapshot is None
+    if not on_server:
+        _no_server_flags(flags)
+    cfg = find_config(flags.config or _path(_name("CONFIG"), _env(environ, "CONFIG")), cwd)
+    layers = _Layers(flags, environ, cfg, str(cfg.source) if cfg.source else "the config file")
+    ignores = list(layers.every(IGNORE))[::-1]  # they add up: the file's first
+    for patterns, where in ignores:
         try:
             check_ignores(patterns, installed)
         except ConfigError as exc:
@@ -203,32 +179,14 @@ def resolve(
     try:
         options = check_options(installed, cfg)
     except ConfigError as exc:
-        raise ConfigError(f"{file_label}: {exc}") from None
-
-    fail_on = flags.fail_on or _choice(environ, "FAIL_ON", FAIL_ON) or cfg.fail_on or "warning"
-    fail_on_skip = _first(flags.fail_on_skip, _bool(environ, "FAIL_ON_SKIP"), cfg.fail_on_skip)
-    statement_ms = _timeout(
-        flags.statement_timeout, "--statement-timeout", environ, "STATEMENT_TIMEOUT",
-        cfg.statement_timeout, f"{file_label}: statement_timeout", MIN_STATEMENT_TIMEOUT_MS, "ms",
-    )  # fmt: skip
-    lock_ms = _timeout(
-        flags.lock_timeout, "--lock-timeout", environ, "LOCK_TIMEOUT",
-        cfg.lock_timeout, f"{file_label}: lock_timeout", MIN_LOCK_TIMEOUT_MS, "ms",
-    )  # fmt: skip
-    connect_s = _timeout(
-        flags.connect_timeout, "--connect-timeout", environ, "CONNECT_TIMEOUT",
-        cfg.connect_timeout, f"{file_label}: connect_timeout", MIN_CONNECT_TIMEOUT_S, "seconds",
-    )  # fmt: skip
-    defaults = SessionLimits()
+        raise ConfigError(f"{layers.file_label}: {exc}") from None
+    given = {s: layers.top(s) for s in SETTINGS}
+    value = {s.key: found[0] if found else s.default for s, found in given.items()}
     limits = SessionLimits(
-        statement_timeout_ms=defaults.statement_timeout_ms
-        if statement_ms is None
-        else statement_ms,
-        lock_timeout_ms=defaults.lock_timeout_ms if lock_ms is None else lock_ms,
-        connect_timeout_s=connect_s,
+        statement_timeout_ms=value["statement_timeout"],
+        lock_timeout_ms=value["lock_timeout"],
+        connect_timeout_s=value["connect_timeout"],
     )
-    on_server = flags.snapshot is None
-    tables = tuple(flags.tables) or _list(environ, "TABLES") or cfg.tables
     root = cwd or Path.cwd()
     outputs = _outputs(flags.outputs)
     write_baseline = flags.write_baseline
@@ -242,42 +200,28 @@ def resolve(
                 f"--write-baseline {write_baseline}: --output {clash} is the same file, and "
                 "one would overwrite the other"
             )
-    baseline_path = flags.baseline or cfg.baseline
-    if (
-        baseline_path is not None
-        and write_baseline is not None
-        and not baseline_path.exists()
-        and baseline_path.resolve() == write_baseline.resolve()
-    ):
-        baseline_path = None  # the run that writes the config file's baseline the first time
-    if baseline_path is not None:
-        clash = next((p for _, p in outputs if same_file(p, baseline_path)), None)
+    read_from = value["baseline"]
+    if read_from is not None and read_from.exists():
+        clash = next((p for _, p in outputs if same_file(p, read_from)), None)
         if clash is not None:
             raise SettingsError(
                 f"--output {clash}: it is the --baseline file, which a report would overwrite"
             )
-    loaded = None
-    if baseline_path is not None:
-        loaded = baseline_file.load(baseline_path)
-        loaded = replace(loaded, source=repo_path(baseline_path, root) or str(baseline_path))
-    anchor = _anchor(cfg, flags.sarif_anchor or cfg.sarif_anchor, root, file_label)
-    docs_url = flags.docs_url or cfg.docs_url
-    if docs_url is not None and not re.match(r"https?://[^/\s]+", docs_url):
-        where = "--docs-url" if flags.docs_url else f"{file_label}: docs_url"
-        raise SettingsError(f"{where} {docs_url!r}: must be an absolute http(s) URL")
+    loaded = _baseline(read_from, write_baseline, root)
+    anchor = _anchor(cfg, given[SARIF_ANCHOR], root)
     queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
     return Settings(
         checks=installed,
         dsn=flags.dsn,
         snapshot_file=flags.snapshot,
-        tables=tables if on_server else (),
+        tables=value["tables"] if on_server else (),
         sample_seconds=flags.sample,
         queries=queries,
         analyze=flags.analyze,
-        ignore=tuple(p for _, patterns in ignores for p in patterns),
+        ignore=tuple(p for patterns, _ in ignores for p in patterns),
         options=options,
-        fail_on=cast(FailOn, fail_on),
-        fail_on_skip=bool(fail_on_skip),
+        fail_on=cast(FailOn, value["fail_on"]),
+        fail_on_skip=value["fail_on_skip"],
         format=flags.format,
         verbose=flags.verbose,
         command=tuple(flags.command),
@@ -289,9 +233,47 @@ def resolve(
         outputs=outputs,
         root=root,
         anchor=anchor,
-        docs_url=docs_url,
+        docs_url=value["docs_url"],
         inline_ignores=directives,
     )
+
+
+def _no_server_flags(flags: Flags) -> None:
+    """--snapshot checks a saved snapshot: the flags that read a server do not go with it."""
+    given = [
+        name
+        for name, value in (
+            ("a DSN", flags.dsn),
+            ("--table", flags.tables),
+            ("--sample", flags.sample),
+            ("--query", flags.queries),
+            ("--query-file", flags.query_files),
+            ("--analyze", flags.analyze),
+        )
+        if value
+    ]
+    if given:
+        raise SettingsError(
+            "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
+            f"--query, --query-file or --analyze (given: {', '.join(given)})"
+        )
+
+
+def _baseline(
+    path: Path | None, write_baseline: Path | None, root: Path
+) -> baseline_file.Baseline | None:
+    """The baseline read and checked; none when this run writes it the first time (the
+    config file names it and --write-baseline creates it)."""
+    if path is None:
+        return None
+    if (
+        write_baseline is not None
+        and not path.exists()
+        and path.resolve() == write_baseline.resolve()
+    ):
+        return None
+    loaded = baseline_file.load(path)
+    return replace(loaded, source=repo_path(path, root) or str(path))
 
 
 def _outputs(specs: Sequence[str]) -> tuple[tuple[str, Path], ...]:
@@ -317,21 +299,23 @@ def _outputs(specs: Sequence[str]) -> tuple[tuple[str, Path], ...]:
     return tuple(out)
 
 
-def _anchor(cfg: Config, sarif_anchor: Path | None, root: Path, file_label: str) -> Location | None:
-    """The config file's ``tables`` line when it names the tables, else --sarif-anchor."""
+def _anchor(cfg: Config, given: tuple[Path, str] | None, root: Path) -> Location | None:
+    """The config file's ``tables`` line when it names the tables, else the sarif_anchor
+    file (``given``: the path and the layer it came from)."""
     if cfg.source is not None and cfg.tables_line is not None:
         path = repo_path(cfg.source, root)
         if path is not None:
             return Location(path, cfg.tables_line)
-    if sarif_anchor is None:
+    if given is None:
         return None
-    if not sarif_anchor.is_file():
-        raise SettingsError(f"--sarif-anchor {sarif_anchor}: no such file")
-    path = repo_path(sarif_anchor, root)
+    anchor, where = given
+    if not anchor.is_file():
+        raise SettingsError(f"{where} {anchor}: no such file")
+    path = repo_path(anchor, root)
     if path is None:
         raise SettingsError(
-            f"--sarif-anchor {sarif_anchor} is outside {root}: run qadvisor from the "
-            "repository's root and name a file in it"
+            f"{where} {anchor} is outside {root}: run qadvisor from the repository's root "
+            "and name a file in it"
         )
     return Location(path, 1)
 
@@ -372,67 +356,138 @@ def _env(environ: Mapping[str, str], key: str) -> str | None:
     return value or None
 
 
-def _path(environ: Mapping[str, str], key: str) -> Path | None:
-    value = _env(environ, key)
-    return Path(value) if value else None
+# How a variable's text becomes a value: (variable, its text) -> the value, or SettingsError
+# naming the variable and the text.
+def _text(name: str, text: str) -> str:
+    return text
 
 
-def _list(environ: Mapping[str, str], key: str) -> tuple[str, ...]:
-    value = _env(environ, key)
-    return tuple(v.strip() for v in value.split(",") if v.strip()) if value else ()
+def _path(name: str, text: str | None) -> Path | None:
+    return Path(text) if text else None
 
 
-def _choice(environ: Mapping[str, str], key: str, allowed: Sequence[str]) -> str | None:
-    value = _env(environ, key)
-    if value is not None and value.lower() not in allowed:
-        raise SettingsError(f"{_name(key)}={value!r}: must be one of {', '.join(allowed)}")
-    return value.lower() if value is not None else None
+def _list(name: str, text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
-def _bool(environ: Mapping[str, str], key: str) -> bool | None:
-    value = _env(environ, key)
-    if value is None:
-        return None
-    if value.lower() in _TRUE:
+def _bool(name: str, text: str) -> bool:
+    if text.lower() in _TRUE:
         return True
-    if value.lower() in _FALSE:
+    if text.lower() in _FALSE:
         return False
-    raise SettingsError(f"{_name(key)}={value!r}: must be true or false (or 1, 0, yes, no)")
+    raise SettingsError(f"{name}={text!r}: must be true or false (or 1, 0, yes, no)")
 
 
-def _first(*values: bool | None) -> bool | None:
-    return next((v for v in values if v is not None), None)
+def _choice(*allowed: str) -> Callable[[str, str], str]:
+    def read(name: str, text: str) -> str:
+        if text.lower() not in allowed:
+            raise SettingsError(f"{name}={text!r}: must be one of {', '.join(allowed)}")
+        return text.lower()
+
+    return read
 
 
-def _timeout(
-    flag: int | None,
-    flag_name: str,
-    environ: Mapping[str, str],
-    env_key: str,
-    configured: int | None,
-    file_label: str,
-    minimum: int,
-    unit: str,
-) -> int | None:
-    """The value of the first layer that sets it, from the top, checked against ``minimum``;
-    None when no layer does."""
-    text = _env(environ, env_key)
-    if flag is not None:
-        value, where = flag, flag_name
-    elif text is not None:
+def _whole(unit: str) -> Callable[[str, str], int]:
+    def read(name: str, text: str) -> int:
         try:
-            value, where = int(text), _name(env_key)
+            return int(text)
         except ValueError:
-            raise SettingsError(
-                f"{_name(env_key)}={text!r}: must be a whole number of {unit}"
-            ) from None
-    elif configured is not None:
-        value, where = configured, file_label
-    else:
-        return None
-    if value < minimum:
-        raise SettingsError(f"{where} is {value} {unit}: it must be at least {minimum}")
-    return value
+            raise SettingsError(f"{name}={text!r}: must be a whole number of {unit}") from None
+
+    return read
+
+
+# How any layer's value is checked: (value, where it came from), SettingsError naming it.
+def _any(value: Any, where: str) -> None:
+    pass
+
+
+def _at_least(minimum: int, unit: str) -> Callable[[int, str], None]:
+    def check(value: int, where: str) -> None:
+        if value < minimum:
+            raise SettingsError(f"{where} is {value} {unit}: it must be at least {minimum}")
+
+    return check
+
+
+def _http_url(value: str, where: str) -> None:
+    if not re.match(r"https?://[^/\s]+", value):
+        raise SettingsError(f"{where} {value!r}: must be an absolute http(s) URL")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting's layers: ``default``, the config file's ``key`` (also the Flags field),
+    the variable QADVISOR_ + KEY, ``flag``. ``read`` turns the variable's text into a value;
+    ``check`` judges the value of whichever layer it came from."""
+
+    key: str
+    flag: str
+    read: Callable[[str, str], Any]
+    check: Callable[[Any, str], None] = _any
+    default: Any = None
+
+    @property
+    def variable(self) -> str:
+        return _name(self.key.upper())
+
+
+# Every setting but ignore overrides the layers below it: default < config file <
+# environment < flags, the top one that sets it wins (None, "" and () set nothing).
+_LIMITS = SessionLimits()
+SARIF_ANCHOR = Setting("sarif_anchor", "--sarif-anchor", _path)
+SETTINGS = (
+    Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default="warning"),
+    Setting("fail_on_skip", "--fail-on-skip", _bool, default=False),
+    Setting("tables", "--table", _list, default=()),
+    Setting("statement_timeout", "--statement-timeout", _whole("ms"),
+            _at_least(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
+    Setting("lock_timeout", "--lock-timeout", _whole("ms"), _at_least(MIN_LOCK_TIMEOUT_MS, "ms"),
+            _LIMITS.lock_timeout_ms),
+    Setting("connect_timeout", "--connect-timeout", _whole("seconds"),
+            _at_least(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
+    Setting("baseline", "--baseline", _path),
+    SARIF_ANCHOR,
+    Setting("docs_url", "--docs-url", _text, _http_url),
+)  # fmt: skip
+# Ignores add up instead: the file's, then the environment's, then the flags'.
+IGNORE = Setting("ignore", "--ignore", _list)
+# Every variable resolve() reads (with GITHUB_ACTIONS, which only turns on annotations).
+ENV_VARIABLES = (_name("CONFIG"), *(s.variable for s in (*SETTINGS, IGNORE)))
+
+
+def _given(setting: Setting, value: Any, where: str) -> Iterator[tuple[Any, str]]:
+    """The layer's value, checked, when it sets one."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        value = tuple(value)
+    if value is not None and value not in ("", ()):
+        setting.check(value, where)
+        yield value, where
+
+
+@dataclass(frozen=True)
+class _Layers:
+    """The layers above the defaults, read from the top: flags, environment, config file."""
+
+    flags: Flags
+    environ: Mapping[str, str]
+    cfg: Config
+    file_label: str  # how errors name the config file
+
+    def every(self, setting: Setting) -> Iterator[tuple[Any, str]]:
+        """(value, where it came from) of each layer that sets it, from the top; a layer is
+        read and checked only when the ones above it have been passed over."""
+        yield from _given(setting, getattr(self.flags, setting.key), setting.flag)
+        text = _env(self.environ, setting.key.upper())
+        value = setting.read(setting.variable, text) if text is not None else None
+        yield from _given(setting, value, setting.variable)
+        where = f"{self.file_label}: {setting.key}"
+        yield from _given(setting, getattr(self.cfg, setting.key), where)
+
+    def top(self, setting: Setting) -> tuple[Any, str] | None:
+        """The value of the top layer that sets it, and where it came from; None: the
+        default."""
+        return next(self.every(setting), None)
 
 
 def _queries(

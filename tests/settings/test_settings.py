@@ -4,6 +4,7 @@ checked where it is read, one line naming where a wrong one came from."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from qadvisor.registry import load_checks
 from qadvisor.settings.config import ConfigError
 from qadvisor.settings.resolve import (
     ENV_VARIABLES,
+    IGNORE,
+    SETTINGS,
     Flags,
     SessionLimits,
     Settings,
@@ -252,3 +255,33 @@ def test_the_environment_on_the_command_line(tmp_path: Path) -> None:
     ]
     run = qadvisor("check", "--snapshot", snap, env={**base, "QADVISOR_IGNORE": "QA101,QA201"})
     assert run.rc == 0, run.stderr
+    # The docs' URL reaches SARIF's helpUri from the variable, and the flag wins over it.
+    sarif = ("check", "--snapshot", snap, "--format", "sarif", "--fail-on", "never")
+    urls = {"QADVISOR_DOCS_URL": "https://env.example/qa"}
+    for extra, expected in (
+        ((), "https://env.example/qa/"),
+        (("--docs-url", "https://flag.example/"), "https://flag.example/"),
+    ):
+        run = qadvisor(*sarif, *extra, env={**base, **urls})
+        rules = json.loads(run.stdout)["runs"][0]["tool"]["driver"]["rules"]
+        assert rules and all(r["helpUri"].startswith(expected) for r in rules), rules[:1]
+    run = qadvisor(*sarif, env={**base, "QADVISOR_DOCS_URL": "docs/"})
+    assert run.rc == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == [
+        "qadvisor: error: QADVISOR_DOCS_URL 'docs/': must be an absolute http(s) URL"
+    ]
+
+
+def test_every_setting_has_its_three_layers_and_its_variable_is_documented() -> None:
+    """A row of the table names a config key, a Flags field and a flag that exist, and its
+    variable is in docs/cli.md's table of them."""
+    from qadvisor.settings.config import Config
+
+    docs = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
+    flags, config = {f.name for f in dataclasses.fields(Flags)}, dataclasses.fields(Config)
+    for s in (*SETTINGS, IGNORE):
+        assert s.key in flags and s.key in {f.name for f in config}, s.key
+        assert s.variable == "QADVISOR_" + s.key.upper()
+        assert f"| `{s.variable}` | `{s.flag}` |" in docs, s.variable
+    for variable in ENV_VARIABLES:
+        assert f"| `{variable}` |" in docs, variable
