@@ -13,6 +13,10 @@ second, and an idle session may hold them for up to 10 s). A test that writes th
 connection should run ``SELECT pg_stat_force_next_flush()`` before that session ends; either
 way, read them with `TestDB.wait_for_stats`, never after a fixed sleep.
 
+Every test that starts a server carries the ``server`` marker (the tests taking `pg_server`
+get it here), so ``-m "not server"`` runs the pure tests alone; a test without it that starts
+one fails (see "the server marker, enforced" below).
+
 `shape` runs a pathology test in each production shape of tests/shapes.py (``public-superuser``,
 ``app-monitor``): where it builds, who checks, who applies the fix.
 """
@@ -23,9 +27,13 @@ import contextlib
 import functools
 import itertools
 import os
+import shlex
+import shutil
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -109,10 +117,133 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Lets `-m "not server"` run the quick tests alone without every test file marking itself.
+    # Lets `-m "not server"` run the quick tests alone without every test file marking itself:
+    # a test that takes a server fixture (pg_server, the corpus's corpus_server: both go
+    # through _pg_servers) or calls start_server in its own body is marked here.
     for item in items:
-        if "pg_server" in getattr(item, "fixturenames", ()):
+        code = getattr(getattr(item, "function", None), "__code__", None)
+        if "_pg_servers" in getattr(item, "fixturenames", ()) or (
+            code is not None and "start_server" in code.co_names
+        ):
             item.add_marker(pytest.mark.server)
+
+
+# --- the server marker, enforced -----------------------------------------------------------
+# A test that starts a server some other way (a helper, `qadvisor demo` in a subprocess, an
+# inner pytest session) must mark itself. An audit hook sees every command this process runs;
+# one that starts a server (initdb, pg_ctl start, postgres, qadvisor demo) from a test without
+# the marker, or outside any test, is refused and fails that test, so `-m "not server"` can
+# never start one. An inner pytest session run by such a test inherits NO_SERVER_ENV: it
+# refuses every server start and writes it to the file the variable names, which fails the
+# outer test too (it may expect the inner session to fail).
+
+NO_SERVER_ENV = "QADVISOR_TEST_NO_SERVER"
+# Set: this session was started by a test without the marker; it names that test's log.
+_INHERITED = os.environ.get(NO_SERVER_ENV)
+_READ_ONLY_FLAGS = frozenset({"--version", "-V", "--help", "-?", "-C", "--describe-config"})
+
+
+class ServerNotAllowed(RuntimeError):
+    """A test without the `server` marker started a PostgreSQL server."""
+
+
+def starts_server(command: Sequence[str | os.PathLike[str]] | str) -> bool:
+    """Does this command start a PostgreSQL server (initdb runs one to bootstrap)?"""
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError:
+            command = command.split()
+    args = [os.fsdecode(a) for a in command]
+    names = [Path(a).name for a in args]
+    if not names:
+        return False
+    if names[0] == "initdb":
+        return True
+    if names[0] == "pg_ctl":
+        return any(a in ("start", "restart") for a in args[1:])
+    if names[0] in ("postgres", "postmaster"):
+        return not _READ_ONLY_FLAGS.intersection(args[1:])
+    if names[0] in ("bash", "sh") and "-c" in args[:-1]:
+        return starts_server(args[args.index("-c") + 1])
+    return any(pair == ("qadvisor", "demo") for pair in itertools.pairwise(names))
+
+
+@dataclass
+class _Guard:
+    item: pytest.Item | None = None  # the test whose setup, call or teardown is running
+    refused: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> why
+    logs: Path | None = None  # where inner sessions of this one log what they were refused
+    runs: Iterator[int] = field(default_factory=itertools.count)
+
+    def refusal(self, command: str) -> str | None:
+        if _INHERITED:
+            with open(_INHERITED, "a") as out:
+                out.write(f"{self.item.nodeid if self.item else 'outside any test'}: {command}\n")
+            return f"{command}: the test that ran this pytest session is not marked server"
+        if self.item is None:
+            return f"{command} started a PostgreSQL server outside any test"
+        if self.item.get_closest_marker("server") is None:
+            return (
+                f"{self.item.nodeid} starts a PostgreSQL server ({command}) but is not marked "
+                "server: mark it @pytest.mark.server (or take the pg_server fixture), so that "
+                '`-m "not server"` leaves it out'
+            )
+        return None
+
+
+_GUARD = _Guard()
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event != "subprocess.Popen" or not starts_server(args[1]):
+        return
+    command = args[1] if isinstance(args[1], str) else shlex.join(map(os.fsdecode, args[1]))
+    refused = _GUARD.refusal(command)
+    if refused is not None:
+        if _GUARD.item is not None:
+            _GUARD.refused.setdefault(_GUARD.item.nodeid, []).append(refused)
+        raise ServerNotAllowed(refused)
+
+
+sys.addaudithook(_audit)  # audit hooks cannot be removed: it checks _GUARD each time
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+    _GUARD.item = item
+    if item.get_closest_marker("server") is None and not _INHERITED:
+        if _GUARD.logs is None:
+            _GUARD.logs = Path(tempfile.mkdtemp(prefix="qadvisor-no-server-"))
+        os.environ[NO_SERVER_ENV] = str(_GUARD.logs / f"{next(_GUARD.runs)}.refused")
+    try:
+        return (yield)
+    finally:
+        _GUARD.item = None
+        if not _INHERITED:
+            os.environ.pop(NO_SERVER_ENV, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    report: pytest.TestReport = yield
+    log = os.environ.get(NO_SERVER_ENV)
+    if not _INHERITED and log and os.path.isfile(log):
+        _GUARD.refused.setdefault(item.nodeid, []).extend(
+            f"an inner pytest session it ran started a PostgreSQL server: {line}"
+            for line in Path(log).read_text().splitlines()
+        )
+        os.unlink(log)
+    refused = _GUARD.refused.pop(item.nodeid, None)
+    if refused and not report.failed:
+        report.outcome = "failed"
+        report.longrepr = "\n".join(refused)
+    return report
+
+
+def pytest_unconfigure() -> None:
+    if _GUARD.logs is not None:
+        shutil.rmtree(_GUARD.logs, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

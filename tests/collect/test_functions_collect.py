@@ -10,6 +10,7 @@ EXPLAINed, in a rolled-back read-only transaction of qadvisor's own session.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -575,8 +576,26 @@ def test_every_statement_form_postgresql_accepts_is_read(db: TestDB) -> None:
 
 
 def test_claims_are_plain_data(db: TestDB) -> None:
+    """A claim holds strings, numbers and tuples of strings only (no parse trees, no rows of
+    the connection): it outlives the session that read it and goes through JSON unchanged."""
     build(db)
     with connect(db.dsn, SessionLimits()) as conn:
         claims = function_claims(conn, [])
+    # No statement calls a function: the claims are those of the bodies holding SKIP LOCKED.
+    skip_locked = [e for e in EXPECTED if e[0] not in ("app.app_lock_job", "app.app_retry_job")]
+    assert summary(claims) == skip_locked
     for claim in claims:
-        json.dumps(claim.__dict__)
+        fields = dataclasses.asdict(claim)
+        for name, value in fields.items():
+            plain = value is None or isinstance(value, str | int)
+            if isinstance(value, tuple):
+                plain = all(isinstance(item, str) for item in value)
+            assert plain, (claim.function, name, type(value))
+        loaded = json.loads(json.dumps(fields))
+        again = FunctionClaim(
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in loaded.items()}
+        )
+        assert again == claim
+        assert hash(again) == hash(claim)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            claim.text = ""  # type: ignore[misc]
