@@ -118,6 +118,7 @@ def test_two_outputs_to_one_file_are_refused(tmp_path: Path) -> None:
         # then reads pieces of the password as host, port and database.
         "postgresql://app:S3cr3tPart/rest0fit@127.0.0.1:5432/app",
         "postgresql://app:S3cr3tPart?rest0fit@127.0.0.1:5432/app",
+        "postgresql://app:S3cr3tPart/x?rest0fit@127.0.0.1/app",
         "postgresql://app:S3cr3tPart#rest0fit@127.0.0.1:5432/app",
         "postgresql://app:S3cr3tPart@rest0fit@127.0.0.1:1/app",
         "postgresql://app:S3cr3tPart:rest0fit@127.0.0.1:1/app",
@@ -191,3 +192,38 @@ def test_a_query_file_is_read_up_to_its_bound(tmp_path: Path) -> None:
         run = qadvisor("check", "host=/nonexistent", "--query-file", str(path), timeout=20)
         assert run.rc == 2 and "larger than 256 KiB" in run.stderr, run.stderr
         assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_dev_stdout_redirected_to_a_file_gets_both_reports_in_order(
+    db: TestDB, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    out = tmp_path / "out.txt"
+    out.write_text("kept line\n")
+    with out.open("a") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "qadvisor", "check", db.dsn, "--format", "markdown",
+             "--output", "json:/dev/stdout"],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr
+    text = out.read_text()
+    # Nothing truncated, nothing written over: the line before, the JSON, then the report.
+    assert text.startswith("kept line\n{") and text.index('"schema_version"') < text.index(
+        "# qadvisor"
+    )
+
+
+@pytest.mark.parametrize("option", ["--config", "--snapshot"])
+def test_a_file_that_never_ends_is_refused_at_its_bound(option: str) -> None:
+    run = qadvisor("check", option, "/dev/zero", timeout=30)
+    assert run.rc == 2 and "larger than" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_block_device_is_never_written(tmp_path: Path) -> None:
+    disk = tmp_path / "disk"
+    os.mknod(disk, 0o600 | stat.S_IFBLK, os.makedev(7, 250))
+    run = qadvisor("check", "host=/nonexistent", "--output", f"json:{disk}")
+    assert run.rc == 2 and "block device" in run.stderr

@@ -98,13 +98,6 @@ def describe(dsn: str | None) -> str:
 
 def connect(dsn: str | None, limits: SessionLimits) -> psycopg.Connection[tuple[object, ...]]:
     """Connect with the libpq environment as psql does, then pin the session read-only."""
-    try:
-        params = conninfo.conninfo_to_dict(dsn or "")
-    except psycopg.ProgrammingError as exc:
-        # libpq quotes the fragment it choked on, which may be a piece of a password.
-        if dsn and re.search(r"password|://[^/@]*:[^/@]*@", dsn, re.IGNORECASE):
-            raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
-        raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
     if cut_user_info(dsn):
         # Connecting would try a host made of the user name and a port made of the password.
         raise ConnectError(
@@ -112,6 +105,13 @@ def connect(dsn: str | None, limits: SessionLimits) -> psycopg.Connection[tuple[
             "cut short (details withheld: they may hold part of a password); percent-encode "
             "those characters in a password ('/' as %2F, '?' as %3F, '#' as %23, '@' as %40)"
         )
+    try:
+        params = conninfo.conninfo_to_dict(dsn or "")
+    except psycopg.ProgrammingError as exc:
+        # libpq quotes the fragment it choked on, which may be a piece of a password.
+        if dsn and (_secrets(dsn) or re.search(r"password|://[^@]*:[^@]*@", dsn, re.I)):
+            raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
+        raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
     extra: dict[str, Any] = {}
     if limits.connect_timeout_s is not None:
         extra["connect_timeout"] = limits.connect_timeout_s

@@ -35,8 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, read_bounded
 from qadvisor.registry import Check
+
+# The most read of a config file: parsing it is client-side work, bounded like the rest.
+MAX_CONFIG_BYTES = 1024 * 1024
 
 # --fail-on's values: a severity, or never (no finding fails the run).
 FAIL_ON = ("critical", "warning", "info", "never")
@@ -85,12 +88,14 @@ def find_config(explicit: Path | None, cwd: Path | None = None) -> Config:
 
 def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
     try:
-        text = path.read_text()
+        text = read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8")
         data = tomllib.loads(text)
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     if in_pyproject:
         data = data.get("tool", {}).get("qadvisor")
         if data is None:

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -34,6 +36,10 @@ def unwritable(path: Path) -> str | None:
         mode = None
     except OSError as exc:
         return exc.strerror or str(exc)
+    if mode is not None and stat.S_ISBLK(mode):
+        return "it is a block device (a disk): a report is never written onto one"
+    if mode is not None and stat.S_ISSOCK(mode):
+        return "it is a socket"
     target, replace = _where(path)
     if not replace:  # written into, not replaced: only the thing itself must take writes
         return None if os.access(path, os.W_OK) else "it is not writable"
@@ -53,6 +59,10 @@ def write_atomic(path: Path, text: str) -> None:
     """``text`` into ``path``: a regular file (or a new one, or a symlink's target) replaced
     whole, anything else written into; OutputError (with the reason) on failure."""
     try:
+        fd = _own_descriptor(path)
+        if fd is not None:
+            _write_descriptor(fd, text)
+            return
         target, replace = _where(path)
         if replace:
             _replace(target, text)
@@ -88,6 +98,36 @@ def _where(path: Path) -> tuple[Path, bool]:
             continue
         return (current, True) if stat.S_ISREG(mode) else (path, False)
     raise OSError(f"too many levels of symbolic links in {path}")
+
+
+_FD = re.compile(r"^/proc/(?:self|(?P<pid>\d+))/fd/(?P<fd>\d+)$")
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor of this process that ``path`` names through its symlinks
+    (``/dev/stdout`` -> ``/proc/self/fd/1``), or None. Reopening it by name would truncate a
+    file the shell redirected stdout to and write from its start over what came before."""
+    current = Path(os.path.abspath(path))
+    for _ in range(_MAX_LINKS):
+        m = _FD.match(str(current))
+        if m and (m["pid"] is None or int(m["pid"]) == os.getpid()):
+            return int(m["fd"])
+        try:
+            if not stat.S_ISLNK(os.lstat(current).st_mode):
+                return None
+        except OSError:
+            return None
+        current = Path(os.path.normpath(current.parent / os.readlink(current)))
+    return None
+
+
+def _write_descriptor(fd: int, text: str) -> None:
+    # What this process already buffered for the stream goes first, in order.
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    data = text.encode("utf-8")
+    while data:
+        data = data[os.write(fd, data) :]
 
 
 def _replace(target: Path, text: str) -> None:
