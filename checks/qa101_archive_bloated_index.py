@@ -6,26 +6,26 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    Finding,
     Fix,
     Index,
     IndexKey,
-    Issue,
     LivePredicate,
     Severity,
+    Skip,
     Snapshot,
     Table,
     Target,
-    Unmet,
     btree_bytes,
     check,
     drop_index,
     existing_index,
     human_bytes,
     human_count,
+    judgeable_queues,
     live_rows,
     live_set_index,
     predicate_sql,
-    queue_facts,
     statement_queue,
 )
 
@@ -46,7 +46,7 @@ class Options:
 @check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
        options=Options,
        requires=("table_facts", "sizes", "index_definitions", "live_set"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A non-partial index on the dequeue path covers the archive of finished jobs.
 
     ## What it finds
@@ -75,11 +75,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     the index is under `min_index_bytes`; or a partial replacement already exists for a
     constraint index.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         live = queue.live
         if not any(
             i.is_valid and not i.is_partial and i.bytes >= options.min_index_bytes
@@ -87,7 +83,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         ):
             continue  # no full index is large enough to flag: judged without the live set
         if live is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
+            yield Skip(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
             continue
         order_columns = _dequeue_order_columns(snapshot, table)
         candidates = [i for i in table.indexes if _on_dequeue_path(i, live, order_columns)]
@@ -95,7 +91,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         est = live_rows(table, live)
         if est.rows is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
+            yield Skip(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
             continue
         if table.reltuples <= 0:
             continue
@@ -103,9 +99,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         if archive < options.min_archive_fraction:
             continue
         for idx in candidates:
-            issue = _judge(table, idx, live, est.rows, est.source, archive, options)
-            if issue is not None:
-                yield issue
+            finding = _judge(table, idx, live, est.rows, est.source, archive, options)
+            if finding is not None:
+                yield finding
 
 
 def _on_dequeue_path(idx: Index, live: LivePredicate, order_columns: set[str]) -> bool:
@@ -135,7 +131,7 @@ def _judge(
     source: str,
     archive: float,
     options: Options,
-) -> Issue | None:
+) -> Finding | None:
     if idx.bytes < options.min_index_bytes:
         return None
     keys = _replacement_keys(table, idx, live)
@@ -168,7 +164,7 @@ def _judge(
             f"{idx.name} has been scanned {idx.idx_scan:,} times since statistics were reset: "
             "check that no other query (reports, admin pages) needs it before dropping it."
         )
-    return Issue(
+    return Finding(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
             f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "

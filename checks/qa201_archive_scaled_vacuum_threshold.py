@@ -7,18 +7,18 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     MIN_SAMPLE_ROWS,
+    Finding,
     Fix,
-    Issue,
     Severity,
+    Skip,
     Snapshot,
     Target,
-    Unmet,
     autovacuum_enabled,
     check,
     human_count,
     human_seconds,
+    judgeable_queues,
     live_rows,
-    queue_facts,
     rates,
     suggested_vacuum_threshold,
     table_setting,
@@ -41,7 +41,7 @@ class Options:
 @check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
        category="vacuum", options=Options,
        requires=("table_facts", "live_set"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """Autovacuum's trigger on a queue table is set by the archive, not by the live set.
 
     ## What it finds
@@ -77,11 +77,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
     completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         if not autovacuum_enabled(snapshot, table):
             continue
         trigger = vacuum_trigger(snapshot, table)
@@ -90,7 +86,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         est = live_rows(table, queue.live)
         if est.rows is None:
             why = est.source if queue.live is not None else queue.reason
-            yield Unmet(f"{table.qualified}: live set unknown: {why}", table.qualified)
+            yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
         ratio = trigger.value / max(est.rows, 1.0)
         if ratio < options.min_ratio:
@@ -158,7 +154,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                     "know when autovacuum fires."
                 )
         n, basis = suggested_vacuum_threshold(snapshot, table, est.rows)
-        yield Issue(
+        yield Finding(
             target=Target("table", table.schema, table.name, table.name),
             severity=severity,
             message=(

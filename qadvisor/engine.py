@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from qadvisor import registry
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.derive.statement_queues import statement_id
@@ -40,7 +41,7 @@ from qadvisor.model import (
     Snapshot,
     Statement,
 )
-from qadvisor.registry import Check, Issue, Unmet
+from qadvisor.registry import Check
 from qadvisor.settings import baseline
 from qadvisor.settings.resolve import Settings, repo_path
 
@@ -213,13 +214,13 @@ def run_checks(
         opts = (options or {}).get(chk.code) or chk.default_options()
         reasons: list[tuple[str, str | None]] = []
         for item in chk.run(snapshot, opts):
-            if isinstance(item, Unmet):
+            if isinstance(item, registry.Skip):
                 if item.queue not in missing:
                     reasons.append((item.reason, item.queue))
                 continue
             if _queue_of(item) in missing:
                 continue
-            finding = _finding(chk, item)
+            finding = _reported(chk, item)
             if finding.key not in ignored:
                 findings.append(finding)
         for reason, queue in dict.fromkeys(reasons):
@@ -255,20 +256,21 @@ def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]
     return {q: list(dict.fromkeys(skips)) for q, skips in out.items()}
 
 
-def _queue_of(issue: Issue) -> str | None:
-    t = issue.target
+def _queue_of(found: registry.Finding) -> str | None:
+    t = found.target
     return f"{t.schema}.{t.table}" if t.schema and t.table else None
 
 
-def _finding(chk: Check, issue: Issue) -> Finding:
+def _reported(chk: Check, found: registry.Finding) -> Finding:
+    """The check's finding as the report holds it: with the check's identity and severity."""
     return Finding(
         code=chk.code,
         name=chk.name,
-        severity=issue.severity or chk.severity,
-        target=issue.target,
-        message=issue.message,
-        evidence=issue.evidence,
-        explanation=issue.explanation,
-        fix=issue.fix,
+        severity=found.severity or chk.severity,
+        target=found.target,
+        message=found.message,
+        evidence=found.evidence,
+        explanation=found.explanation,
+        fix=found.fix,
         docs=chk.docs_path,
     )

@@ -506,6 +506,9 @@ class Fix:
 
 @dataclass(frozen=True)
 class Finding:
+    """A finding as the report holds it: what a check found (``qadvisor.registry.Finding``,
+    the same fields) with the check's code, name and docs page, and its severity settled."""
+
     code: str
     name: str
     severity: Severity
@@ -523,7 +526,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class Skip:
-    """A check that could not judge: the whole snapshot (``queue`` None) or one queue."""
+    """A check that could not judge: the whole snapshot (``queue`` None) or one queue. What a
+    check yields (``qadvisor.registry.Skip``: reason and queue) with the check's code, and the
+    missing fact with the GRANTs that would show it when that is why."""
 
     code: str
     reason: str
