@@ -113,13 +113,11 @@ def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:
 
 
 def _of_statement(f: Finding, stmt: Statement) -> bool:
-    """Whether the finding is about this statement: its target, or the statement its
-    evidence names (a round-robin finding names the claim it judged)."""
-    ident = statement_id(stmt)
-    queue = f"{f.target.schema}.{f.target.table}"
-    if f.target.kind == "statement":
-        return f.target.name == ident and (stmt.queue is None or stmt.queue == queue)
-    return f.evidence.get("statement") in (ident, stmt.source)
+    """Whether the finding is about this statement: the statement it names by id, judged on
+    the queue of the finding's target (the same text on two queues has one id)."""
+    if f.statement_id is None or f.statement_id != statement_id(stmt):
+        return False
+    return stmt.queue is None or stmt.queue == f"{f.target.schema}.{f.target.table}"
 
 
 def locations(report: Report, root: Path) -> dict[str, Location]:
@@ -262,15 +260,18 @@ def _queue_of(found: registry.Finding) -> str | None:
 
 
 def _reported(chk: Check, found: registry.Finding) -> Finding:
-    """The check's finding as the report holds it: with the check's identity and severity."""
+    """The check's finding as the report holds it: with the check's identity and severity,
+    and the statement it is about (a statement target's name, unless it names another)."""
+    t = found.target
     return Finding(
         code=chk.code,
         name=chk.name,
         severity=found.severity or chk.severity,
-        target=found.target,
+        target=t,
         message=found.message,
         evidence=found.evidence,
         explanation=found.explanation,
         fix=found.fix,
         docs=chk.docs_path,
+        statement_id=found.statement_id or (t.name if t.kind == "statement" else None),
     )

@@ -518,6 +518,9 @@ class Finding:
     explanation: str = ""
     fix: Fix | None = None
     docs: str = ""
+    # The id (statement_id) of the statement it is about, if any: where the report places it
+    # and which inline ignores drop it. Not a published field: the evidence shows the statement.
+    statement_id: str | None = None
 
     @property
     def key(self) -> str:

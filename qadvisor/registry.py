@@ -47,6 +47,10 @@ class Finding:
     explanation: str = ""
     fix: Fix | None = None
     severity: Severity | None = None  # None: the check's default
+    # The id (statement_id) of the statement the finding is about, when the target is not that
+    # statement (a statement target names it): the finding is then shown at the statement's
+    # --query-file line, and that statement's inline ignores drop it.
+    statement_id: str | None = None
 
 
 @dataclass(frozen=True)

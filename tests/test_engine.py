@@ -14,11 +14,22 @@ import pytest
 
 from qadvisor import engine, registry, render
 from qadvisor.cli import Format
+from qadvisor.derive.statement_queues import statement_id, statement_target
 from qadvisor.engine import SnapshotFileError
-from qadvisor.model import Report, Severity, Snapshot, Target
+from qadvisor.model import (
+    Ignored,
+    InlineIgnore,
+    Location,
+    Report,
+    Severity,
+    Snapshot,
+    Statement,
+    Target,
+)
 from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import sarif
 from qadvisor.settings.resolve import Flags, Settings, resolve
+from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import build_archive_queue, check
@@ -126,6 +137,45 @@ def test_judgeable_items_outside_a_check_run_refuse_to_lose_a_skip() -> None:
     assert list(registry.judgeable([1, 2])) == [1, 2]
     with pytest.raises(RuntimeError, match=r"would lose their skip \(no facts\)"):
         list(registry.judgeable([1, registry.Skip("no facts")]))
+
+
+def _about_the_claim(snapshot: Snapshot, options: object) -> Iterator[registry.Finding]:
+    """Finds the table, about the claim of sql/claim.sql:3: once naming it by id, once only in
+    its evidence (which shows the statement to a person, and places nothing)."""
+    (stmt,) = snapshot.statements
+    table = Target("table", "public", "jobs", "jobs")
+    yield registry.Finding(table, "by id", {}, statement_id=statement_id(stmt))
+    mail = Target("table", "public", "mail", "mail")
+    yield registry.Finding(mail, "by label", {"statement": stmt.source})
+    yield registry.Finding(statement_target(snapshot, stmt), "its target", {})
+
+
+def test_a_finding_is_placed_and_ignored_by_the_statement_it_names_by_id(tmp_path: Path) -> None:
+    chk = registry.check("ZZ902", "about-the-claim", severity=Severity.INFO, category="test")(
+        _about_the_claim
+    )
+    sql = tmp_path / "sql" / "claim.sql"
+    claim = "SELECT id FROM jobs WHERE status = 'pending' LIMIT 1 FOR UPDATE SKIP LOCKED"
+    stmt = Statement(f"{sql}:3", claim, analyse(claim), line=3, fingerprint="3f9a2c1b0d",
+                     queue="public.jobs")  # fmt: skip
+    snap = dataclasses.replace(S.snapshot(S.jobs_table()), statements=(stmt,))
+    report = engine.run_checks(snap, [chk])
+    by_message = {f.message: f for f in report.findings}
+    assert by_message["its target"].statement_id == "jobs@3f9a2c1b0d"
+    assert by_message["by label"].statement_id is None
+    placed = engine.locations(report, tmp_path)
+    at = Location("sql/claim.sql", 3)
+    assert placed == {by_message["by id"].key: at, by_message["its target"].key: at}
+    # The same text resolved on another queue is another statement: not placed there.
+    moved = dataclasses.replace(stmt, queue="app.jobs")
+    elsewhere = dataclasses.replace(report.snapshot, statements=(moved,))
+    assert engine.locations(dataclasses.replace(report, snapshot=elsewhere), tmp_path) == {}
+
+    ignoring = dataclasses.replace(snap, inline_ignores=(InlineIgnore(stmt.source, ("ZZ902",), 2),))
+    kept, dropped = engine.apply_inline_ignores(engine.run_checks(ignoring, [chk]))
+    assert [f.message for f in kept.findings] == ["by label"]
+    assert dropped == {by_message["by id"].key, by_message["its target"].key}
+    assert kept.ignored == (Ignored(stmt.source, 2, "ZZ902", 2),)
 
 
 def test_a_bad_snapshot_file_is_an_input_error(tmp_path: Path) -> None:
