@@ -6,19 +6,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    Finding,
     Fix,
     FixStep,
     Index,
     IndexKey,
     IndexUse,
-    Issue,
     LivePredicate,
     Severity,
+    Skip,
     Snapshot,
     Stakeholder,
     Table,
     Target,
-    Unmet,
     btree_bytes,
     check,
     drop_index,
@@ -26,10 +26,10 @@ from qadvisor.api import (
     human_bytes,
     human_count,
     index_use,
+    judgeable_queues,
     live_rows,
     live_set_index,
     predicate_sql,
-    queue_facts,
     review,
     stakeholder_label,
     statement_queue,
@@ -52,7 +52,7 @@ class Options:
 @check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
        options=Options,
        requires=("table_facts", "sizes", "index_definitions", "live_set"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A non-partial index on the dequeue path covers the archive of finished jobs.
 
     ## What it finds
@@ -88,11 +88,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     the index is under `min_index_bytes`; or a partial replacement already exists for a
     constraint index, or for an index that other recorded statements read.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         live = queue.live
         if not any(
             i.is_valid and not i.is_partial and i.bytes >= options.min_index_bytes
@@ -100,7 +96,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         ):
             continue  # no full index is large enough to flag: judged without the live set
         if live is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
+            yield Skip(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
             continue
         order_columns = _dequeue_order_columns(snapshot, table)
         candidates = [i for i in table.indexes if _on_dequeue_path(i, live, order_columns)]
@@ -108,7 +104,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         est = live_rows(table, live)
         if est.rows is None:
-            yield Unmet(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
+            yield Skip(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
             continue
         if table.reltuples <= 0:
             continue
@@ -116,9 +112,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         if archive < options.min_archive_fraction:
             continue
         for idx in candidates:
-            issue = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options)
-            if issue is not None:
-                yield issue
+            finding = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options)
+            if finding is not None:
+                yield finding
 
 
 def _on_dequeue_path(idx: Index, live: LivePredicate, order_columns: set[str]) -> bool:
@@ -149,7 +145,7 @@ def _judge(
     source: str,
     archive: float,
     options: Options,
-) -> Issue | None:
+) -> Finding | None:
     if idx.bytes < options.min_index_bytes:
         return None
     keys = _replacement_keys(table, idx, live)
@@ -180,8 +176,8 @@ def _judge(
     if existing is not None:
         notes.insert(0, f"The partial index {existing.name} already serves the live set.")
     if not kept:
-        steps.append(_drop(table, idx.name, use, notes))
-    return Issue(
+        steps.append(_drop(table, idx, use, notes))
+    return Finding(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
             f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "
@@ -240,10 +236,18 @@ def _kept_for(name: str, users: tuple[Stakeholder, ...]) -> str:
     )
 
 
-def _drop(table: Table, name: str, use: IndexUse, notes: list[str]) -> FixStep:
+def _drop(table: Table, idx: Index, use: IndexUse, notes: list[str]) -> FixStep:
     """The DROP INDEX step: a migration when every recorded statement on the table was
     planned and none reads the index; a review step, with why, when nobody can know."""
+    name = idx.name
     step = drop_index(table.schema, name)
+    if idx.idx_scan:
+        # pg_stat_statements keeps only pg_stat_statements.max entries and forgets on reset;
+        # the index's own scan count is the reader who is never evicted.
+        notes.append(
+            f"{name} has been scanned {idx.idx_scan:,} times since statistics were reset; "
+            "statements pg_stat_statements no longer holds may be among them."
+        )
     if use.unavailable is not None:
         notes.append(
             f"No other statement could be checked for {name} ({use.unavailable}): the DROP is "

@@ -6,18 +6,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    Finding,
     Fix,
-    Issue,
     Severity,
+    Skip,
     Snapshot,
     Target,
-    Unmet,
     btree_bytes,
     check,
     human_bytes,
     human_count,
+    judgeable_queues,
     live_rows,
-    queue_facts,
     reindex,
     suggested_vacuum_threshold,
     table_setting,
@@ -40,7 +40,7 @@ class Options:
 @check("QA102", "dead-entry-bloated-partial-index", severity=Severity.WARNING,
        category="indexes", options=Options,
        requires=("table_facts", "sizes", "index_definitions"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A partial index on a queue table is far larger than the live rows it holds need.
 
     ## What it finds
@@ -63,16 +63,12 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     ## When it stays quiet
     The index is under `min_index_bytes`, or within `min_size_ratio` of its fresh size.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         for idx in table.indexes:
             if not (idx.is_partial and idx.is_valid) or idx.bytes < options.min_index_bytes:
                 continue
             if idx.reltuples < 0:
-                yield Unmet(
+                yield Skip(
                     f"{idx.name}: the index has no row estimate yet (run ANALYZE)",
                     table.qualified,
                 )
@@ -97,7 +93,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                     f"table (QA201), so the index would bloat again: the ALTER TABLE fixes "
                     f"the threshold at {n:,}: {basis}."
                 )
-            yield Issue(
+            yield Finding(
                 target=Target("index", table.schema, table.name, idx.name),
                 message=(
                     f"Partial index {idx.name} on {table.qualified} is "

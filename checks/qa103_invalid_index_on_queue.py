@@ -6,18 +6,18 @@ import re
 from collections.abc import Iterator
 
 from qadvisor.api import (
+    Finding,
     Fix,
     Index,
-    Issue,
     Severity,
+    Skip,
     Snapshot,
     Table,
     Target,
-    Unmet,
     check,
     drop_index,
     human_bytes,
-    queue_facts,
+    judgeable_queues,
 )
 
 # REINDEX CONCURRENTLY names its new copy <name>_ccnew (then _ccnew1, ...) and, once swapped,
@@ -27,7 +27,7 @@ _LEFTOVER = re.compile(r"^(?P<base>.+)_cc(?P<kind>new|old)\d*$")
 
 @check("QA103", "invalid-index-on-queue", severity=Severity.WARNING,
        category="indexes", requires=("table_facts", "sizes", "index_definitions"))  # fmt: skip
-def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """An invalid index on a queue table: every write maintains it, no query can use it.
 
     ## What it finds
@@ -54,14 +54,10 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     ## When it stays quiet
     Every index of the queue tables is valid.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        _queue, table = item
+    for _queue, table in judgeable_queues(snapshot):
         invalid = [i for i in table.indexes if not i.is_valid]
         for idx in invalid:
-            yield _issue(table, idx, len(invalid))
+            yield _finding(table, idx, len(invalid))
 
 
 def _shadowed(table: Table, idx: Index) -> tuple[Index | None, str]:
@@ -86,7 +82,7 @@ def _shape(idx: Index) -> str:
     return re.sub(r"^(CREATE (?:UNIQUE )?INDEX )\S+ ", r"\1", idx.definition)
 
 
-def _issue(table: Table, idx: Index, invalid_count: int) -> Issue:
+def _finding(table: Table, idx: Index, invalid_count: int) -> Finding:
     twin, how = _shadowed(table, idx)
     notes = [
         f"{idx.name} is invalid: make sure no CREATE INDEX CONCURRENTLY or REINDEX "
@@ -101,7 +97,7 @@ def _issue(table: Table, idx: Index, invalid_count: int) -> Issue:
             "nothing needs reindexing on a schedule."
         )
     shadow = f", beside valid index {twin.name}" if twin is not None else ""
-    return Issue(
+    return Finding(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
             f"Index {idx.name} on {table.qualified} is invalid ({human_bytes(idx.bytes)}"

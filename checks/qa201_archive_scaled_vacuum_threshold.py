@@ -7,18 +7,21 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     MIN_SAMPLE_ROWS,
+    Finding,
     Fix,
-    Issue,
+    Rates,
     Severity,
+    Skip,
     Snapshot,
+    Table,
     Target,
-    Unmet,
+    VacuumTrigger,
     autovacuum_enabled,
     check,
     human_count,
     human_seconds,
+    judgeable_queues,
     live_rows,
-    queue_facts,
     rates,
     suggested_vacuum_threshold,
     table_setting,
@@ -41,7 +44,7 @@ class Options:
 @check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
        category="vacuum", options=Options,
        requires=("table_facts", "live_set"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """Autovacuum's trigger on a queue table is set by the archive, not by the live set.
 
     ## What it finds
@@ -77,11 +80,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
     completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         if not autovacuum_enabled(snapshot, table):
             continue
         trigger = vacuum_trigger(snapshot, table)
@@ -90,97 +89,128 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         est = live_rows(table, queue.live)
         if est.rows is None:
             why = est.source if queue.live is not None else queue.reason
-            yield Unmet(f"{table.qualified}: live set unknown: {why}", table.qualified)
+            yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
         ratio = trigger.value / max(est.rows, 1.0)
         if ratio < options.min_ratio:
             continue
-        stats = table.stats
-        r = rates(snapshot, table)
-        evidence: dict[str, object] = {
-            "n_dead_tup": stats.n_dead_tup,
-            "vacuum_trigger": round(trigger.value),
-            "autovacuum_vacuum_threshold": trigger.threshold,
-            "autovacuum_vacuum_scale_factor": trigger.scale_factor,
-            "settings_source": trigger.scale_factor_source,
-            "reltuples": round(trigger.reltuples),
-            "autovacuum_vacuum_max_threshold": trigger.max_threshold,
-            "live_rows": round(est.rows),
-            "live_rows_source": est.source,
-            "trigger_to_live_ratio": round(ratio, 1),
-            "autovacuum_count": stats.autovacuum_count,
-            "last_autovacuum": stats.last_autovacuum,
-            "autoanalyze_count": stats.autoanalyze_count,
-            "last_autoanalyze": stats.last_autoanalyze,
-            "min_ratio": options.min_ratio,
-            "min_trigger": options.min_trigger,
-        }
-        severity = None
-        wait_text = ""
-        if r is not None:
-            # Autoanalyze raises reltuples with every insert, so the trigger recedes by
-            # scale_factor per inserted row while dead tuples grow by the dead rate.
-            closing = r.dead_per_s - trigger.scale_factor * r.inserts_per_s
-            remaining = max(trigger.value - stats.n_dead_tup, 0.0)
-            wait = remaining / closing if r.dead_measured and closing > 0 else None
-            # "Never" needs an imbalance measured on both sides, not two rates of zero.
-            never = r.dead_measured and r.inserts_measured and closing <= 0
-            evidence |= {
-                "sample_seconds": r.seconds,
-                "sample_dead_tuples": r.dead_rows,
-                "sample_inserts": r.inserted_rows,
-                "dead_tuples_per_s": round(r.dead_per_s, 1),
-                "inserts_per_s": round(r.inserts_per_s, 1),
-                "seconds_to_autovacuum": round(wait) if wait is not None else None,
-                "min_sample_rows": MIN_SAMPLE_ROWS,
-            }
-            if never or (wait is not None and wait > options.critical_wait_s):
-                severity = Severity.CRITICAL
-            if wait is not None:
-                wait_text = (
-                    f" At the measured {r.dead_per_s:,.0f} dead tuples/s autovacuum fires in "
-                    f"about {human_seconds(wait)}."
-                )
-            elif never:
-                wait_text = (
-                    f" At the measured {r.dead_per_s:,.0f} dead tuples/s and "
-                    f"{r.inserts_per_s:,.0f} inserts/s autovacuum never catches up: the "
-                    "trigger recedes as fast as dead tuples grow."
-                )
-            else:
-                saw = (
-                    "no claims"
-                    if r.dead_rows == 0
-                    else f"too few claims to measure a rate ({r.dead_rows:,} dead tuples)"
-                )
-                wait_text = (
-                    f" The {r.seconds:g} s sample saw {saw}: take it while workers run to "
-                    "know when autovacuum fires."
-                )
-        n, basis = suggested_vacuum_threshold(snapshot, table, est.rows)
-        yield Issue(
-            target=Target("table", table.schema, table.name, table.name),
-            severity=severity,
-            message=(
-                f"Autovacuum of {table.qualified} waits for "
-                f"{human_count(trigger.value)} dead tuples ({trigger.scale_factor:g} x "
-                f"{human_count(trigger.reltuples)} rows + {trigger.threshold:g}), "
-                f"{ratio:,.0f}x its {human_count(est.rows)} live rows; "
-                f"{human_count(stats.n_dead_tup)} dead tuples now, "
-                f"{stats.autovacuum_count} autovacuum runs so far.{wait_text}"
-            ),
-            evidence=evidence,
-            explanation=(
-                "reltuples counts the finished rows, so the scale factor ties the vacuum "
-                "trigger to the archive while dead tuples come from throughput."
-            ),
-            fix=Fix(
-                notes=f"Threshold {n:,}: {basis}. Autovacuum picks the new trigger up on its "
-                "next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
-                safety="safe",
-                steps=(table_setting(vacuum_threshold_sql(table, n)),),
-            ),
+        yield _finding(snapshot, table, trigger, (est.rows, est.source), ratio, options)
+
+
+def _finding(
+    snapshot: Snapshot,
+    table: Table,
+    trigger: VacuumTrigger,
+    live: tuple[float, str],
+    ratio: float,
+    options: Options,
+) -> Finding:
+    """A table whose trigger the archive sets, ``ratio`` times its live rows (``live``: how
+    many, and how that was estimated); with --sample, when autovacuum fires."""
+    stats = table.stats
+    rows, source = live
+    evidence: dict[str, object] = {
+        "n_dead_tup": stats.n_dead_tup,
+        "vacuum_trigger": round(trigger.value),
+        "autovacuum_vacuum_threshold": trigger.threshold,
+        "autovacuum_vacuum_scale_factor": trigger.scale_factor,
+        "settings_source": trigger.scale_factor_source,
+        "reltuples": round(trigger.reltuples),
+        "autovacuum_vacuum_max_threshold": trigger.max_threshold,
+        "live_rows": round(rows),
+        "live_rows_source": source,
+        "trigger_to_live_ratio": round(ratio, 1),
+        "autovacuum_count": stats.autovacuum_count,
+        "last_autovacuum": stats.last_autovacuum,
+        "autoanalyze_count": stats.autoanalyze_count,
+        "last_autoanalyze": stats.last_autoanalyze,
+        "min_ratio": options.min_ratio,
+        "min_trigger": options.min_trigger,
+    }
+    r = rates(snapshot, table)
+    sampled = (
+        _Sampled({}, None, "") if r is None else _sampled(r, trigger, stats.n_dead_tup, options)
+    )
+    n, basis = suggested_vacuum_threshold(snapshot, table, rows)
+    return Finding(
+        target=Target("table", table.schema, table.name, table.name),
+        severity=sampled.severity,
+        message=(
+            f"Autovacuum of {table.qualified} waits for "
+            f"{human_count(trigger.value)} dead tuples ({trigger.scale_factor:g} x "
+            f"{human_count(trigger.reltuples)} rows + {trigger.threshold:g}), "
+            f"{ratio:,.0f}x its {human_count(rows)} live rows; "
+            f"{human_count(stats.n_dead_tup)} dead tuples now, "
+            f"{stats.autovacuum_count} autovacuum runs so far.{sampled.text}"
+        ),
+        evidence=evidence | sampled.evidence,
+        explanation=(
+            "reltuples counts the finished rows, so the scale factor ties the vacuum "
+            "trigger to the archive while dead tuples come from throughput."
+        ),
+        fix=Fix(
+            notes=f"Threshold {n:,}: {basis}. Autovacuum picks the new trigger up on its "
+            "next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
+            safety="safe",
+            steps=(table_setting(vacuum_threshold_sql(table, n)),),
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _Sampled:
+    """What a --sample adds to the finding: evidence, a severity other than the default
+    (None: the default), and a sentence for the message."""
+
+    evidence: dict[str, object]
+    severity: Severity | None
+    text: str
+
+
+def _sampled(r: Rates, trigger: VacuumTrigger, dead: int, options: Options) -> _Sampled:
+    """When autovacuum fires at the measured rates, if it ever does."""
+    # Autoanalyze raises reltuples with every insert, so the trigger recedes by scale_factor
+    # per inserted row while dead tuples grow by the dead rate.
+    closing = r.dead_per_s - trigger.scale_factor * r.inserts_per_s
+    remaining = max(trigger.value - dead, 0.0)
+    wait = remaining / closing if r.dead_measured and closing > 0 else None
+    # "Never" needs an imbalance measured on both sides, not two rates of zero.
+    never = r.dead_measured and r.inserts_measured and closing <= 0
+    evidence: dict[str, object] = {
+        "sample_seconds": r.seconds,
+        "sample_dead_tuples": r.dead_rows,
+        "sample_inserts": r.inserted_rows,
+        "dead_tuples_per_s": round(r.dead_per_s, 1),
+        "inserts_per_s": round(r.inserts_per_s, 1),
+        "seconds_to_autovacuum": round(wait) if wait is not None else None,
+        "min_sample_rows": MIN_SAMPLE_ROWS,
+    }
+    critical = never or (wait is not None and wait > options.critical_wait_s)
+    return _Sampled(evidence, Severity.CRITICAL if critical else None, _wait_text(r, wait, never))
+
+
+def _wait_text(r: Rates, wait: float | None, never: bool) -> str:
+    """The message's sentence on when autovacuum fires, or why the sample cannot tell."""
+    if wait is not None:
+        return (
+            f" At the measured {r.dead_per_s:,.0f} dead tuples/s autovacuum fires in "
+            f"about {human_seconds(wait)}."
         )
+    if never:
+        return (
+            f" At the measured {r.dead_per_s:,.0f} dead tuples/s and "
+            f"{r.inserts_per_s:,.0f} inserts/s autovacuum never catches up: the "
+            "trigger recedes as fast as dead tuples grow."
+        )
+    saw = (
+        "no claims"
+        if r.dead_rows == 0
+        else f"too few claims to measure a rate ({r.dead_rows:,} dead tuples)"
+    )
+    return (
+        f" The {r.seconds:g} s sample saw {saw}: take it while workers run to "
+        "know when autovacuum fires."
+    )
 
 
 def _dead_now(table: str, dead: int, n: int) -> str:

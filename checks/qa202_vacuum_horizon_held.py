@@ -6,13 +6,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    Finding,
     Fix,
     HorizonHolder,
-    Issue,
     Severity,
+    Skip,
     Snapshot,
     Target,
-    Unmet,
     check,
     human_count,
     human_seconds,
@@ -36,7 +36,7 @@ class Options:
 @check("QA202", "vacuum-horizon-held", severity=Severity.WARNING, category="vacuum",
        options=Options,
        requires=("horizon",))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A long transaction, replication slot or prepared transaction keeps dead queue rows.
 
     ## What it finds
@@ -66,7 +66,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     if not snapshot.queues:
         return
     if "horizon" in snapshot.unavailable:
-        yield Unmet(snapshot.unavailable["horizon"])
+        yield Skip(snapshot.unavailable["horizon"])
         return
     dead = {t.qualified: t.stats.n_dead_tup for _q, t in queue_tables(snapshot)}
     for h in snapshot.horizon:
@@ -83,7 +83,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             else f"{human_count(h.xmin_age or 0)} transactions behind"
         )
         who = f" ({h.application_name})" if h.application_name else ""
-        yield Issue(
+        yield Finding(
             target=Target("horizon", None, None, f"{_slug(h.kind)}-{h.name}"),
             severity=Severity.CRITICAL if critical else None,
             message=(
@@ -111,7 +111,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         )
     if "horizon_hidden" in snapshot.unavailable:
         # Sessions the role cannot see into: the holders above are judged, those are not.
-        yield Unmet(snapshot.unavailable["horizon_hidden"])
+        yield Skip(snapshot.unavailable["horizon_hidden"])
 
 
 def _slug(kind: str) -> str:

@@ -5,18 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qadvisor.api import (
+    Finding,
     Fix,
-    Issue,
     NoOptions,
     Severity,
+    Skip,
     Snapshot,
     Target,
-    Unmet,
     check,
     human_count,
+    judgeable_queues,
     migration,
     qualified,
-    queue_facts,
     table_setting,
 )
 
@@ -26,7 +26,7 @@ _OFF = ("false", "off", "0", "no")
 @check("QA203", "queue-autovacuum-disabled", severity=Severity.WARNING, category="vacuum",
        options=NoOptions,
        requires=("table_facts",))  # fmt: skip
-def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     """Autovacuum is switched off for a queue table, or for the whole server.
 
     ## What it finds
@@ -54,9 +54,9 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     for setting in ("autovacuum", "track_counts"):
         value = snapshot.settings.get(setting)
         if value is None:
-            yield Unmet(f"setting {setting} was not collected")
+            yield Skip(f"setting {setting} was not collected")
         elif value == "off":
-            yield Issue(
+            yield Finding(
                 target=Target("server", None, None, setting),
                 severity=Severity.CRITICAL,
                 message=(
@@ -81,15 +81,11 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
                     ),
                 ),
             )
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        _queue, table = item
+    for _queue, table in judgeable_queues(snapshot):
         raw = table.reloptions.get("autovacuum_enabled")
         if raw is None or raw.lower() not in _OFF:
             continue
-        yield Issue(
+        yield Finding(
             target=Target("table", table.schema, table.name, table.name),
             message=(
                 f"Autovacuum is disabled on queue table {table.qualified} "

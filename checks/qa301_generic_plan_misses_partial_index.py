@@ -6,25 +6,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    Dequeue,
+    Finding,
     Fix,
     Index,
-    Issue,
     PlanNode,
     Predicate,
-    Queue,
     Severity,
+    Skip,
     Snapshot,
     Statement,
     StatementError,
     Table,
     Target,
-    Unmet,
     check,
-    dequeue_statements,
     describe_node,
     human_count,
     index_predicate_columns,
     indexes_used,
+    judgeable_dequeues,
     literal,
     parse_index_predicate,
     plan_cache_mode,
@@ -66,7 +66,7 @@ class Options:
 @check("QA301", "generic-plan-misses-partial-index", severity=Severity.WARNING,
        category="statements", options=Options,
        requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A parameterized predicate hides the partial index from generic plans.
 
     ## What it finds
@@ -113,18 +113,16 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     and says which counter disagrees. Every finding from pg_stat_statements shows the
     statement's measured calls, time and blocks per call beside its plans.
     """
-    for item in dequeue_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, queue, table = item
-        if stmt.custom_plan is None or stmt.generic_plan is None or stmt.parsed is None:
+    for d in judgeable_dequeues(snapshot):
+        stmt, table = d.statement, d.table
+        if stmt.custom_plan is None or stmt.generic_plan is None:
             if not stmt.plan_error:  # a plan error was reported as a skip already
-                yield Unmet(f"{statement_id(stmt)}: no custom and generic plan", queue.qualified)
+                yield Skip(f"{statement_id(stmt)}: no custom and generic plan", d.queue.qualified)
             continue
-        bound = _parameter_predicates(stmt.parsed.predicates)
+        bound = _parameter_predicates(d.parsed.predicates)
         if not bound:
             continue
+        plans = (stmt.custom_plan, stmt.generic_plan)
         custom_used = indexes_used(stmt.custom_plan, table.schema, table.name)
         generic_used = indexes_used(stmt.generic_plan, table.schema, table.name)
         for idx in table.indexes:
@@ -132,7 +130,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
                 continue
             columns = index_predicate_columns(idx, table) & {p.column for p in bound}
             if columns and idx.name in custom_used and idx.name not in generic_used:
-                yield _issue(snapshot, stmt, queue, table, idx, columns, options)
+                yield _finding(snapshot, d, plans, idx, columns, options)
                 break
 
 
@@ -140,16 +138,18 @@ def _parameter_predicates(predicates: tuple[Predicate, ...]) -> list[Predicate]:
     return [p for p in predicates if any(o.kind == "parameter" for o in p.operands)]
 
 
-def _issue(
+def _finding(
     snapshot: Snapshot,
-    stmt: Statement,
-    queue: Queue,
-    table: Table,
+    d: Dequeue,
+    plans: tuple[PlanNode, PlanNode],
     idx: Index,
     columns: frozenset[str],
     options: Options,
-) -> Issue:
-    assert stmt.parsed is not None and stmt.custom_plan and stmt.generic_plan
+) -> Finding:
+    """The statement's custom plan (``plans``: custom, generic) uses the partial index, its
+    generic plan cannot: ``columns`` are compared with a parameter."""
+    stmt, table = d.statement, d.table
+    custom_plan, generic_plan = plans
     name = statement_id(stmt)
     label = statement_label(stmt)
     mode = plan_cache_mode(snapshot, stmt.role)
@@ -164,9 +164,9 @@ def _issue(
         severity = Severity.INFO
         confirmed = ""
     column_list = ", ".join(sorted(columns))
-    custom_scan = _scan_line(stmt.custom_plan, table)
-    generic_scan = _scan_line(stmt.generic_plan, table)
-    custom_cost, generic_cost = stmt.custom_plan.total_cost, stmt.generic_plan.total_cost
+    custom_scan = _scan_line(custom_plan, table)
+    generic_scan = _scan_line(generic_plan, table)
+    custom_cost, generic_cost = custom_plan.total_cost, generic_plan.total_cost
     ratio = generic_cost / custom_cost if custom_cost > 0 else None
     message = (
         f"{label} compares {column_list} with a parameter, so its generic plan cannot use "
@@ -197,10 +197,10 @@ def _issue(
         "partial_index": idx.name,
         "index_predicate": idx.predicate,
         "custom_values": dict(stmt.custom_values),
-        "custom_plan": "\n".join(plan_outline(stmt.custom_plan)),
+        "custom_plan": "\n".join(plan_outline(custom_plan)),
         "custom_plan_cost": custom_cost,
         "custom_plan_scan": custom_scan,
-        "generic_plan": "\n".join(plan_outline(stmt.generic_plan)),
+        "generic_plan": "\n".join(plan_outline(generic_plan)),
         "generic_plan_cost": generic_cost,
         "generic_plan_scan": generic_scan,
         "generic_to_custom_cost_ratio": round(ratio, 1) if ratio else None,
@@ -221,7 +221,7 @@ def _issue(
         }
     if stmt.analyzed_ms is not None:
         evidence["analyzed_custom_ms"] = stmt.analyzed_ms
-    return Issue(
+    return Finding(
         target=Target("statement", table.schema, table.name, name),
         severity=severity,
         message=message,
@@ -232,7 +232,7 @@ def _issue(
             f"the value. A generic plan of this statement reads {human_count(table.reltuples)} "
             "rows' worth of table or index instead."
         ),
-        fix=_fix(stmt, queue, idx, columns, mode.forced_generic, mode.source),
+        fix=_fix(d, idx, columns, mode.forced_generic, mode.source),
     )
 
 
@@ -294,22 +294,15 @@ def _measured(stmt: Statement) -> str:
     return f"{parts[0]}, " + " and ".join(parts[1:]) + " per call" if len(parts) > 1 else parts[0]
 
 
-def _fix(
-    stmt: Statement,
-    queue: Queue,
-    idx: Index,
-    columns: frozenset[str],
-    forced: bool,
-    source: str,
-) -> Fix:
-    assert stmt.parsed is not None
+def _fix(d: Dequeue, idx: Index, columns: frozenset[str], forced: bool, source: str) -> Fix:
+    stmt, queue = d.statement, d.queue
     # Every parameter compared with the index predicate's columns: its value reached qadvisor
     # only as $n (pg_stat_statements, a bound parameter of the user's text, a function's
     # variable), so the rewrite names where the application's value goes and writes none.
     numbers = sorted(
         {
             o.index
-            for pred in _parameter_predicates(stmt.parsed.predicates)
+            for pred in _parameter_predicates(d.parsed.predicates)
             if pred.column in columns
             for o in pred.operands
             if o.kind == "parameter" and o.index
@@ -349,7 +342,7 @@ def _fix(
     if queue.live is not None and queue.live.column not in columns:
         notes.append(f"The queue's live predicate is on {queue.live.column}.")
     try:
-        rewritten = with_placeholders(stmt.parsed.text, numbers) if numbers else None
+        rewritten = with_placeholders(d.parsed.text, numbers) if numbers else None
     except StatementError:
         rewritten = None
     if rewritten is None:

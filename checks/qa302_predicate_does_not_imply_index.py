@@ -5,25 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qadvisor.api import (
+    Dequeue,
+    Finding,
     Fix,
     Index,
     IndexFix,
     IndexKey,
-    Issue,
     LivePredicate,
     NoOptions,
+    PlanNode,
     Predicate,
     Severity,
+    Skip,
     Snapshot,
-    Statement,
-    Table,
     Target,
-    Unmet,
     check,
-    dequeue_statements,
     describe_node,
     index_keys,
     indexes_used,
+    judgeable_dequeues,
     operand_values,
     parse_index_predicate,
     plan_outline,
@@ -43,7 +43,7 @@ from qadvisor.api import (
 @check("QA302", "predicate-does-not-imply-index", severity=Severity.WARNING,
        category="statements", options=NoOptions,
        requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
-def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     """The dequeue predicate cannot use the partial index even with a custom plan.
 
     ## What it finds
@@ -81,14 +81,11 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
     pg_stat_statements text). When the planner's answer is not clear (it chose another index
     with the same key), the statement is reported as skipped.
     """
-    for item in dequeue_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, queue, table = item
-        if stmt.custom_plan is None or stmt.parsed is None:
+    for d in judgeable_dequeues(snapshot):
+        stmt, queue, table = d.statement, d.queue, d.table
+        if stmt.custom_plan is None:
             if not stmt.plan_error:  # a plan error was reported as a skip already
-                yield Unmet(f"{statement_id(stmt)}: no custom plan was made", queue.qualified)
+                yield Skip(f"{statement_id(stmt)}: no custom plan was made", queue.qualified)
             continue
         used = set(indexes_used(stmt.custom_plan, table.schema, table.name))
         if any(i.is_partial and i.name in used for i in table.indexes):
@@ -102,7 +99,7 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
             target = parse_index_predicate(idx.predicate) if idx.predicate else None
             if not idx.is_valid or target is None or not selects_waiting(target):
                 continue  # a pruner's index on finished states is not one a claim should use
-            judged = predicate_implies(stmt.parsed.predicates, target, stmt.custom_values)
+            judged = predicate_implies(d.parsed.predicates, target, stmt.custom_values)
             usable = usable or judged.implies is True
             if (
                 judged.implies is False
@@ -118,7 +115,7 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
             answers = "; ".join(
                 f"{c[0].name}: {probes.get(c[0].name, 'not asked')}" for c in candidates
             )
-            yield Unmet(
+            yield Skip(
                 f"{statement_label(stmt)}: whether its conditions can use the partial index "
                 f"is not clear ({answers})",
                 queue.qualified,
@@ -127,7 +124,7 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Issue | Unmet]:
         # The live set's own index first: that is the one the dequeue was meant to use.
         confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
         idx, target, preds = confirmed[0]
-        yield _issue(stmt, table, idx, target, preds)
+        yield _finding(d, stmt.custom_plan, idx, target, preds)
 
 
 def _meant_for(
@@ -154,25 +151,27 @@ def _meant_for(
     return bool(wanted & set(target.values))
 
 
-def _issue(
-    stmt: Statement,
-    table: Table,
+def _finding(
+    d: Dequeue,
+    custom_plan: PlanNode,
     idx: Index,
     target: LivePredicate,
     preds: tuple[Predicate, ...],
-) -> Issue:
-    assert stmt.parsed is not None and stmt.custom_plan is not None
+) -> Finding:
+    """The statement's conditions ``preds`` cannot prove the partial index's predicate
+    ``target``, and its custom plan does not use the index."""
+    stmt, table = d.statement, d.table
     name = statement_id(stmt)
     label = statement_label(stmt)
-    found = scans(stmt.custom_plan, table.schema, table.name)
-    scan = describe_node(found[0]) if found else describe_node(stmt.custom_plan)
+    found = scans(custom_plan, table.schema, table.name)
+    scan = describe_node(found[0]) if found else describe_node(custom_plan)
     conditions = [predicate_text(p, stmt.custom_values) or p.text for p in preds]
     message = (
         f"{label} filters {target.column} with {' AND '.join(conditions)}, which cannot prove "
         f"the predicate of partial index {idx.name} ({idx.predicate}): even its custom plan "
         f"reads {scan}."
     )
-    return Issue(
+    return Finding(
         target=Target("statement", table.schema, table.name, name),
         message=message,
         evidence={
@@ -184,10 +183,10 @@ def _issue(
             "index_predicate": idx.predicate,
             "index_definition": idx.definition,
             "custom_values": dict(stmt.custom_values),
-            "custom_plan": "\n".join(plan_outline(stmt.custom_plan)),
-            "custom_plan_cost": stmt.custom_plan.total_cost,
+            "custom_plan": "\n".join(plan_outline(custom_plan)),
+            "custom_plan_cost": custom_plan.total_cost,
             "custom_plan_scan": scan,
-            "indexes_used": list(indexes_used(stmt.custom_plan, table.schema, table.name)),
+            "indexes_used": list(indexes_used(custom_plan, table.schema, table.name)),
             "table_rows": round(table.reltuples),
             "partial_index_rows": round(idx.reltuples),
             "partial_index_scans": idx.idx_scan,
@@ -198,14 +197,14 @@ def _issue(
             "simple forms: the same comparison, or an IN list inside the index's list. "
             "Anything wider (more values, a negation, a range) reads past the index."
         ),
-        fix=_fix(stmt, table, idx, preds),
+        fix=_fix(d, idx, preds),
     )
 
 
-def _fix(stmt: Statement, table: Table, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
-    assert stmt.parsed is not None
+def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
+    stmt, table = d.statement, d.table
     conditions = [predicate_text(p, stmt.custom_values) for p in preds]
-    keys = index_keys(stmt.parsed.order_by, table) if stmt.parsed.order_by else None
+    keys = index_keys(d.parsed.order_by, table) if d.parsed.order_by else None
     if keys is None:
         directions = idx.descending or (False,) * len(idx.columns)
         keys = tuple(

@@ -7,25 +7,25 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     CONCURRENT_BUILD_NOTE,
+    Dequeue,
+    DequeueStatement,
+    Finding,
     Fix,
     IndexFix,
     IndexKey,
-    Issue,
     PlanNode,
-    Queue,
     Severity,
+    Skip,
     Snapshot,
-    Statement,
     Table,
     Target,
-    Unmet,
     analyze,
     check,
-    dequeue_statements,
     describe_node,
     existing_index,
     human_count,
     index_keys,
+    judgeable_dequeues,
     live_set_index,
     parse_index_predicate,
     plan_outline,
@@ -49,7 +49,7 @@ class Options:
 @check("QA303", "dequeue-sorts-backlog", severity=Severity.WARNING, category="statements",
        options=Options,
        requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """No index supplies the dequeue's ORDER BY, so every claim reads and sorts the backlog.
 
     ## What it finds
@@ -73,17 +73,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     An index (or an Incremental Sort on an index prefix) supplies the order; the statement
     has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows.
     """
-    for item in dequeue_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, queue, table = item
-        parsed = stmt.parsed
-        if parsed is None or not parsed.order_by:
+    for d in judgeable_dequeues(snapshot):
+        stmt, parsed, table = d.statement, d.parsed, d.table
+        if not parsed.order_by:
             continue
         if stmt.custom_plan is None:
             if not stmt.plan_error:  # a plan error was reported as a skip already
-                yield Unmet(f"{statement_id(stmt)}: no custom plan was made", queue.qualified)
+                yield Skip(f"{statement_id(stmt)}: no custom plan was made", d.queue.qualified)
             continue
         if parsed.limit is None and not parsed.limit_is_parameter:
             continue
@@ -94,7 +90,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
         read = _rows_read(scan, table)
         if max(read, sort.plan_rows) < options.min_rows_read:
             continue
-        yield _issue(stmt, queue, table, sort, scan, read, options)
+        yield _finding(d, stmt.custom_plan, (sort, scan), read, options)
 
 
 def _rows_read(scan: PlanNode, table: Table) -> float:
@@ -104,19 +100,20 @@ def _rows_read(scan: PlanNode, table: Table) -> float:
     return scan.plan_rows
 
 
-def _issue(
-    stmt: Statement,
-    queue: Queue,
-    table: Table,
-    sort: PlanNode,
-    scan: PlanNode,
+def _finding(
+    d: Dequeue,
+    custom_plan: PlanNode,
+    sorted_scan: tuple[PlanNode, PlanNode],
     read: float,
     options: Options,
-) -> Issue:
-    assert stmt.parsed is not None and stmt.custom_plan is not None
+) -> Finding:
+    """The custom plan sorts what a scan (``sorted_scan``: the sort, the scan) reads, ``read``
+    rows, to return the statement's LIMIT."""
+    stmt, table = d.statement, d.table
+    sort, scan = sorted_scan
     name = statement_id(stmt)
     label = statement_label(stmt)
-    limit = stmt.parsed.limit or 1
+    limit = d.parsed.limit or 1
     archive = scan.node_type == "Seq Scan" or (
         scan.index is not None and not _is_partial(table, scan.index)
     )
@@ -130,7 +127,7 @@ def _issue(
         **statement_evidence(stmt),
         "source": stmt.source,
         "statement_text": stmt.text,
-        "order_by": _order_text(stmt),
+        "order_by": _order_text(d.parsed),
         "limit": limit,
         "sort_node": describe_node(sort),
         "sort_key": list(sort.sort_key),
@@ -140,8 +137,8 @@ def _issue(
         "rows_read": round(read),
         "rows_read_per_row_returned": round(read / limit, 1),
         "custom_values": dict(stmt.custom_values),
-        "custom_plan": "\n".join(plan_outline(stmt.custom_plan)),
-        "custom_plan_cost": stmt.custom_plan.total_cost,
+        "custom_plan": "\n".join(plan_outline(custom_plan)),
+        "custom_plan_cost": custom_plan.total_cost,
         "table_rows": round(table.reltuples),
         "min_rows_read": options.min_rows_read,
     }
@@ -155,7 +152,7 @@ def _issue(
                 "analyzed_ms": stmt.analyzed_ms,
                 "analyzed_sort_node": describe_node(a_sort),
             }
-    return Issue(
+    return Finding(
         target=Target("statement", table.schema, table.name, name),
         message=message,
         evidence=evidence,
@@ -164,14 +161,13 @@ def _issue(
             "under the predicate, the planner reads every candidate, sorts them and keeps "
             "LIMIT. The cost grows with the backlog, just when the queue falls behind."
         ),
-        fix=_fix(stmt, queue, table),
+        fix=_fix(d),
     )
 
 
-def _order_text(stmt: Statement) -> str:
-    assert stmt.parsed is not None
+def _order_text(parsed: DequeueStatement) -> str:
     parts = []
-    for item in stmt.parsed.order_by:
+    for item in parsed.order_by:
         text = item.column + (" DESC" if item.descending else "")
         if item.nulls_first is not None:
             text += " NULLS FIRST" if item.nulls_first else " NULLS LAST"
@@ -183,9 +179,8 @@ def _is_partial(table: Table, index: str) -> bool:
     return any(i.name == index and i.is_partial for i in table.indexes)
 
 
-def _fix(stmt: Statement, queue: Queue, table: Table) -> Fix:
-    assert stmt.parsed is not None
-    parsed = stmt.parsed
+def _fix(d: Dequeue) -> Fix:
+    parsed, table = d.parsed, d.table
     keys = index_keys(parsed.order_by, table)
     notes: list[str] = []
     if keys is None:
@@ -201,7 +196,7 @@ def _fix(stmt: Statement, queue: Queue, table: Table) -> Fix:
                 f"The key starts with {lead}: the round-robin sub-select descends the index "
                 "once per tenant."
             )
-    build, source = _build(stmt, queue, table, keys)
+    build, source = _build(d, keys)
     if build.where is not None:
         notes.append(f"The WHERE is {source}, so the dequeue's predicate implies it.")
     else:
@@ -222,16 +217,13 @@ def _fix(stmt: Statement, queue: Queue, table: Table) -> Fix:
     return Fix(notes=" ".join(notes), steps=(build.step(),))
 
 
-def _build(
-    stmt: Statement, queue: Queue, table: Table, keys: tuple[IndexKey, ...]
-) -> tuple[IndexFix, str]:
+def _build(d: Dequeue, keys: tuple[IndexKey, ...]) -> tuple[IndexFix, str]:
     """The new index, with where its predicate comes from: the queue's live predicate when
     the statement implies it (named as QA101 names the same index, so that their fixes never
     build it twice), else the statement's own condition, else none."""
-    assert stmt.parsed is not None
-    live = queue.live
+    stmt, table, live = d.statement, d.table, d.queue.live
     if live is not None:
-        judged = predicate_implies(stmt.parsed.predicates, live, stmt.custom_values)
+        judged = predicate_implies(d.parsed.predicates, live, stmt.custom_values)
         if judged.implies:
             return live_set_index(table, live, keys), "the queue's live predicate"
         conditions = [predicate_text(p, stmt.custom_values) for p in judged.predicates]

@@ -7,31 +7,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
+    Dequeue,
+    Finding,
     Fix,
     FixStep,
     Index,
     IndexKey,
-    Issue,
+    Lateral,
     LivePredicate,
     OrderItem,
     PlanNode,
     Severity,
+    Skip,
     Snapshot,
-    Statement,
     StatementError,
     Table,
     Target,
     TenantFacts,
-    Unmet,
     analyze,
     check,
     condition_columns,
-    dequeue_statements,
     describe_node,
     distinct_values,
     existing_tenant_index,
     human_count,
     ident,
+    judgeable_dequeues,
     live_rows,
     qualified,
     rewrite,
@@ -63,7 +64,7 @@ class Options:
 @check("QA401", "round-robin-walks-backlog", severity=Severity.WARNING, category="tenants",
        options=Options,
        requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """The per-tenant sub-select of a round-robin dequeue walks the backlog.
 
     ## What it finds
@@ -102,26 +103,21 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     counts as many distinct tenants as there are; the statement has no LATERAL per-tenant
     sub-select. A statement without a plan is reported as skipped.
     """
-    for item in dequeue_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, queue, table = item
-        parsed = stmt.parsed
-        if parsed is None or parsed.lateral is None:
+    for d in judgeable_dequeues(snapshot):
+        stmt, table, lateral = d.statement, d.table, d.parsed.lateral
+        if lateral is None:
             continue
         plan = stmt.analyzed_plan or stmt.custom_plan
         if plan is None:
             if not stmt.plan_error:
-                yield Unmet(f"{statement_label(stmt)}: no plan was made", queue.qualified)
+                yield Skip(f"{statement_label(stmt)}: no plan was made", d.queue.qualified)
             continue
-        tenant = parsed.lateral.inner_column
-        walk = walking_scan(plan, table, tenant)
+        walk = walking_scan(plan, table, lateral.inner_column)
         facts = tenant_facts(snapshot, table.schema, table.name)
         if walk is not None:
-            yield _issue(snapshot, stmt, table, queue.live, tenant, walk, facts, options)
+            yield _walk(d, lateral, walk, facts, options)
             continue
-        latent = _latent(stmt, table, queue.live, tenant, plan, facts, options)
+        latent = _latent(d, lateral.inner_column, plan, facts, options)
         if latent is not None:
             yield latent
 
@@ -198,18 +194,17 @@ def backlog(
     return (round(est.rows), est.source) if est.rows is not None else (None, est.source)
 
 
-def _issue(
-    snapshot: Snapshot,
-    stmt: Statement,
-    table: Table,
-    live: LivePredicate | None,
-    tenant: str,
+def _walk(
+    d: Dequeue,
+    lateral: Lateral,
     walk: tuple[PlanNode, Index | None],
     facts: TenantFacts | None,
     options: Options,
-) -> Issue:
-    parsed = stmt.parsed
-    assert parsed is not None and parsed.lateral is not None
+) -> Finding:
+    """The sub-select ``lateral`` of the statement walks the backlog (``walk``: the scan and
+    its index) with the tenant as a Filter."""
+    stmt, table, live = d.statement, d.table, d.queue.live
+    tenant = lateral.inner_column
     node, idx = walk
     name = statement_id(stmt)
     label = statement_label(stmt)
@@ -222,9 +217,7 @@ def _issue(
         else f"walks index {idx.name if idx else node.index}"
         + (f" ({', '.join(str(c) for c in idx.columns)})" if idx else "")
     )
-    rotation = (
-        facts.rotation_table if facts and facts.rotation_table else parsed.lateral.outer_table
-    )
+    rotation = facts.rotation_table if facts and facts.rotation_table else lateral.outer_table
     message = (
         f"The round-robin sub-select of {label} {how} on {table.qualified} with {tenant} as a "
         f"Filter, instead of descending an index led by {tenant}: each tenant probed walks the "
@@ -285,7 +278,7 @@ def _issue(
         message += (
             f" With {human_count(rows)} live rows it is still cheap; it grows with the backlog."
         )
-    return Issue(
+    return Finding(
         target=Target("statement", table.schema, table.name, name),
         severity=severity,
         message=message,
@@ -295,23 +288,20 @@ def _issue(
             "expects thousands of rows per tenant and a short walk of the FIFO order; for "
             "small and idle tenants the walk is the whole backlog, once per tenant probed."
         ),
-        fix=_fix(stmt, table, live, tenant, tenants, n_distinct),
+        fix=_fix(d, tenant, tenants, n_distinct),
     )
 
 
 def _latent(
-    stmt: Statement,
-    table: Table,
-    live: LivePredicate | None,
+    d: Dequeue,
     tenant: str,
     plan: PlanNode,
     facts: TenantFacts | None,
     options: Options,
-) -> Issue | None:
+) -> Finding | None:
     """The descent of today's plan, when it rests on the ANALYZE sample: another index supplies
     the sub-select's order, the backlog is skewed and pg_stats undercounts the tenants."""
-    parsed = stmt.parsed
-    assert parsed is not None and parsed.lateral is not None
+    stmt, parsed, table = d.statement, d.parsed, d.table
     other = other_order_index(table, tenant, parsed.order_by)
     descent = descending_scan(plan, table, tenant)
     if other is None or descent is None or facts is None or len(facts.live_by_tenant) < 2:
@@ -363,7 +353,7 @@ def _latent(
     }
     if facts.notes:
         evidence["tenant_facts"] = list(facts.notes)
-    return Issue(
+    return Finding(
         target=Target("statement", table.schema, table.name, name),
         severity=Severity.INFO,
         message=message,
@@ -374,20 +364,12 @@ def _latent(
             "supplies the ORDER BY: an order only the per-tenant index supplies takes the "
             "choice away from the sample."
         ),
-        fix=_fix(stmt, table, live, tenant, tenants, n_distinct),
+        fix=_fix(d, tenant, tenants, n_distinct),
     )
 
 
-def _fix(
-    stmt: Statement,
-    table: Table,
-    live: LivePredicate | None,
-    tenant: str,
-    tenants: int | None,
-    n_distinct: float | None,
-) -> Fix | None:
-    parsed = stmt.parsed
-    assert parsed is not None
+def _fix(d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None) -> Fix | None:
+    stmt, parsed, table, live = d.statement, d.parsed, d.table, d.queue.live
     notes: list[str] = []
     steps: list[FixStep] = []
     order = tenant_order(table, tenant, parsed.order_by)

@@ -7,23 +7,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
+    Finding,
     Fix,
-    Issue,
     Lateral,
     LivePredicate,
     Severity,
+    Skip,
     Snapshot,
     Statement,
     Table,
     Target,
     TenantFacts,
-    Unmet,
     check,
     human_count,
     ident,
+    judgeable_queues,
     predicate_sql,
     qualified,
-    queue_facts,
     review,
     statement_queue,
     tenant_facts,
@@ -47,7 +47,7 @@ class Options:
 @check("QA402", "idle-tenants-in-rotation", severity=Severity.WARNING, category="tenants",
        options=Options,
        requires=("table_facts", "statements", "tenant_counts", "tenant_rotation"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """The rotation table of a round-robin dequeue holds many tenants with nothing queued.
 
     ## What it finds
@@ -76,17 +76,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     found through the statement, so a queue whose dequeue is not known at all, or whose idle
     tenants could not be counted cheaply, is reported as skipped.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         facts = tenant_facts(snapshot, table.schema, table.name)
         if facts is None:
             continue  # no tenant column: no per-tenant rotation
         if facts.rotation_table is None:
             if not any(_dequeues(snapshot, s, table) for s in snapshot.statements):
-                yield Unmet(
+                yield Skip(
                     f"{table.qualified}: no dequeue statement of this queue is known, so "
                     "neither is a round-robin rotation table (give it with --query)",
                     table.qualified,
@@ -94,7 +90,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
             continue
         if facts.idle_tenants is None or facts.rotation_rows is None:
             reason = next((n for n in facts.notes if "idle tenants" in n), facts.error)
-            yield Unmet(
+            yield Skip(
                 f"{table.qualified}: idle tenants unknown: {reason or 'not collected'}",
                 table.qualified,
             )
@@ -135,7 +131,7 @@ def _issue(
     rows: int,
     probed: int,
     options: Options,
-) -> Issue:
+) -> Finding:
     assert facts.rotation_table is not None
     rotation = qualified(facts.rotation_schema, facts.rotation_table)
     share = idle / max(probed, 1)
@@ -165,7 +161,7 @@ def _issue(
     }
     if facts.notes:
         evidence["tenant_facts"] = list(facts.notes)
-    return Issue(
+    return Finding(
         target=Target("table", facts.rotation_schema, facts.rotation_table, facts.rotation_table),
         message=message,
         evidence=evidence,

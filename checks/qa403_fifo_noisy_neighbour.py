@@ -7,19 +7,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
-    Issue,
+    Finding,
     LivePredicate,
     Severity,
+    Skip,
     Snapshot,
     Statement,
     Table,
     Target,
     TenantFacts,
-    Unmet,
     check,
     human_count,
     human_seconds,
-    queue_facts,
+    judgeable_queues,
     round_robin_fix,
     statement_id,
     statement_queue,
@@ -50,7 +50,7 @@ class Options:
 @check("QA403", "fifo-noisy-neighbour", severity=Severity.WARNING, category="tenants",
        options=Options,
        requires=("table_facts", "tenant_counts"))  # fmt: skip
-def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A multi-tenant queue is dequeued in global order while one tenant fills the backlog.
 
     ## What it finds
@@ -79,18 +79,14 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Issue | Unmet]:
     times the median of the other tenants (an even split); fewer than `min_tenants` tenants
     have work; or fewer than `min_backlog` jobs are queued.
     """
-    for item in queue_facts(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        queue, table = item
+    for queue, table in judgeable_queues(snapshot):
         facts = tenant_facts(snapshot, table.schema, table.name)
         if facts is None:
             continue
         if not facts.live_by_tenant:
             reason = next((n for n in facts.notes if "not counted" in n), facts.error)
             if reason:
-                yield Unmet(
+                yield Skip(
                     f"{table.qualified}: live rows per tenant unknown: {reason}",
                     table.qualified,
                 )
@@ -139,7 +135,7 @@ def _issue(
     tenants: int,
     share: float,
     skew: float,
-) -> Issue:
+) -> Finding:
     counts = facts.live_by_tenant
     top = counts[0]
     at_least = "" if facts.counts_complete else "at least "
@@ -198,7 +194,7 @@ def _issue(
     if facts.notes:
         evidence["tenant_facts"] = list(facts.notes)
     order = fifo[0].parsed.order_by if fifo and fifo[0].parsed else ()
-    return Issue(
+    return Finding(
         target=Target("table", table.schema, table.name, table.name),
         severity=None if fifo else Severity.INFO,
         message=message,

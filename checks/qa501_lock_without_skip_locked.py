@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qadvisor.api import (
+    Finding,
     Fix,
-    Issue,
     Severity,
+    Skip,
     Snapshot,
-    Unmet,
     check,
-    locking_statements,
+    judgeable_locking,
     rewrite,
     statement_evidence,
     statement_label,
@@ -27,7 +27,7 @@ from qadvisor.api import (
     category="locking",
     requires=("statements",),
 )
-def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """A dequeue statement locks rows with FOR UPDATE (or NOWAIT) but without SKIP LOCKED.
 
     ## What it finds
@@ -52,13 +52,8 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     lock. A queue whose dequeue statement is not known (no pg_stat_statements, no `--query`)
     is reported as skipped.
     """
-    for item in locking_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, job = item
-        parsed = stmt.parsed
-        assert parsed is not None
+    for locking in judgeable_locking(snapshot):
+        stmt, parsed, job = locking.statement, locking.parsed, locking.job
         if parsed.lock.wait_policy == "skip locked":
             continue
         target = statement_target(snapshot, stmt)
@@ -79,7 +74,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
                 "hold and takes the next free one.",
                 steps=(rewrite(stmt, rewritten + ";"),),
             )
-        yield Issue(
+        yield Finding(
             target=target,
             message=(
                 f"{statement_label(stmt)} claims {target.table} rows with {clause} without SKIP "

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qadvisor.api import (
+    Finding,
     Fix,
-    Issue,
     Severity,
+    Skip,
     Snapshot,
-    Unmet,
     check,
-    locking_statements,
+    judgeable_locking,
     rewrite,
     statement_evidence,
     statement_label,
@@ -27,7 +27,7 @@ from qadvisor.api import (
     category="locking",
     requires=("statements",),
 )
-def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """The claim locks the tenant's (or rotation) row instead of, or as well as, the job.
 
     ## What it finds
@@ -56,13 +56,8 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     that reads no other table at the locking level). A queue whose dequeue statement is not
     known is reported as skipped.
     """
-    for item in locking_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, job = item
-        parsed = stmt.parsed
-        assert parsed is not None
+    for locking in judgeable_locking(snapshot):
+        stmt, parsed, job = locking.statement, locking.parsed, locking.job
         others = [t for t in parsed.locked_tables if t != job[1]]
         if not others:
             continue
@@ -88,7 +83,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
                 "pattern is usually written.",
                 steps=(rewrite(stmt, rewritten + ";"),),
             )
-        yield Issue(
+        yield Finding(
             target=target,
             message=message,
             evidence={

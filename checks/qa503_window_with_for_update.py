@@ -7,16 +7,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from qadvisor.api import (
+    Finding,
     Fix,
-    Issue,
     KeyNotReturned,
     Severity,
+    Skip,
     Snapshot,
     Statement,
     Table,
-    Unmet,
     check,
-    locking_statements,
+    judgeable_locking,
     qualified,
     rewrite,
     round_robin_fix,
@@ -42,7 +42,7 @@ _TENANT = re.compile(
     category="locking",
     requires=("statements",),
 )
-def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
+def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """FOR UPDATE at the same query level as a window function: PostgreSQL refuses it.
 
     ## What it finds
@@ -69,13 +69,8 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
     sub-select, or in a derived table that `FOR UPDATE OF` leaves out, are accepted. A queue
     whose dequeue statement is not known is reported as skipped.
     """
-    for item in locking_statements(snapshot):
-        if isinstance(item, Unmet):
-            yield item
-            continue
-        stmt, job = item
-        parsed = stmt.parsed
-        assert parsed is not None
+    for locking in judgeable_locking(snapshot):
+        stmt, parsed, job = locking.statement, locking.parsed, locking.job
         if not parsed.has_window:
             continue
         table = next(
@@ -117,7 +112,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Issue | Unmet]:
                 )
         if fix is None:
             fix = _wrapped_fix(stmt, table, job)
-        yield Issue(
+        yield Finding(
             target=statement_target(snapshot, stmt),
             message=(
                 f"{statement_label(stmt)} takes a row lock at a query level with a window "

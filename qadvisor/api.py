@@ -4,7 +4,8 @@ The built-in pack (``checks/``) imports nothing else of qadvisor (an import cont
 test suite holds it to that), so a third-party pack can do all it does. Every name below is a
 promise to third-party packs; the groups read as a table of contents:
 
-1. writing a check: the decorator and what a check yields;
+1. writing a check: the decorator, what a check yields (a Finding or a Skip), and the items
+   it can judge (their skips go to the report by themselves);
 2. the snapshot: the facts a check reads;
 3. queues and their facts;
 4. estimates shared by the checks, so a pack's evidence agrees with theirs;
@@ -56,8 +57,12 @@ from qadvisor.derive.predicates import (
 )
 from qadvisor.derive.stakeholders import IndexUse, index_use, stakeholder_label
 from qadvisor.derive.statement_queues import (
+    Dequeue,
+    Locking,
     dequeue_statements,
+    dequeues,
     locking_statements,
+    lockings,
     statement_evidence,
     statement_id,
     statement_label,
@@ -110,7 +115,7 @@ from qadvisor.model import (
     TenantCount,
     TenantFacts,
 )
-from qadvisor.registry import Issue, NoOptions, Unmet, check
+from qadvisor.registry import Finding, Issue, NoOptions, Skip, Unmet, check, judgeable
 from qadvisor.sql.dequeue import (
     DequeueStatement,
     KeyNotReturned,
@@ -140,15 +145,22 @@ from qadvisor.sql.printing import (
 from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 
 __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents above
-    # 1. writing a check
+    # 1. writing a check. Issue and Unmet are Finding's and Skip's names in packs written
+    # before them; judgeable is for a pack's own streams of items and skips.
+    "Finding",
     "Fix",
     "FixStep",
     "Issue",
     "NoOptions",
     "Severity",
+    "Skip",
     "Target",
     "Unmet",
     "check",
+    "judgeable",
+    "judgeable_dequeues",
+    "judgeable_locking",
+    "judgeable_queues",
     # 2. the snapshot. ServerInfo, RoleSetting, Sample, TableStats, Column, ColumnStats and
     # TenantCount are not named in the built-in checks: a pack's tests build snapshots of them
     # (the guide's own test does).
@@ -168,7 +180,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "TableStats",
     "TenantCount",
     "TenantFacts",
-    # 3. queues and their facts
+    # 3. queues and their facts. queue_facts is judgeable_queues with its skips, for a pack
+    # that loops over it as packs did before judgeable_queues.
     "queue_facts",
     "queue_tables",
     "selects_waiting",
@@ -208,7 +221,12 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "with_lock_outside",
     "with_order_by",
     "with_skip_locked",
-    # 6. statements and their queues
+    # 6. statements and their queues. Dequeue and Locking are what judgeable_dequeues and
+    # judgeable_locking yield (for a pack's annotations); dequeue_statements and
+    # locking_statements are the same as tuples with their skips, for packs that loop over
+    # them as packs did before.
+    "Dequeue",
+    "Locking",
     "dequeue_statements",
     "locking_statements",
     "statement_evidence",
@@ -286,16 +304,35 @@ def queue_tables(snapshot: Snapshot) -> list[tuple[Queue, Table]]:
     return out
 
 
-def queue_facts(snapshot: Snapshot) -> Iterator[tuple[Queue, Table] | Unmet]:
-    """Each discovered queue with its table facts, or an Unmet for a queue whose facts are
-    missing (a table dropped between discovery and the fact queries): a check that judges
-    tables yields it, so that queue is reported as not judged rather than healthy."""
+def queue_facts(snapshot: Snapshot) -> Iterator[tuple[Queue, Table] | Skip]:
+    """Each discovered queue with its table facts, or a Skip for a queue whose facts are
+    missing (a table dropped between discovery and the fact queries), so that queue is
+    reported as not judged rather than healthy."""
     for q in snapshot.queues:
         t = snapshot.table(q.schema, q.table)
         if t is None:
-            yield Unmet(f"{q.qualified}: no table facts were collected", q.qualified)
+            yield Skip(f"{q.qualified}: no table facts were collected", q.qualified)
         else:
             yield q, t
+
+
+def judgeable_queues(snapshot: Snapshot) -> Iterator[tuple[Queue, Table]]:
+    """Each discovered queue with its table facts; a queue whose facts are missing goes to
+    the report as a skip of the check, by itself."""
+    return judgeable(queue_facts(snapshot))
+
+
+def judgeable_dequeues(snapshot: Snapshot) -> Iterator[Dequeue]:
+    """Each parsed dequeue statement on a discovered queue, for the plan checks; the
+    statements and queues that cannot be judged go to the report as skips, by themselves."""
+    return judgeable(dequeues(snapshot))
+
+
+def judgeable_locking(snapshot: Snapshot) -> Iterator[Locking]:
+    """Each parsed row-locking statement with the table whose rows it claims, for the lock
+    checks; the statements and queues that cannot be judged go to the report as skips, by
+    themselves."""
+    return judgeable(lockings(snapshot))
 
 
 def tenant_facts(snapshot: Snapshot, schema: str, table: str) -> TenantFacts | None:

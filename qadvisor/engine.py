@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from qadvisor import registry
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.derive.statement_queues import statement_id
@@ -40,7 +41,7 @@ from qadvisor.model import (
     Snapshot,
     Statement,
 )
-from qadvisor.registry import Check, Issue, Unmet
+from qadvisor.registry import Check
 from qadvisor.settings import baseline
 from qadvisor.settings.resolve import Settings, repo_path
 
@@ -112,13 +113,11 @@ def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:
 
 
 def _of_statement(f: Finding, stmt: Statement) -> bool:
-    """Whether the finding is about this statement: its target, or the statement its
-    evidence names (a round-robin finding names the claim it judged)."""
-    ident = statement_id(stmt)
-    queue = f"{f.target.schema}.{f.target.table}"
-    if f.target.kind == "statement":
-        return f.target.name == ident and (stmt.queue is None or stmt.queue == queue)
-    return f.evidence.get("statement") in (ident, stmt.source)
+    """Whether the finding is about this statement: the statement it names by id, judged on
+    the queue of the finding's target (the same text on two queues has one id)."""
+    if f.statement_id is None or f.statement_id != statement_id(stmt):
+        return False
+    return stmt.queue is None or stmt.queue == f"{f.target.schema}.{f.target.table}"
 
 
 def locations(report: Report, root: Path) -> dict[str, Location]:
@@ -213,13 +212,13 @@ def run_checks(
         opts = (options or {}).get(chk.code) or chk.default_options()
         reasons: list[tuple[str, str | None]] = []
         for item in chk.run(snapshot, opts):
-            if isinstance(item, Unmet):
+            if isinstance(item, registry.Skip):
                 if item.queue not in missing:
                     reasons.append((item.reason, item.queue))
                 continue
             if _queue_of(item) in missing:
                 continue
-            finding = _finding(chk, item)
+            finding = _reported(chk, item)
             if finding.key not in ignored:
                 findings.append(finding)
         for reason, queue in dict.fromkeys(reasons):
@@ -255,20 +254,24 @@ def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]
     return {q: list(dict.fromkeys(skips)) for q, skips in out.items()}
 
 
-def _queue_of(issue: Issue) -> str | None:
-    t = issue.target
+def _queue_of(found: registry.Finding) -> str | None:
+    t = found.target
     return f"{t.schema}.{t.table}" if t.schema and t.table else None
 
 
-def _finding(chk: Check, issue: Issue) -> Finding:
+def _reported(chk: Check, found: registry.Finding) -> Finding:
+    """The check's finding as the report holds it: with the check's identity and severity,
+    and the statement it is about (a statement target's name, unless it names another)."""
+    t = found.target
     return Finding(
         code=chk.code,
         name=chk.name,
-        severity=issue.severity or chk.severity,
-        target=issue.target,
-        message=issue.message,
-        evidence=issue.evidence,
-        explanation=issue.explanation,
-        fix=issue.fix,
+        severity=found.severity or chk.severity,
+        target=t,
+        message=found.message,
+        evidence=found.evidence,
+        explanation=found.explanation,
+        fix=found.fix,
         docs=chk.docs_path,
+        statement_id=found.statement_id or (t.name if t.kind == "statement" else None),
     )

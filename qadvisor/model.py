@@ -529,6 +529,9 @@ class Fix:
 
 @dataclass(frozen=True)
 class Finding:
+    """A finding as the report holds it: what a check found (``qadvisor.registry.Finding``,
+    the same fields) with the check's code, name and docs page, and its severity settled."""
+
     code: str
     name: str
     severity: Severity
@@ -538,6 +541,9 @@ class Finding:
     explanation: str = ""
     fix: Fix | None = None
     docs: str = ""
+    # The id (statement_id) of the statement it is about, if any: where the report places it
+    # and which inline ignores drop it. Not a published field: the evidence shows the statement.
+    statement_id: str | None = None
 
     @property
     def key(self) -> str:
@@ -546,7 +552,9 @@ class Finding:
 
 @dataclass(frozen=True)
 class Skip:
-    """A check that could not judge: the whole snapshot (``queue`` None) or one queue."""
+    """A check that could not judge: the whole snapshot (``queue`` None) or one queue. What a
+    check yields (``qadvisor.registry.Skip``: reason and queue) with the check's code, and the
+    missing fact with the GRANTs that would show it when that is why."""
 
     code: str
     reason: str

@@ -1,22 +1,31 @@
 """Checks as values, and where they come from.
 
-A check is a pure function ``run(snapshot, options) -> Iterable[Issue | Unmet]`` turned into
+A check is a pure function ``run(snapshot, options) -> Iterable[Finding | Skip]`` turned into
 a frozen :class:`Check` by the :func:`check` decorator. Packs of checks (the built-in one
 included) are found through the ``qadvisor.checks`` entry-point group, so a third-party pack
 registers exactly the way the built-in pack does.
+
+One vocabulary from check to report: a check yields a :class:`Finding` (what it found) or a
+:class:`Skip` (what it could not judge); the report holds them as ``qadvisor.model.Finding``
+and ``qadvisor.model.Skip``, the same fields with what only the engine knows (the check's code,
+name and docs page, its default severity; the fact and GRANT behind a skip). A check loops over
+:func:`judgeable` items: the skips of the stream go to the report by themselves, so the body of
+the loop is the check's judgement alone.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import inspect
 import re
 import types
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import Any
+from typing import Any, TypeVar
 
 from qadvisor.errors import InputError
 from qadvisor.facts import FACTS
@@ -28,8 +37,9 @@ _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
 @dataclass(frozen=True)
-class Issue:
-    """What a check reports; the engine adds the check's code, name and docs link."""
+class Finding:
+    """What a check found. The report's finding (``qadvisor.model.Finding``) is this with the
+    check's code, name and docs page, and the check's severity where ``severity`` is None."""
 
     target: Target
     message: str
@@ -37,10 +47,14 @@ class Issue:
     explanation: str = ""
     fix: Fix | None = None
     severity: Severity | None = None  # None: the check's default
+    # The id (statement_id) of the statement the finding is about, when the target is not that
+    # statement (a statement target names it): the finding is then shown at the statement's
+    # --query-file line, and that statement's inline ignores drop it.
+    statement_id: str | None = None
 
 
 @dataclass(frozen=True)
-class Unmet:
+class Skip:
     """The check could not judge (part of) the snapshot; reported as a skip with the reason.
 
     ``queue`` ("schema.table") names the queue it could not judge; None means the whole
@@ -50,6 +64,65 @@ class Unmet:
 
     reason: str
     queue: str | None = None
+
+
+# The names of a check's results before Finding and Skip; packs written with them still work.
+Issue = Finding
+Unmet = Skip
+
+T = TypeVar("T")
+
+# The skips the judgeable items of the running check met, until the check's run yields them.
+_SKIPS: ContextVar[list[Skip]] = ContextVar("qadvisor_skips")
+
+
+def judgeable(items: Iterable[T | Skip]) -> Iterator[T]:
+    """The items of a stream that a check can judge, without its skips: each skip goes to the
+    report by itself, yielded by the check's run where the check met it.
+
+    Only inside a check's run (``Check.run``), which is what yields the skips."""
+    for item in items:
+        if not isinstance(item, Skip):
+            yield item
+            continue
+        skips = _SKIPS.get(None)
+        if skips is None:
+            raise RuntimeError(
+                f"judgeable items outside a check's run would lose their skip ({item.reason})"
+            )
+        skips.append(item)
+
+
+def _with_skips(
+    fn: Callable[[Snapshot, Any], Iterable[Finding | Skip]],
+) -> Callable[[Snapshot, Any], Iterator[Finding | Skip]]:
+    """The check's function, yielding the skips its judgeable items met in their place among
+    what it yields itself."""
+
+    @functools.wraps(fn)
+    def run(snapshot: Snapshot, options: Any) -> Iterator[Finding | Skip]:
+        skips: list[Skip] = []
+        # Set around each step only: another check's run may step in between (a test that
+        # runs two at once), and its skips are its own.
+        token = _SKIPS.set(skips)
+        try:
+            items = iter(fn(snapshot, options))
+        finally:
+            _SKIPS.reset(token)
+        while True:
+            token = _SKIPS.set(skips)
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            finally:
+                _SKIPS.reset(token)
+            yield from skips
+            skips.clear()
+            yield item
+        yield from skips
+
+    return run
 
 
 @dataclass(frozen=True)
@@ -62,7 +135,7 @@ class Check(Rule):
     """A rule (code, name, severity, category, summary, doc, docs) and how to run it."""
 
     options: type[Any]
-    run: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]
+    run: Callable[[Snapshot, Any], Iterable[Finding | Skip]]
     min_server_version: int | None = None
     # Facts it reads (names of qadvisor.facts.FACTS): where one is hidden from the role or
     # behind a lock for a queue, the engine reports the check as skipped for that queue.
@@ -88,7 +161,7 @@ def check(
     min_server_version: int | None = None,
     docs: str | None = None,
     requires: Iterable[str] = (),
-) -> Callable[[Callable[[Snapshot, Any], Iterable[Issue | Unmet]]], Check]:
+) -> Callable[[Callable[[Snapshot, Any], Iterable[Finding | Skip]]], Check]:
     """Make a check out of a pure function; its docstring is its user documentation.
 
     The first docstring line is the one-line summary; the rest uses the headings
@@ -109,7 +182,7 @@ def check(
             f"(known: {', '.join(FACTS)})"
         )
 
-    def wrap(fn: Callable[[Snapshot, Any], Iterable[Issue | Unmet]]) -> Check:
+    def wrap(fn: Callable[[Snapshot, Any], Iterable[Finding | Skip]]) -> Check:
         doc = inspect.cleandoc(fn.__doc__ or "")
         summary = doc.splitlines()[0] if doc else name
         return Check(
@@ -120,7 +193,7 @@ def check(
             summary=summary,
             doc=doc,
             options=options,
-            run=fn,
+            run=_with_skips(fn),
             min_server_version=min_server_version,
             docs=docs,
             requires=needs,

@@ -6,18 +6,30 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from qadvisor import engine, render
+from qadvisor import engine, registry, render
 from qadvisor.cli import Format
+from qadvisor.derive.statement_queues import statement_id, statement_target
 from qadvisor.engine import SnapshotFileError
-from qadvisor.model import Report, Severity
-from qadvisor.registry import load_checks
+from qadvisor.model import (
+    Ignored,
+    InlineIgnore,
+    Location,
+    Report,
+    Severity,
+    Snapshot,
+    Statement,
+    Target,
+)
+from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import sarif
 from qadvisor.settings.resolve import Flags, Settings, resolve
+from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import build_archive_queue, check
@@ -85,6 +97,85 @@ def test_the_gate(tmp_path: Path) -> None:
     blind = dataclasses.replace(clean, snapshot=dataclasses.replace(report.snapshot, queues=()))
     assert not engine.gate(blind, settings)
     assert engine.gate(blind, dataclasses.replace(settings, fail_on_skip=True, fail_on="never"))
+
+
+def _counting(name: str) -> Check:
+    """A check that finds each number of a stream of numbers and skips; `judgeable` hands it
+    the numbers alone."""
+
+    def run(snapshot: Snapshot, options: object) -> Iterator[registry.Finding | registry.Skip]:
+        stream: list[int | registry.Skip] = [registry.Skip(f"{name} a"), 1, 2]
+        stream += [registry.Skip(f"{name} b", "public.jobs"), 3, registry.Skip(f"{name} c")]
+        for n in registry.judgeable(stream):
+            yield registry.Finding(Target("table", "public", "jobs", f"t{n}"), f"{name} {n}", {})
+
+    run.__doc__ = "Finds numbers."
+    return registry.check("ZZ901", f"counts-{name}", severity=Severity.INFO, category="test")(run)
+
+
+def _said(items: Iterable[registry.Finding | registry.Skip]) -> list[str]:
+    return [i.reason if isinstance(i, registry.Skip) else i.message for i in items]
+
+
+def test_a_check_run_yields_the_skips_of_its_judgeable_items_where_it_met_them() -> None:
+    snap = S.snapshot(S.jobs_table())
+    chk = _counting("x")
+    assert _said(chk.run(snap, NoOptions())) == ["x a", "x 1", "x 2", "x b", "x 3", "x c"]
+    report = engine.run_checks(snap, [chk])
+    assert [(s.reason, s.queue) for s in report.skipped] == [
+        ("x a", None), ("x b", "public.jobs"), ("x c", None),
+    ]  # fmt: skip
+    assert [f.message for f in report.findings] == ["x 1", "x 2", "x 3"]
+    # Two runs stepped in turn keep their own skips.
+    x, y = _counting("x").run(snap, NoOptions()), _counting("y").run(snap, NoOptions())
+    turns = [next(it) for _ in range(6) for it in (x, y)]
+    assert _said(turns[::2]) == ["x a", "x 1", "x 2", "x b", "x 3", "x c"]
+    assert _said(turns[1::2]) == ["y a", "y 1", "y 2", "y b", "y 3", "y c"]
+
+
+def test_judgeable_items_outside_a_check_run_refuse_to_lose_a_skip() -> None:
+    assert list(registry.judgeable([1, 2])) == [1, 2]
+    with pytest.raises(RuntimeError, match=r"would lose their skip \(no facts\)"):
+        list(registry.judgeable([1, registry.Skip("no facts")]))
+
+
+def _about_the_claim(snapshot: Snapshot, options: object) -> Iterator[registry.Finding]:
+    """Finds the table, about the claim of sql/claim.sql:3: once naming it by id, once only in
+    its evidence (which shows the statement to a person, and places nothing)."""
+    (stmt,) = snapshot.statements
+    table = Target("table", "public", "jobs", "jobs")
+    yield registry.Finding(table, "by id", {}, statement_id=statement_id(stmt))
+    mail = Target("table", "public", "mail", "mail")
+    yield registry.Finding(mail, "by label", {"statement": stmt.source})
+    yield registry.Finding(statement_target(snapshot, stmt), "its target", {})
+
+
+def test_a_finding_is_placed_and_ignored_by_the_statement_it_names_by_id(tmp_path: Path) -> None:
+    chk = registry.check("ZZ902", "about-the-claim", severity=Severity.INFO, category="test")(
+        _about_the_claim
+    )
+    sql = tmp_path / "sql" / "claim.sql"
+    claim = "SELECT id FROM jobs WHERE status = 'pending' LIMIT 1 FOR UPDATE SKIP LOCKED"
+    stmt = Statement(f"{sql}:3", claim, analyse(claim), line=3, fingerprint="3f9a2c1b0d",
+                     queue="public.jobs")  # fmt: skip
+    snap = dataclasses.replace(S.snapshot(S.jobs_table()), statements=(stmt,))
+    report = engine.run_checks(snap, [chk])
+    by_message = {f.message: f for f in report.findings}
+    assert by_message["its target"].statement_id == "jobs@3f9a2c1b0d"
+    assert by_message["by label"].statement_id is None
+    placed = engine.locations(report, tmp_path)
+    at = Location("sql/claim.sql", 3)
+    assert placed == {by_message["by id"].key: at, by_message["its target"].key: at}
+    # The same text resolved on another queue is another statement: not placed there.
+    moved = dataclasses.replace(stmt, queue="app.jobs")
+    elsewhere = dataclasses.replace(report.snapshot, statements=(moved,))
+    assert engine.locations(dataclasses.replace(report, snapshot=elsewhere), tmp_path) == {}
+
+    ignoring = dataclasses.replace(snap, inline_ignores=(InlineIgnore(stmt.source, ("ZZ902",), 2),))
+    kept, dropped = engine.apply_inline_ignores(engine.run_checks(ignoring, [chk]))
+    assert [f.message for f in kept.findings] == ["by label"]
+    assert dropped == {by_message["by id"].key, by_message["its target"].key}
+    assert kept.ignored == (Ignored(stmt.source, 2, "ZZ902", 2),)
 
 
 def test_a_bad_snapshot_file_is_an_input_error(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Dequeue statements of a snapshot and the queues they claim from: their names for finding
 keys and messages, the statement's evidence, and the iterations the statement checks share
-(plans: dequeue_statements; lock shape: locking_statements).
+(plans: dequeues; lock shape: lockings), each a stream of what can be judged and of skips for
+what cannot.
 
 Pure: names were resolved by the collector (``Statement.queue``); the rule for statements
 without a resolved queue is :func:`queues_named`.
@@ -9,11 +10,33 @@ without a resolved queue is :func:`queues_named`.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.model import Queue, Snapshot, Statement, Table, Target
-from qadvisor.registry import Unmet
+from qadvisor.registry import Skip
 from qadvisor.sql.dequeue import DequeueStatement
+
+
+@dataclass(frozen=True)
+class Dequeue:
+    """A parsed dequeue statement on a discovered queue, with the queue's table facts: what
+    the plan checks judge."""
+
+    statement: Statement
+    parsed: DequeueStatement  # statement.parsed
+    queue: Queue
+    table: Table
+
+
+@dataclass(frozen=True)
+class Locking:
+    """A parsed row-locking statement with the (schema, table) whose rows it claims: what the
+    lock checks judge."""
+
+    statement: Statement
+    parsed: DequeueStatement  # statement.parsed
+    job: tuple[str | None, str]
 
 
 def statement_id(statement: Statement) -> str:
@@ -94,45 +117,43 @@ def statement_queue(snapshot: Snapshot, statement: Statement) -> tuple[Queue, Ta
     return None
 
 
-def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, Table] | Unmet]:
-    """Each analysed statement on a discovered queue, with the queue and its table facts; an
-    Unmet for each statement that could not be judged (unparsable, not a dequeue, not on a
-    queue table, a plan that failed) and for a missing pg_stat_statements.
+def dequeues(snapshot: Snapshot) -> Iterator[Dequeue | Skip]:
+    """Each parsed statement on a discovered queue, with the queue and its table facts; a
+    Skip for each statement that could not be judged (unparsable, not a dequeue, not on a
+    queue table, a plan that failed), for a missing pg_stat_statements, and for each queue no
+    statement claims from.
 
     A statement whose planning failed only in part (say, EXPLAIN ANALYZE timed out) is still
-    yielded after its Unmet: checks look at the plans they need.
+    yielded after its Skip: checks look at the plans they need.
     """
     yield from _without_statements(snapshot)
     claimed: set[tuple[str | None, str]] = set()
     for stmt in snapshot.statements:
         name = statement_label(stmt)
-        if stmt.parsed is None:
+        parsed = stmt.parsed
+        if parsed is None:
             if stmt.plan_error:
-                yield Unmet(f"{name}: {stmt.plan_error}")
+                yield Skip(f"{name}: {stmt.plan_error}")
             continue
         found = statement_queue(snapshot, stmt)
         if found is None and stmt.queue is None and stmt.plan_error:
-            yield Unmet(f"{name}: {stmt.plan_error}")  # its names resolved nowhere
+            yield Skip(f"{name}: {stmt.plan_error}")  # its names resolved nowhere
             continue
         if found is None:
-            table = stmt.queue or (
-                f"{stmt.parsed.schema + '.' if stmt.parsed.schema else ''}{stmt.parsed.table}"
-            )
-            yield Unmet(f"{name}: {table} is not a discovered queue table (name it with --table)")
+            table = stmt.queue or (f"{parsed.schema + '.' if parsed.schema else ''}{parsed.table}")
+            yield Skip(f"{name}: {table} is not a discovered queue table (name it with --table)")
             continue
-        queue = found[0].qualified
+        queue, facts = found
         if stmt.plan_error:
-            yield Unmet(f"{name}: {stmt.plan_error}", queue)
-        claimed.add((found[0].schema, found[0].table))
-        yield stmt, found[0], found[1]
+            yield Skip(f"{name}: {stmt.plan_error}", queue.qualified)
+        claimed.add((queue.schema, queue.table))
+        yield Dequeue(stmt, parsed, queue, facts)
     yield from _unclaimed(snapshot, claimed)
 
 
-def locking_statements(
-    snapshot: Snapshot,
-) -> Iterator[tuple[Statement, tuple[str | None, str]] | Unmet]:
-    """Each locking statement with the (schema, table) whose rows it claims, for the lock
-    checks; an Unmet for a statement that could not be read, and for each queue no statement
+def lockings(snapshot: Snapshot) -> Iterator[Locking | Skip]:
+    """Each parsed statement with the (schema, table) whose rows it claims, for the lock
+    checks; a Skip for a statement that could not be read, and for each queue no statement
     claims from: a queue whose dequeue is not known was not judged.
 
     The lock checks read the statement's text, not its plan: a plan error does not stop them
@@ -141,17 +162,31 @@ def locking_statements(
     yield from _without_statements(snapshot)
     claimed: set[tuple[str | None, str]] = set()
     for stmt in snapshot.statements:
-        job = job_table(snapshot, stmt)
-        if job is None:
+        if stmt.parsed is None:
             if stmt.plan_error:
-                yield Unmet(f"{statement_label(stmt)}: {stmt.plan_error}")
+                yield Skip(f"{statement_label(stmt)}: {stmt.plan_error}")
             continue
+        job = _claimed_table(snapshot, stmt, stmt.parsed)
         claimed.add(job)
-        yield stmt, job
+        yield Locking(stmt, stmt.parsed, job)
     yield from _unclaimed(snapshot, claimed)
 
 
-def _without_statements(snapshot: Snapshot) -> Iterator[Unmet]:
+def dequeue_statements(snapshot: Snapshot) -> Iterator[tuple[Statement, Queue, Table] | Skip]:
+    """:func:`dequeues` as (statement, queue, table) tuples, the shape packs had first."""
+    for item in dequeues(snapshot):
+        yield item if isinstance(item, Skip) else (item.statement, item.queue, item.table)
+
+
+def locking_statements(
+    snapshot: Snapshot,
+) -> Iterator[tuple[Statement, tuple[str | None, str]] | Skip]:
+    """:func:`lockings` as (statement, (schema, table)) tuples, the shape packs had first."""
+    for item in lockings(snapshot):
+        yield item if isinstance(item, Skip) else (item.statement, item.job)
+
+
+def _without_statements(snapshot: Snapshot) -> Iterator[Skip]:
     """Why the statement checks judge nothing when the snapshot holds no statement. Without
     pg_stat_statements the user's --query statements are still judged: the missing extension
     is worth a skip only when nothing else was given."""
@@ -159,21 +194,21 @@ def _without_statements(snapshot: Snapshot) -> Iterator[Unmet]:
         return
     reason = snapshot.unavailable.get("pg_stat_statements")
     if reason:
-        yield Unmet(reason)
+        yield Skip(reason)
     elif snapshot.queues:
-        yield Unmet(
+        yield Skip(
             "no dequeue statement of the queue tables in pg_stat_statements: give the "
             "application's with --query or --query-file"
         )
 
 
-def _unclaimed(snapshot: Snapshot, claimed: set[tuple[str | None, str]]) -> Iterator[Unmet]:
+def _unclaimed(snapshot: Snapshot, claimed: set[tuple[str | None, str]]) -> Iterator[Skip]:
     """A queue whose claim is not known was not judged by any statement check."""
     if not snapshot.statements:
         return
     for q in snapshot.queues:
         if (q.schema, q.table) not in claimed:
-            yield Unmet(
+            yield Skip(
                 f"{q.qualified}: no dequeue statement of this queue is known (in "
                 "pg_stat_statements, --query or --query-file)",
                 q.qualified,
@@ -185,9 +220,12 @@ def job_table(snapshot: Snapshot, stmt: Statement) -> tuple[str | None, str] | N
     when it is a discovered queue, else the first table the statement reads that is one (a
     lock at the outer level of a round-robin query makes the analysis pick the rotation
     table), else the analysed table."""
-    parsed = stmt.parsed
-    if parsed is None:
-        return None
+    return None if stmt.parsed is None else _claimed_table(snapshot, stmt, stmt.parsed)
+
+
+def _claimed_table(
+    snapshot: Snapshot, stmt: Statement, parsed: DequeueStatement
+) -> tuple[str | None, str]:
     found = statement_queue(snapshot, stmt)
     if found is not None:
         return found[0].schema, found[0].table
