@@ -87,7 +87,8 @@ def read_access(conn: Conn, relids: Sequence[int]) -> dict[int, TableAccess]:
 
 
 class Guard:
-    """Privileges and locks of one snapshot; collects the facts it kept from being read."""
+    """Privileges and locks of one snapshot. Each answer that keeps a fact from being read is
+    that fact (a HiddenFact), for the step that asked to return with what it read."""
 
     def __init__(
         self,
@@ -101,11 +102,10 @@ class Guard:
         # None: the privileges could not be read; queries are then sent and their errors kept.
         self.access = access
         self.relids = relids  # queue "schema.table" -> relid
-        self.hidden: list[HiddenFact] = []
 
-    # --- recording ---------------------------------------------------------------------------
+    # --- what is hidden ----------------------------------------------------------------------
 
-    def add(
+    def _hidden(
         self,
         fact: str,
         queue: str | None,
@@ -113,29 +113,25 @@ class Guard:
         grants: Iterable[str] = (),
         blocking: Sequence[HeldLock] = (),
     ) -> HiddenFact:
-        found = HiddenFact(
-            fact, queue, reason, tuple(grants), blocking[0].pid if blocking else None
-        )
-        if all((h.fact, h.queue, h.reason) != (fact, queue, reason) for h in self.hidden):
-            self.hidden.append(found)
-        return found
+        return HiddenFact(fact, queue, reason, tuple(grants), blocking[0].pid if blocking else None)
 
-    def _locked(self, fact: str, queue: str, what: str, blocking: Sequence[HeldLock]) -> str:
+    def _locked(self, fact: str, queue: str, what: str, blocking: Sequence[HeldLock]) -> HiddenFact:
         reason = f"{what}: {describe_all(blocking, self.role)}"
-        return self.add(fact, queue, reason, blocking=blocking).reason
+        return self._hidden(fact, queue, reason, blocking=blocking)
 
     # --- before reading -----------------------------------------------------------------------
 
-    def index_definitions(self, queue: Queue) -> None:
-        """Record the queue table's index definitions as hidden when a lock blocks them (the
-        indexes query leaves such a table out)."""
+    def index_definitions(self, queue: Queue) -> HiddenFact | None:
+        """The queue table's index definitions, hidden when a lock blocks them (the indexes
+        query leaves such a table out)."""
         relid = self.relids.get(queue.qualified)
         blocking = self.locks.on_relation(relid, ACCESS_SHARE) if relid is not None else []
         if blocking:
-            self._locked("index_definitions", queue.qualified, "indexes not read", blocking)
+            return self._locked("index_definitions", queue.qualified, "indexes not read", blocking)
+        return None
 
-    def plan_refusal(self, queue: Queue, parsed: DequeueStatement) -> str | None:
-        """Why a statement on this queue must not be planned now, or None."""
+    def plan_refusal(self, queue: Queue, parsed: DequeueStatement) -> HiddenFact | None:
+        """Why a statement on this queue must not be planned now (its ``reason``), or None."""
         relid = self.relids.get(queue.qualified)
         if relid is None:
             return None
@@ -162,11 +158,11 @@ class Guard:
             f"{', '.join(m for m, _ in missing)}, which {ident(self.role)} lacks: "
             + " ".join(grants)
         )
-        return self.add("plans", queue.qualified, reason, grants).reason
+        return self._hidden("plans", queue.qualified, reason, grants)
 
     def read_refusal(
         self, fact: str, queue: str, relid: int, columns: Iterable[str], what: str
-    ) -> str | None:
+    ) -> HiddenFact | None:
         """Why ``what`` (a read of these columns of the table ``relid``, through its indexes)
         cannot run at once, recorded as ``fact`` of ``queue``; None when it can."""
         blocking = self.locks.on_table(relid, ACCESS_SHARE)
@@ -192,12 +188,13 @@ class Guard:
             f"{what} not read: {ident(self.role)} lacks {' and '.join(needs)} of "
             f"{qualified(acc.schema, acc.table)}: " + " ".join(grants)
         )
-        return self.add(fact, queue, reason, grants).reason
+        return self._hidden(fact, queue, reason, grants)
 
-    def remember(self, extra: dict[int, TableAccess]) -> None:
-        """Privileges of tables found later (a rotation table)."""
-        if self.access is not None:
-            self.access.update(extra)
+    def with_access(self, extra: dict[int, TableAccess]) -> Guard:
+        """This guard, knowing the privileges of tables found later (a rotation table)."""
+        if self.access is None:
+            return self
+        return Guard(self.role, self.locks, {**self.access, **extra}, self.relids)
 
     # --- after reading: what the snapshot lacks -------------------------------------------------
 
@@ -206,10 +203,12 @@ class Guard:
         queue: Queue,
         table: Table | None,
         candidates: Sequence[discover.CandidateColumn],
-    ) -> None:
+    ) -> HiddenFact | None:
+        """The queue's live set or live predicate, when the role may not see what shows it
+        or a lock kept its partial index predicates from being read."""
         relid = self.relids.get(queue.qualified)
         if relid is None or table is None:
-            return
+            return None
         acc = self.access.get(relid) if self.access is not None else None
         fact = FACTS["live_set"]
         if queue.live is None:
@@ -220,7 +219,7 @@ class Guard:
             ]
             if hidden:
                 grant = fact.grant("select", self.role, table.schema, table.name, hidden[:1])
-                self.add(
+                return self._hidden(
                     "live_set",
                     queue.qualified,
                     f"live predicate unknown: the values of {ident(hidden[0])} are hidden "
@@ -228,23 +227,22 @@ class Guard:
                     f"read it): {grant}",
                     (grant,),
                 )
-                return
             blocking = self.locks.on_relation(relid, ACCESS_SHARE)
             if blocking:
-                self._locked(
+                return self._locked(
                     "live_set",
                     queue.qualified,
                     "live predicate unknown: the partial index predicates were not read",
                     blocking,
                 )
-            return
+            return None
         idx = live_index(table, queue.live)
         if idx is not None and idx.reltuples >= 0:
-            return
+            return None
         if acc is not None and queue.live.column not in acc.readable:
             column = queue.live.column
             grant = fact.grant("select", self.role, table.schema, table.name, [column])
-            self.add(
+            return self._hidden(
                 "live_set",
                 queue.qualified,
                 f"live set unknown: pg_stats of {ident(column)} is hidden from "
@@ -252,17 +250,19 @@ class Guard:
                 f"no partial index on the live predicate counts the live rows: {grant}",
                 (grant,),
             )
+        return None
 
     def discovery(
         self,
         candidates: Sequence[discover.CandidateColumn],
         statements: Sequence[discover.Claim],
         queues: Sequence[Queue],
-    ) -> None:
+    ) -> list[HiddenFact]:
         """Tables discovery could not judge because their status values are hidden: those
         with an index on the status column or row-locking statements on them."""
         taken = {q.qualified for q in queues}
         fact = FACTS["discovery"]
+        out = []
         for c in candidates:
             name = f"{c.schema}.{c.table}"
             if name in taken or not c.is_status or c.readable or c.enum_labels:
@@ -271,15 +271,14 @@ class Guard:
             if not (c.indexed or claimed):
                 continue
             grant = fact.grant("select", self.role, c.schema, c.table, [c.column])
-            self.add(
-                "discovery",
-                None,
+            reason = (
                 f"{qualified(c.schema, c.table)} was not judged as a queue: the values of "
-                f"{ident(c.column)} are hidden from {ident(self.role)}: {grant}",
-                (grant,),
+                f"{ident(c.column)} are hidden from {ident(self.role)}: {grant}"
             )
+            out.append(self._hidden("discovery", None, reason, (grant,)))
+        return out
 
-    def statements(self, unclaimed: Sequence[Queue] | None) -> None:
+    def statements(self, unclaimed: Sequence[Queue] | None) -> list[HiddenFact]:
         """Queues without a known claim (None: no statement at all) while pg_stat_statements
         hides other roles' texts."""
         grant = FACTS["statements"].grant("read_all_stats", self.role)
@@ -288,14 +287,16 @@ class Guard:
             f"text of its own statements only: {grant} (pg_monitor includes it), or give the "
             "claim with --query"
         )
-        for queue in unclaimed if unclaimed is not None else [None]:
-            self.add("statements", queue.qualified if queue else None, reason, (grant,))
+        return [
+            self._hidden("statements", queue.qualified if queue else None, reason, (grant,))
+            for queue in (unclaimed if unclaimed is not None else [None])
+        ]
 
-    def horizon(self, reads_all_stats: bool) -> None:
+    def horizon(self, reads_all_stats: bool) -> HiddenFact | None:
         if reads_all_stats:
-            return
+            return None
         grant = FACTS["horizon"].grant("read_all_stats", self.role)
-        self.add(
+        return self._hidden(
             "horizon",
             None,
             f"sessions of other roles show {ident(self.role)} no transaction ids in "

@@ -65,26 +65,21 @@ class FunctionScan:
     truncated: bool = False
     error: str | None = None  # the catalog could not be read: why (one line)
 
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """The scan's entry of Snapshot.unavailable: the catalog unread, or the scan cut."""
+        if self.error is not None:
+            return {"functions": self.error}
+        if self.truncated:
+            why = f"only the first {MAX_FUNCTIONS} candidate functions were read for claims"
+            return {"functions": why}
+        return {}
 
-def function_claims(
-    conn: Conn,
-    pgss_rows: Iterable[Mapping[str, Any]],
-    unavailable: dict[str, str] | None = None,
-) -> list[FunctionClaim]:
-    """The claims of the functions ``pgss_rows`` call and of those holding SKIP LOCKED.
 
-    A catalog that cannot be read is recorded in ``unavailable["functions"]`` (and gives no
-    claims); so is a scan cut at ``MAX_FUNCTIONS``.
-    """
-    scan = scan_functions(conn, pgss_rows)
-    if unavailable is not None:
-        if scan.error is not None:
-            unavailable["functions"] = scan.error
-        elif scan.truncated:
-            unavailable["functions"] = (
-                f"only the first {MAX_FUNCTIONS} candidate functions were read for claims"
-            )
-    return list(scan.claims)
+def function_claims(conn: Conn, pgss_rows: Iterable[Mapping[str, Any]]) -> list[FunctionClaim]:
+    """The claims of the functions ``pgss_rows`` call and of those holding SKIP LOCKED
+    (none when the catalog cannot be read: :attr:`FunctionScan.unavailable` says why)."""
+    return list(scan_functions(conn, pgss_rows).claims)
 
 
 def scan_functions(conn: Conn, pgss_rows: Iterable[Mapping[str, Any]]) -> FunctionScan:

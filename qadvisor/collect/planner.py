@@ -41,11 +41,11 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from qadvisor.collect.queries import first_line
+from qadvisor.collect.queries import Read, first_line
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
 from qadvisor.derive.predicates import index_predicate_columns
-from qadvisor.model import Column, LivePredicate, PlanNode, Queue, Statement, Table
+from qadvisor.model import Column, HiddenFact, LivePredicate, PlanNode, Queue, Statement, Table
 from qadvisor.sql import dequeue
 from qadvisor.sql.printing import RANGE_OPS, array_literal, ident, literal
 
@@ -56,6 +56,8 @@ GENERIC_PLAN_VERSION = 160000
 # Partial indexes probed per statement: each probe is one EXPLAIN.
 MAX_PROBES = 8
 _EXPLAIN = "VERBOSE, FORMAT JSON"
+# Why a statement on a queue must not be planned now: the fact that is hidden, or None.
+Refuse = Callable[[Queue, dequeue.DequeueStatement], HiddenFact | None]
 
 
 def plan_statements(
@@ -64,14 +66,19 @@ def plan_statements(
     queues: Sequence[Queue],
     tables: Sequence[Table],
     analyze: bool,
-    refuse: Callable[[Queue, dequeue.DequeueStatement], str | None] | None = None,
-) -> tuple[Statement, ...]:
+    refuse: Refuse | None = None,
+) -> Read[tuple[Statement, ...]]:
     """Each statement with its custom and generic plan (and, with ``analyze``, the analyzed
     custom plan), or a ``plan_error`` saying why not. ``refuse`` says why a statement on a
-    queue must not be planned now (another session's lock, a missing grant): it gets that as
-    its ``plan_error`` instead, and nothing is sent."""
+    queue must not be planned now (another session's lock, a missing grant): the statement
+    gets the fact's reason as its ``plan_error`` instead, nothing is sent, and the fact is in
+    the read's ``hidden``, once per refused statement."""
     planner = _Planner(conn, queues, tables, analyze, refuse)
-    return tuple(planner.plan(s) for s in statements)
+    planned = [planner.plan(s) for s in statements]
+    return Read(
+        tuple(stmt for stmt, _ in planned),
+        hidden=tuple(fact for _, fact in planned if fact is not None),
+    )
 
 
 class PlanError(Exception):
@@ -127,7 +134,7 @@ class _Planner:
         queues: Sequence[Queue],
         tables: Sequence[Table],
         analyze: bool,
-        refuse: Callable[[Queue, dequeue.DequeueStatement], str | None] | None = None,
+        refuse: Refuse | None = None,
     ) -> None:
         self.conn = conn
         self.queues = queues
@@ -137,22 +144,24 @@ class _Planner:
         self.version = conn.info.server_version
         self.cache: dict[tuple[str, str, str, tuple[str, ...]], _Result] = {}
 
-    def plan(self, stmt: Statement) -> Statement:
+    def plan(self, stmt: Statement) -> tuple[Statement, HiddenFact | None]:
+        """The statement planned, or why not; and the fact ``refuse`` hid, if it did."""
         if stmt.parsed is None or stmt.queue is None:
-            return stmt  # not a claim on a table its names resolve to: nothing to plan
+            return stmt, None  # not a claim on a table its names resolve to: nothing to plan
         try:
             text, renumbered = dequeue.normalise_for_planning(stmt.parsed.text)
             planned = dequeue.analyse(text)
         except dequeue.StatementError as exc:
-            return replace(stmt, plan_error=f"cannot be planned: {exc}")
+            return replace(stmt, plan_error=f"cannot be planned: {exc}"), None
         if planned is None:
-            return replace(stmt, plan_error="cannot be planned: the lock vanished in planning")
+            vanished = "cannot be planned: the lock vanished in planning"
+            return replace(stmt, plan_error=vanished), None
         queue = next((q for q in self.queues if q.qualified == stmt.queue), None)
         if queue is None:
-            return stmt  # its table is not a queue of this report (--table named others)
+            return stmt, None  # its table is not a queue of this report (--table named others)
         refused = self.refuse(queue, stmt.parsed) if self.refuse else None
-        if refused:
-            return replace(stmt, plan_error=refused)
+        if refused is not None:
+            return replace(stmt, plan_error=refused.reason), refused
         table = _table_of(queue, self.tables)
         given = _given_types(stmt, renumbered)
         key = (text, stmt.search_path or "", stmt.queue or "", given)
@@ -167,7 +176,7 @@ class _Planner:
         custom_values = {str(n): "1" for n in stmt.parsed.parameters}
         for k, value in enumerate(result.values, 1):
             custom_values[renumbered[k].lstrip("$")] = value
-        return replace(
+        planned_stmt = replace(
             stmt,
             custom_values=custom_values if result.values or result.custom_plan else {},
             custom_plan=result.custom_plan,
@@ -177,6 +186,7 @@ class _Planner:
             index_probes=dict(result.probes),
             plan_error="; ".join(result.errors) or None,
         )
+        return planned_stmt, None
 
     def _plan_text(self, job: _Job) -> _Result:
         result = _Result()

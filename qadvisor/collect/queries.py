@@ -1,16 +1,65 @@
-"""Running the collector's SQL files, and the one read of pg_stat_statements they share."""
+"""Running the collector's SQL files, and the one read of pg_stat_statements they share.
+
+Each step of collection returns a :class:`Read`: what it read, and what it could not
+(``unavailable``: the step's entries of ``Snapshot.unavailable``; ``hidden``: the facts the
+guard kept it from reading). The snapshot is assembled from the steps' reads; no step
+records anything into another's.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from qadvisor.model import HiddenFact
+
 Conn = psycopg.Connection[Any]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Read(Generic[T]):
+    """What one step read (``value``), and what it could not: ``unavailable`` maps a fact to
+    why it could not be read, ``hidden`` holds the facts the guard kept from being read."""
+
+    value: T
+    unavailable: Mapping[str, str] = field(default_factory=dict)
+    hidden: tuple[HiddenFact, ...] = ()
+
+
+def merged(value: T, *reads: Read[Any]) -> Read[T]:
+    """``value``, with what each of ``reads`` could not read, in their order (a fact that two
+    of them could not read keeps its first place and the later reason)."""
+    unavailable: dict[str, str] = {}
+    for r in reads:
+        unavailable.update(r.unavailable)
+    return Read(value, unavailable, tuple(h for r in reads for h in r.hidden))
+
+
+def read_fact(conn: Conn, fact: str, what: str, read: Callable[[], T], default: T) -> Read[T]:
+    """One fact, on its own: a failure gives ``default`` and says why under ``fact``; a lost
+    connection ends collection."""
+    try:
+        return Read(read())
+    except psycopg.Error as exc:
+        if conn.broken or conn.closed:
+            raise
+        return Read(default, {fact: f"{what} could not be read: {first_line(exc)}"})
+
+
+def read_rows(
+    conn: Conn, fact: str, what: str, name: str, params: dict[str, Any] | None = None
+) -> Read[list[dict[str, Any]]]:
+    """The rows of one fact query (an SQL file), read on its own as :func:`read_fact` does."""
+    empty: list[dict[str, Any]] = []
+    return read_fact(conn, fact, what, lambda: rows(conn, name, params), empty)
 
 
 @cache
@@ -29,16 +78,16 @@ def first_line(exc: BaseException) -> str:
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
-def pg_stat_statements(conn: Conn, unavailable: dict[str, str]) -> list[dict[str, Any]]:
+def pg_stat_statements(conn: Conn) -> Read[list[dict[str, Any]]]:
     """Row-locking statements of this database (statement_pgss.sql), read once per snapshot.
 
     Discovery uses them to find queue tables, statement analysis to plan them. A missing or
-    unreadable extension is recorded in ``unavailable`` and gives no rows.
+    unreadable extension gives no rows and says so under ``pg_stat_statements``.
     """
     found = rows(conn, "pgss_schema")
     if not found:
-        unavailable["pg_stat_statements"] = "pg_stat_statements is not installed in this database"
-        return []
+        why = "pg_stat_statements is not installed in this database"
+        return Read([], {"pg_stat_statements": why})
     # pg_stat_statements 1.9 (PostgreSQL 14) added toplevel.
     toplevel = "bool_or(toplevel)" if conn.info.server_version >= 140000 else "true"
     query = sql.SQL(query_text("statement_pgss")).format(
@@ -48,31 +97,26 @@ def pg_stat_statements(conn: Conn, unavailable: dict[str, str]) -> list[dict[str
     try:
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query)
-            return cur.fetchall()
+            return Read(cur.fetchall())
     except psycopg.Error as exc:
-        unavailable["pg_stat_statements"] = f"pg_stat_statements is not readable: {first_line(exc)}"
-        return []
+        why = f"pg_stat_statements is not readable: {first_line(exc)}"
+        return Read([], {"pg_stat_statements": why})
 
 
-def function_calls(
-    conn: Conn, names: list[str], unavailable: dict[str, str]
-) -> list[dict[str, Any]]:
+def function_calls(conn: Conn, names: list[str]) -> Read[list[dict[str, Any]]]:
     """pg_stat_statements rows that call one of the functions ``names`` (function_calls.sql);
-    none when the extension is missing (already recorded by pg_stat_statements())."""
-    if not names or "pg_stat_statements" in unavailable:
-        return []
-    found = rows(conn, "pgss_schema")
+    none when the extension is missing. Not called when :func:`pg_stat_statements` could not
+    read it: that says why once."""
+    found = rows(conn, "pgss_schema") if names else []
     if not found:
-        return []
+        return Read([])
     query = sql.SQL(query_text("function_calls")).format(
         pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements")
     )
     try:
         with conn.cursor(row_factory=dict_row) as cur:
             cur.execute(query, {"names": names})
-            return cur.fetchall()
+            return Read(cur.fetchall())
     except psycopg.Error as exc:
-        unavailable["function_calls"] = (
-            f"calls of claiming functions could not be read: {first_line(exc)}"
-        )
-        return []
+        why = f"calls of claiming functions could not be read: {first_line(exc)}"
+        return Read([], {"function_calls": why})

@@ -20,9 +20,10 @@ search_path; the claims among them are discovery's strongest evidence.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 
@@ -30,10 +31,18 @@ from qadvisor.collect import queries as q
 from qadvisor.collect import statements
 from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
 from qadvisor.collect.errors import CollectError, TableNotFound
-from qadvisor.collect.functions import MAX_FUNCTIONS, scan_functions
+from qadvisor.collect.functions import scan_functions
 from qadvisor.collect.locks import ACCESS_SHARE, ROW_EXCLUSIVE, Locks, describe_all, read_locks
 from qadvisor.collect.planner import plan_statements
-from qadvisor.collect.queries import first_line, function_calls, pg_stat_statements
+from qadvisor.collect.queries import (
+    Read,
+    first_line,
+    function_calls,
+    merged,
+    pg_stat_statements,
+    read_fact,
+    read_rows,
+)
 from qadvisor.collect.stakeholders import read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
@@ -42,6 +51,7 @@ from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import (
     Column,
     ColumnStats,
+    HiddenFact,
     HorizonHolder,
     Index,
     LeftOut,
@@ -58,7 +68,6 @@ from qadvisor.model import (
 )
 
 Conn = psycopg.Connection[Any]
-T = TypeVar("T")
 
 __all__ = ["CollectError", "TableNotFound", "collect"]
 
@@ -76,8 +85,10 @@ def collect(
     ``queries`` are (source, SQL text) pairs given by the user: they are parsed and planned
     (EXPLAIN only; with ``analyze`` EXPLAIN ANALYZE inside a rolled-back transaction), never
     executed.
+
+    Each step returns what it read and what it could not (a :class:`Read`); the snapshot's
+    ``unavailable`` and ``hidden`` are the steps', in the order the steps ran.
     """
-    unavailable: dict[str, str] = {}
     server_row = q.rows(conn, "server")[0]
     server = ServerInfo(
         version=server_row["version"],
@@ -87,106 +98,76 @@ def collect(
         is_superuser=bool(server_row["is_superuser"]),
     )
     reads_all_stats = bool(server_row["reads_all_stats"])
-    settings = {
-        r["name"]: r["setting"]
-        for r in _rows(conn, unavailable, "settings", "server settings", "settings")
-    }
-    role_settings = tuple(_role_settings(conn, unavailable))
-    locks = _read(
-        conn, unavailable, "locks", "other sessions' locks", lambda: read_locks(conn), Locks()
-    )
-    pgss = pg_stat_statements(conn, unavailable)
-
-    scan = scan_functions(conn, pgss)
-    if scan.error:
-        unavailable["functions"] = scan.error
-    elif scan.truncated:
-        unavailable["functions"] = (
-            f"only the first {MAX_FUNCTIONS} candidate functions were read for claims"
-        )
-    function_names = sorted({c.function.rpartition(".")[2] for c in scan.claims})
-    calls = function_calls(conn, function_names, unavailable)
-    early_left_out: list[LeftOut] = []
-    found = statements.found_statements(pgss, queries, scan.claims, calls, early_left_out)
-    catalog = _read(
-        conn,
-        unavailable,
-        "statement_names",
-        "the relations the statements name",
-        lambda: _catalog(conn, statements.relation_names(found)),
-        names.Catalog(()),
-    )
-    server_path = _server_search_path(conn, unavailable)
-
-    def path_of(role: str | None) -> names.SearchPath:
-        return names.role_search_path(role, server.database, role_settings, server_path)
-
+    settings = read_rows(conn, "settings", "server settings", "settings")
+    role_settings = _role_settings(conn)
+    locks = read_fact(conn, "locks", "other sessions' locks", lambda: read_locks(conn), Locks())
     session_path = names.SearchPath(
         server.user, str(server_row["search_path"]), "qadvisor's own session"
     )
-    gathered = statements.gather(found, catalog, path_of, session_path)
-    rejected: list[Rejected] = []
-    columns: list[discover.CandidateColumn] = []
-    decisions = _discover(
-        conn, tables, gathered.claims, rejected, columns, locks.blocked(ACCESS_SHARE), server.user
-    )
-    relids = [d.relid for d in decisions]
-    queues = tuple(
-        Queue(d.schema, d.table, d.live, d.reason)
-        for d in sorted(decisions, key=lambda d: (d.schema, d.table))
-    )
+    found = _statements(conn, queries, server.database, role_settings.value, session_path)
+    gathered = found.value.gathered
+    blocked = locks.value.blocked(ACCESS_SHARE)
+    discovered = _discover(conn, tables, gathered.claims, blocked, server.user)
+    relids = [d.relid for d in discovered.decisions]
+    decisions = sorted(discovered.decisions, key=lambda d: (d.schema, d.table))
+    queues = tuple(Queue(d.schema, d.table, d.live, d.reason) for d in decisions)
     no_access: dict[int, TableAccess] | None = None
-    access = _read(
+    access = read_fact(
         conn,
-        unavailable,
         "privileges",
         "the role's privileges on the queue tables",
         lambda: read_access(conn, relids),
         no_access,
     )
-    guard = Guard(server.user, locks, access, {f"{d.schema}.{d.table}": d.relid for d in decisions})
-    for queue in queues:
-        guard.index_definitions(queue)
-    table_facts = _tables(conn, relids, locks, server.user, unavailable) if relids else []
+    queue_relids = {f"{d.schema}.{d.table}": d.relid for d in decisions}
+    guard = Guard(server.user, locks.value, access.value, queue_relids)
+    indexes_hidden = _hidden(guard.index_definitions(queue) for queue in queues)
+    table_facts = _tables(conn, relids, locks.value, server.user) if relids else Read([])
     # Rates are measured from the moment the first counters were read.
     counters_read = time.monotonic()
-    for queue in queues:
-        table = next((t for t in table_facts if t.qualified == queue.qualified), None)
-        guard.live_set(queue, table, columns)
-    guard.discovery(columns, gathered.claims, queues)
-    horizon = _horizon(conn, unavailable)
-    guard.horizon(reads_all_stats)
-    judged, left_out = _on_queues(gathered, queues, rejected, explicit=bool(tables))
-    planned = plan_statements(conn, judged, queues, table_facts, analyze, guard.plan_refusal)
-    _claims(queues, planned, unavailable, guard, reads_all_stats)
-    tenants = collect_tenants(conn, queues, table_facts, planned, unavailable, guard)
-    stakeholders = _stakeholders(conn, queues, planned, path_of, guard, unavailable)
-    sample = None
+    live_hidden = _hidden(
+        guard.live_set(queue, _table_of(queue, table_facts.value), discovered.columns)
+        for queue in queues
+    )
+    discovery_hidden = _hidden(guard.discovery(discovered.columns, gathered.claims, queues))
+    horizon = _horizon(conn)
+    horizon_hidden = _hidden([guard.horizon(reads_all_stats)])
+    judged, left_out = _on_queues(gathered, queues, discovered.rejected, explicit=bool(tables))
+    planned = plan_statements(conn, judged, queues, table_facts.value, analyze, guard.plan_refusal)
+    unjudged = _claims(queues, planned.value, found.value.pgss_missing, guard, reads_all_stats)
+    tenants = collect_tenants(conn, queues, table_facts.value, planned.value, guard)
+    stakeholders = _stakeholders(
+        conn, queues, planned.value, found.value.path_of, guard, found.value.pgss_missing
+    )
+    sample: Read[Sample | None] = Read(None)
     if sample_seconds and relids:
-        no_sample: Sample | None = None
-        sample = _read(
+        sample = read_fact(
             conn,
-            unavailable,
             "sample",
             "the second read of the counters",
             lambda: _sample(conn, relids, counters_read, sample_seconds, progress),
-            no_sample,
+            None,
         )
+    missing = merged(
+        None, settings, role_settings, locks, found, access, indexes_hidden, table_facts,
+        live_hidden, discovery_hidden, horizon, horizon_hidden, planned, unjudged, tenants,
+        stakeholders, sample,
+    )  # fmt: skip
     return Snapshot(
         server=server,
-        settings=settings,
-        role_settings=role_settings,
+        settings={r["name"]: r["setting"] for r in settings.value},
+        role_settings=role_settings.value,
         queues=queues,
-        tables=tuple(table_facts),
-        sample=sample,
-        statements=planned,
-        tenants=tenants,
-        horizon=horizon,
-        unavailable=unavailable,
-        rejected=tuple(rejected),
-        left_out=tuple(early_left_out + left_out),
-        stakeholders=stakeholders,
-        hidden=tuple(guard.hidden),
+        tables=tuple(table_facts.value),
+        sample=sample.value,
+        statements=planned.value,
+        tenants=tenants.value,
+        horizon=horizon.value,
+        unavailable=dict(missing.unavailable),
+        rejected=discovered.rejected,
+        left_out=(*found.value.left_out, *left_out),
+        stakeholders=stakeholders.value,
+        hidden=_unique(missing.hidden),
     )
 
 
@@ -196,11 +177,11 @@ def _stakeholders(
     planned: Sequence[Statement],
     path_of: Callable[[str | None], names.SearchPath],
     guard: Guard,
-    unavailable: dict[str, str],
-) -> tuple[Stakeholder, ...]:
+    pgss_missing: str | None,
+) -> Read[tuple[Stakeholder, ...]]:
     """The other recorded statements on the queue tables and the indexes they read."""
-    if "pg_stat_statements" in unavailable:
-        return ()
+    if pgss_missing is not None:
+        return Read(())
 
     def refuse(queue: Queue) -> str | None:
         relid = guard.relids.get(queue.qualified)
@@ -213,140 +194,171 @@ def _stakeholders(
     try:
         read = read_stakeholders(conn, queues, claims, path_of, refuse)
     except psycopg.Error as exc:
-        unavailable["stakeholders"] = f"other statements on the queue tables: {first_line(exc)}"
-        return ()
-    if read.unavailable:
-        unavailable["stakeholders"] = read.unavailable
-    return read.stakeholders
-
-
-def _read(
-    conn: Conn,
-    unavailable: dict[str, str],
-    fact: str,
-    what: str,
-    read: Callable[[], T],
-    default: T,
-) -> T:
-    """One fact, on its own: a failure is recorded under ``fact`` and the rest goes on; a
-    lost connection ends collection."""
-    try:
-        return read()
-    except psycopg.Error as exc:
         if conn.broken or conn.closed:
             raise
-        unavailable[fact] = f"{what} could not be read: {first_line(exc)}"
-        return default
+        why = f"other statements on the queue tables: {first_line(exc)}"
+        return Read((), {"stakeholders": why})
+    return Read(read.stakeholders, {"stakeholders": read.unavailable} if read.unavailable else {})
 
 
-def _rows(
+def _hidden(facts: Iterable[HiddenFact | None]) -> Read[None]:
+    """What the guard kept from being read, as a read of its own."""
+    return Read(None, hidden=tuple(f for f in facts if f is not None))
+
+
+def _unique(facts: Iterable[HiddenFact]) -> tuple[HiddenFact, ...]:
+    """Each hidden fact once (the first of those with the same fact, queue and reason), in
+    order: two statements refused on one queue hide one fact."""
+    seen: dict[tuple[str, str | None, str], HiddenFact] = {}
+    for f in facts:
+        seen.setdefault((f.fact, f.queue, f.reason), f)
+    return tuple(seen.values())
+
+
+def _table_of(queue: Queue, tables: Sequence[Table]) -> Table | None:
+    return next((t for t in tables if t.qualified == queue.qualified), None)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The statements, their names resolved and the claims among them judged."""
+
+    gathered: statements.Gathered
+    left_out: tuple[LeftOut, ...]  # functions' claims that cannot be analysed
+    pgss_missing: str | None  # why pg_stat_statements could not be read
+    path_of: Callable[[str | None], names.SearchPath]  # a role's search_path
+
+
+def _statements(
     conn: Conn,
-    unavailable: dict[str, str],
-    fact: str,
-    what: str,
-    name: str,
-    params: dict[str, Any] | None = None,
-) -> list[dict[str, Any]]:
-    """The rows of one fact query (an SQL file), read on its own as :func:`_read` does."""
-    empty: list[dict[str, Any]] = []
-    return _read(conn, unavailable, fact, what, lambda: q.rows(conn, name, params), empty)
+    queries: Sequence[tuple[str, str]],
+    database: str,
+    role_settings: Sequence[RoleSetting],
+    session_path: names.SearchPath,
+) -> Read[_Found]:
+    """pg_stat_statements, the claims in functions (and the calls of those functions) and
+    the user's statements, their names resolved under the search_path of the roles that ran
+    them."""
+    pgss = pg_stat_statements(conn)
+    scan = scan_functions(conn, pgss.value)
+    function_names = sorted({c.function.rpartition(".")[2] for c in scan.claims})
+    no_calls: Read[list[dict[str, Any]]] = Read([])
+    calls = no_calls if pgss.unavailable else function_calls(conn, function_names)
+    found, left_out = statements.found_statements(pgss.value, queries, scan.claims, calls.value)
+    catalog = read_fact(
+        conn,
+        "statement_names",
+        "the relations the statements name",
+        lambda: _catalog(conn, statements.relation_names(found)),
+        names.Catalog(()),
+    )
+    server_path = _server_search_path(conn)
+
+    def path_of(role: str | None) -> names.SearchPath:
+        return names.role_search_path(role, database, role_settings, server_path.value)
+
+    gathered = statements.gather(found, catalog.value, path_of, session_path)
+    result = _Found(gathered, tuple(left_out), pgss.unavailable.get("pg_stat_statements"), path_of)
+    return merged(result, pgss, Read(None, scan.unavailable), calls, catalog, server_path)
 
 
 def _claims(
     queues: Sequence[Queue],
     statements: Sequence[Statement],
-    unavailable: dict[str, str],
+    pgss_missing: str | None,
     guard: Guard,
     reads_all_stats: bool,
-) -> None:
-    """Record the queues whose claim is unknown: the statement checks cannot judge them."""
-    missing = unavailable.get("pg_stat_statements")
+) -> Read[None]:
+    """The queues whose claim is unknown: the statement checks cannot judge them."""
     if not statements:
-        if missing:
-            unavailable["statements"] = missing
-        elif queues and not reads_all_stats:
-            guard.statements(None)
-        elif queues:
-            unavailable["statements"] = (
+        if pgss_missing:
+            return Read(None, {"statements": pgss_missing})
+        if queues and not reads_all_stats:
+            return Read(None, hidden=tuple(guard.statements(None)))
+        if queues:
+            why = (
                 "no dequeue statement of the queue tables in pg_stat_statements: give the "
                 "application's with --query or --query-file"
             )
-        return
+            return Read(None, {"statements": why})
+        return Read(None)
     without = unclaimed(queues, statements)
-    if missing:
-        for queue in without:
-            unavailable[f"statements:{queue.qualified}"] = (
-                f"no dequeue statement of this queue was given ({missing})"
-            )
+    if pgss_missing:
+        why = f"no dequeue statement of this queue was given ({pgss_missing})"
     elif not reads_all_stats:
-        guard.statements(without)
+        return Read(None, hidden=tuple(guard.statements(without)))
     else:
-        for queue in without:
-            unavailable[f"statements:{queue.qualified}"] = (
-                "no dequeue statement of this queue is known (in pg_stat_statements, --query "
-                "or --query-file)"
-            )
+        why = (
+            "no dequeue statement of this queue is known (in pg_stat_statements, --query "
+            "or --query-file)"
+        )
+    return Read(None, {f"statements:{queue.qualified}": why for queue in without})
 
 
-def _server_search_path(conn: Conn, unavailable: dict[str, str]) -> str | None:
+def _server_search_path(conn: Conn) -> Read[str | None]:
     """The search_path a role without its own setting starts with (None: PostgreSQL's)."""
-    rows = _rows(conn, unavailable, "search_path", "the server's search_path", "search_path")
-    if not rows:
-        return None
-    row = rows[0]
+    found = read_rows(conn, "search_path", "the server's search_path", "search_path")
+    if not found.value:
+        return Read(None, found.unavailable)
+    row = found.value[0]
     if row["source"] in ("default", "configuration file", "command line", "environment variable"):
-        return str(row["setting"])
+        return Read(str(row["setting"]))
     try:
         configured = q.rows(conn, "search_path_file")
     except psycopg.Error:
         configured = []
     if configured:
-        return str(configured[0]["setting"])
-    return str(row["boot_val"]) if row["boot_val"] else None
+        return Read(str(configured[0]["setting"]))
+    return Read(str(row["boot_val"]) if row["boot_val"] else None)
 
 
-def _role_settings(conn: Conn, unavailable: dict[str, str]) -> list[RoleSetting]:
+def _role_settings(conn: Conn) -> Read[tuple[RoleSetting, ...]]:
     try:
         rows = q.rows(conn, "role_settings")
     except psycopg.errors.InsufficientPrivilege:
-        unavailable["role_settings"] = "pg_db_role_setting is not readable by this role"
-        return []
+        return Read((), {"role_settings": "pg_db_role_setting is not readable by this role"})
     out = []
     for r in rows:
         name, _, value = str(r["cfg"]).partition("=")
         out.append(RoleSetting(r["database"], r["role"], name, value))
-    return out
+    return Read(tuple(out))
 
 
-def _horizon(conn: Conn, unavailable: dict[str, str]) -> tuple[HorizonHolder, ...]:
+def _horizon(conn: Conn) -> Read[tuple[HorizonHolder, ...]]:
     try:
         rows = q.rows(conn, "horizon")
         (hidden,) = q.rows(conn, "horizon_hidden")
     except psycopg.Error as exc:
-        unavailable["horizon"] = f"the xmin horizon could not be read: {first_line(exc)}"
-        return ()
-    if hidden["sessions"]:
-        # Hidden, not failed: the query worked, but these rows came back without their facts.
-        unavailable["horizon_hidden"] = (
-            f"{hidden['sessions']} session(s) of other roles hold the xmin horizon, but "
-            "pg_stat_activity hides their transaction start and state from this role: "
-            f"GRANT pg_read_all_stats TO {hidden['role']} (part of pg_monitor)"
-        )
-    return tuple(HorizonHolder(**r) for r in rows)
+        return Read((), {"horizon": f"the xmin horizon could not be read: {first_line(exc)}"})
+    holders = tuple(HorizonHolder(**r) for r in rows)
+    if not hidden["sessions"]:
+        return Read(holders)
+    # Hidden, not failed: the query worked, but these rows came back without their facts.
+    why = (
+        f"{hidden['sessions']} session(s) of other roles hold the xmin horizon, but "
+        "pg_stat_activity hides their transaction start and state from this role: "
+        f"GRANT pg_read_all_stats TO {hidden['role']} (part of pg_monitor)"
+    )
+    return Read(holders, {"horizon_hidden": why})
+
+
+@dataclass(frozen=True)
+class _Discovered:
+    decisions: tuple[discover.Decision, ...]
+    rejected: tuple[Rejected, ...]  # tables not taken for queues, with why
+    columns: tuple[discover.CandidateColumn, ...]  # the candidate columns read
 
 
 def _discover(
     conn: Conn,
     table_names: Sequence[str],
     claims: Sequence[discover.Claim],
-    rejected: list[Rejected],
-    columns: list[discover.CandidateColumn],
     blocked: list[int],
     role: str,
-) -> list[discover.Decision]:
+) -> _Discovered:
     claimed = sorted({c.relid for c in claims})
     candidates = q.rows(conn, "candidate_columns", {"claimed": claimed})
-    columns += [_candidate(r) for r in candidates]
+    columns = [_candidate(r) for r in candidates]
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
     partials = [
         discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
@@ -359,7 +371,9 @@ def _discover(
             what = t.arg if t.arg == name else f"{t.arg} ({name})"
             raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
         explicit.append((t.schema, t.table, t.relid))
-    return discover.decide(columns, partials, claims, all_columns, explicit, rejected, role)
+    rejected: list[Rejected] = []  # filled by discover.decide as it decides
+    decisions = discover.decide(columns, partials, claims, all_columns, explicit, rejected, role)
+    return _Discovered(tuple(decisions), tuple(rejected), tuple(columns))
 
 
 def _system_schema(schema: str) -> bool:
@@ -429,25 +443,23 @@ def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:
     return names.Catalog(relations)
 
 
-def _tables(
-    conn: Conn, relids: list[int], locks: Locks, role: str, unavailable: dict[str, str]
-) -> list[Table]:
+def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list[Table]]:
     """Facts of the queue tables, one query per kind, each on its own: without columns or
     the table row there is no Table (``table_facts`` unavailable); without indexes or pg_stats
-    the tables come without them and the fact is recorded."""
+    the tables come without them and the read says which is missing."""
     blocked = locks.blocked(ACCESS_SHARE)
     params = {"relids": relids, "blocked": blocked}
+    column_rows = read_rows(conn, "table_facts", "the queue tables' columns", "columns", params)
     columns: dict[int, list[Column]] = {}
-    for r in _rows(
-        conn, unavailable, "table_facts", "the queue tables' columns", "columns", params
-    ):
+    for r in column_rows.value:
         columns.setdefault(r["relid"], []).append(
             Column(r["column"], r["type"], r["not_null"], tuple(r["enum_labels"] or ()))
         )
+    index_rows = read_rows(
+        conn, "index_definitions", "the queue tables' indexes", "indexes", params
+    )
     indexes: dict[int, list[Index]] = {}
-    for r in _rows(
-        conn, unavailable, "index_definitions", "the queue tables' indexes", "indexes", params
-    ):
+    for r in index_rows.value:
         indexes.setdefault(r["relid"], []).append(
             Index(
                 name=r["name"],
@@ -469,19 +481,17 @@ def _tables(
                 else None,
             )
         )
-    table_rows = _rows(
-        conn, unavailable, "table_facts", "the queue tables' catalog facts", "tables", params
-    )
-    if "table_facts" in unavailable:
-        return []
+    table_rows = read_rows(conn, "table_facts", "the queue tables' catalog facts", "tables", params)
+    read = merged(None, column_rows, index_rows, table_rows)
+    if "table_facts" in read.unavailable:
+        return Read([], read.unavailable)
     names = {
-        "schemas": [r["schema"] for r in table_rows],
-        "tables": [r["table"] for r in table_rows],
+        "schemas": [r["schema"] for r in table_rows.value],
+        "tables": [r["table"] for r in table_rows.value],
     }
+    stats_rows = read_rows(conn, "live_set", "pg_stats of the queue tables", "column_stats", names)
     stats: dict[tuple[str, str], list[ColumnStats]] = {}
-    for r in _rows(
-        conn, unavailable, "live_set", "pg_stats of the queue tables", "column_stats", names
-    ):
+    for r in stats_rows.value:
         stats.setdefault((r["schema"], r["table"]), []).append(
             ColumnStats(
                 column=r["column"],
@@ -493,7 +503,7 @@ def _tables(
             )
         )
     out = []
-    for r in table_rows:
+    for r in table_rows.value:
         relid = r["relid"]
         out.append(
             Table(
@@ -511,7 +521,7 @@ def _tables(
                 bytes_source=_estimated(locks, relid, role) if r["bytes_estimated"] else None,
             )
         )
-    return out
+    return merged(out, read, stats_rows)
 
 
 def _estimated(locks: Locks, relid: int, role: str) -> str:

@@ -67,12 +67,11 @@ def found_statements(
     queries: Sequence[tuple[str, str]],
     function_claims: Sequence[FunctionClaim] = (),
     calls: Sequence[Mapping[str, Any]] = (),
-    left_out: list[LeftOut] | None = None,
-) -> list[Statement]:
+) -> tuple[list[Statement], list[LeftOut]]:
     """Statements from pg_stat_statements rows, the user's (source, text) pairs and the
     claims of functions (with the pg_stat_statements ``calls`` of those functions), parsed;
-    not yet resolved. A user's statement that cannot be judged keeps its reason in
-    ``plan_error``; a function's that cannot be analysed goes to ``left_out``.
+    not yet resolved; and the functions' claims that cannot be analysed, left out with why.
+    A user's statement that cannot be judged keeps its reason in ``plan_error``.
 
     A statement pg_stat_statements recorded inside a function (``track = all``) is the
     function's claim: its counters go to the claim, whose text has the body's literals and
@@ -91,16 +90,15 @@ def found_statements(
             nested.setdefault(id(claim), []).append(r)
         else:
             top.append(r)
-    in_functions = _from_functions(function_claims, nested, calls, left_out)
-    return [*_from_pg_stat_statements(top), *in_functions, *_from_queries(queries)]
+    in_functions, left_out = _from_functions(function_claims, nested, calls)
+    return [*_from_pg_stat_statements(top), *in_functions, *_from_queries(queries)], left_out
 
 
 def _from_functions(
     claims: Sequence[FunctionClaim],
     nested: Mapping[int, Sequence[Mapping[str, Any]]],
     calls: Sequence[Mapping[str, Any]],
-    left_out: list[LeftOut] | None,
-) -> list[Statement]:
+) -> tuple[list[Statement], list[LeftOut]]:
     callers: dict[str, list[Mapping[str, Any]]] = {}
     for r in calls:
         for schema, name in called_functions([str(r["query"])]):
@@ -108,19 +106,18 @@ def _from_functions(
                 fschema, _, fname = fc.function.rpartition(".")
                 if fname == name and schema in (None, fschema):
                     callers.setdefault(fc.function, []).append(r)
-    out = []
+    out: list[Statement] = []
+    left_out: list[LeftOut] = []
     for fc in claims:
         where = f"function {fc.function}, line {fc.line}"
         if fc.skip:
-            if left_out is not None:
-                left_out.append(LeftOut(where, fc.text, f"not analysed: {fc.skip}", None))
+            left_out.append(LeftOut(where, fc.text, f"not analysed: {fc.skip}", None))
             continue
         try:
             parsed = dequeue.analyse(fc.text)
             fingerprint = dequeue.fingerprint(fc.text)
         except dequeue.StatementError as exc:
-            if left_out is not None:
-                left_out.append(LeftOut(where, fc.text, f"not analysed: {exc}", None))
+            left_out.append(LeftOut(where, fc.text, f"not analysed: {exc}", None))
             continue
         if parsed is None:
             continue
@@ -148,7 +145,7 @@ def _from_functions(
                 search_path=names.path_setting(fc.search_path) if fc.search_path else None,
             )
         )
-    return out
+    return out, left_out
 
 
 def relation_names(statements: Iterable[Statement]) -> list[str]:

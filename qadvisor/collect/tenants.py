@@ -15,12 +15,13 @@ the column of a per-tenant predicate, or a column named like ``tenant_id``):
 
 Every query runs in its own read-only transaction with seq scans disabled (``SET LOCAL``), so
 a plan that would read the archive becomes an index plan or fails on statement_timeout; a
-failure is recorded in ``TenantFacts.error`` and ``unavailable`` and the rest goes on. Before
-reading, the collector's guard says whether the role may read the columns involved and whether
-another session's lock would make the read wait: then nothing is read, and the fact is
-recorded with the GRANT or the lock. The rotation table is found by a catalog lookup (its name
-resolved along the session's search_path) and its privileges read by OID. The number of
-queries is fixed per queue table (at most six), however many tenants there are.
+failure is kept in ``TenantFacts.error`` (and the read's ``unavailable``) and the rest goes
+on. Before reading, the collector's guard says whether the role may read the columns involved
+and whether another session's lock would make the read wait: then nothing is read, and the
+fact is returned as hidden, with the GRANT or the lock. The rotation table is found by a
+catalog lookup (its name resolved along the session's search_path) and its privileges read by
+OID. The number of queries is fixed per queue table (at most six), however many tenants there
+are.
 Identifiers are composed with psycopg.sql; the live predicate is rendered by
 qadvisor.sql.printing.predicate_sql, which quotes its identifiers and literals.
 """
@@ -38,10 +39,19 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor.collect.access import Guard, read_access
-from qadvisor.collect.queries import query_text
+from qadvisor.collect.queries import Read, query_text
 from qadvisor.collect.table_names import Resolved, find_table
 from qadvisor.derive.estimates import parse_index_predicate, same_predicate
-from qadvisor.model import Index, LivePredicate, Queue, Statement, Table, TenantCount, TenantFacts
+from qadvisor.model import (
+    HiddenFact,
+    Index,
+    LivePredicate,
+    Queue,
+    Statement,
+    Table,
+    TenantCount,
+    TenantFacts,
+)
 from qadvisor.sql.dequeue import Lateral
 from qadvisor.sql.printing import predicate_sql, qualified
 
@@ -87,11 +97,13 @@ def collect_tenants(
     queues: Sequence[Queue],
     tables: Sequence[Table],
     statements: Sequence[Statement],
-    unavailable: dict[str, str],
     guard: Guard | None = None,
-) -> tuple[TenantFacts, ...]:
-    """TenantFacts for each queue table that has a tenant column."""
+) -> Read[tuple[TenantFacts, ...]]:
+    """TenantFacts for each queue table that has a tenant column; a queue's error is also
+    its ``tenants:schema.table`` entry of ``unavailable``."""
     out = []
+    unavailable = {}
+    hidden: list[HiddenFact] = []
     for queue in queues:
         table = next((t for t in tables if (t.schema, t.name) == (queue.schema, queue.table)), None)
         if table is None:
@@ -100,11 +112,13 @@ def collect_tenants(
         tenant = tenant_column(table, mine)
         if tenant is None:
             continue
-        facts = _Collector(conn, queue, table, tenant, mine, guard).run()
+        collector = _Collector(conn, queue, table, tenant, mine, guard)
+        facts = collector.run()
         if facts.error:
             unavailable[f"tenants:{queue.qualified}"] = facts.error
         out.append(facts)
-    return tuple(out)
+        hidden += collector.hidden
+    return Read(tuple(out), unavailable, tuple(hidden))
 
 
 def statement_on(stmt: Statement, queue: Queue) -> bool:
@@ -178,6 +192,7 @@ class _Collector:
         self.table = table
         self.tenant = tenant
         self.statements = statements
+        self.hidden: list[HiddenFact] = []  # what the guard kept from being read
         self.errors: list[str] = []
         self.notes: list[str] = []
         self.counts: list[TenantCount] = []
@@ -228,9 +243,18 @@ class _Collector:
         durations = self._duration_columns()
         if durations is not None and durations[2] is not None:  # read only through an index
             columns += durations[:2]
-        return self.guard.read_refusal(
-            "tenant_counts", self.queue.qualified, relid, columns, "live rows per tenant"
+        return self._refused(
+            self.guard.read_refusal(
+                "tenant_counts", self.queue.qualified, relid, columns, "live rows per tenant"
+            )
         )
+
+    def _refused(self, fact: HiddenFact | None) -> str | None:
+        """The reason of a fact the guard hid (kept to return with the facts), or None."""
+        if fact is None:
+            return None
+        self.hidden.append(fact)
+        return fact.reason
 
     def _ident(self) -> dict[str, sql.Composable]:
         live = self.queue.live
@@ -426,7 +450,7 @@ class _Collector:
         try:
             found = find_table(self.conn, lateral.outer_schema, lateral.outer_table)
             if found is not None and self.guard is not None:
-                self.guard.remember(read_access(self.conn, [found.relid]))
+                self.guard = self.guard.with_access(read_access(self.conn, [found.relid]))
         except psycopg.Error as exc:
             self.errors.append(f"rotation table {shown}: {_first_line(exc)}")
             return None
@@ -434,12 +458,14 @@ class _Collector:
             self.errors.append(f"rotation table {shown} not found (or not a table)")
             return None
         if self.guard is not None:
-            refused = self.guard.read_refusal(
-                "tenant_rotation",
-                self.queue.qualified,
-                found.relid,
-                [lateral.outer_column],
-                f"rotation table {qualified(found.schema, found.table)}",
+            refused = self._refused(
+                self.guard.read_refusal(
+                    "tenant_rotation",
+                    self.queue.qualified,
+                    found.relid,
+                    [lateral.outer_column],
+                    f"rotation table {qualified(found.schema, found.table)}",
+                )
             )
             if refused:
                 self.notes.append(f"idle tenants not counted: {refused}")

@@ -421,7 +421,7 @@ def test_pg_stat_statements_rows_say_whether_a_statement_ran_nested(db: TestDB) 
                 "SELECT id FROM app.app_jobs WHERE state = 'todo' LIMIT 1 FOR UPDATE SKIP LOCKED"
             )
     with connect(db.dsn, SessionLimits()) as conn:
-        rows = queries.pg_stat_statements(conn, {})
+        rows = queries.pg_stat_statements(conn).value
     by_text = {r["query"]: r["toplevel"] for r in rows}
     fk_check = [t for t in by_text if "FOR KEY SHARE OF" in t]
     assert len(fk_check) == 1 and by_text[fk_check[0]] is False
@@ -460,15 +460,15 @@ def test_the_number_of_functions_read_is_bounded(
 ) -> None:
     build(db)
     monkeypatch.setattr(functions, "MAX_FUNCTIONS", 2)
-    unavailable: dict[str, str] = {}
     calls = [{"query": "SELECT app_count()"}, {"query": "SELECT app_lock_job($1)"}]
     with connect(db.dsn, SessionLimits()) as conn:
         scan = scan_functions(conn, calls)
-        function_claims(conn, [], unavailable)
+        uncalled = scan_functions(conn, [])
     assert scan.truncated and len(scan.functions) == 2
     # The called one first; a called function whose body locks nothing takes no place.
     assert scan.functions == ("app.app_lock_job(bigint)", "app.app_claim_ambiguous()")
-    assert unavailable == {"functions": "only the first 2 candidate functions were read for claims"}
+    why = {"functions": "only the first 2 candidate functions were read for claims"}
+    assert scan.unavailable == uncalled.unavailable == why
 
 
 # Every PL/pgSQL statement form in one body that PostgreSQL compiles (CREATE FUNCTION checks

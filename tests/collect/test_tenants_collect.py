@@ -44,10 +44,9 @@ def facts_of(
     """collect_tenants as snapshot.collect calls it, on a read-only qadvisor session."""
     with connect(db.dsn, limits or SessionLimits()) as conn:
         snap = collect(conn, tables)
-        unavailable: dict[str, str] = {}
         stmts = [statement(s) for s in sqls]
-        out = T.collect_tenants(conn, snap.queues, snap.tables, stmts, unavailable)
-    return (out[0] if out else None), unavailable, snap
+        read = T.collect_tenants(conn, snap.queues, snap.tables, stmts)
+    return (read.value[0] if read.value else None), dict(read.unavailable), snap
 
 
 def counts(facts: TenantFacts) -> dict[str, int]:
@@ -175,16 +174,13 @@ def test_a_failure_is_recorded_and_the_rest_still_collected(db: TestDB) -> None:
         holder.start()
         try:
             assert locked.wait(10)
-            unavailable: dict[str, str] = {}
-            out = T.collect_tenants(
-                conn, snap.queues, snap.tables, [statement(RR_BY_ID)], unavailable
-            )
+            read = T.collect_tenants(conn, snap.queues, snap.tables, [statement(RR_BY_ID)])
         finally:
             release.set()
             holder.join()
-    (facts,) = out
+    (facts,) = read.value
     assert facts.error is not None and "lock timeout" in facts.error
-    assert unavailable == {"tenants:public.jobs": facts.error}
+    assert read.unavailable == {"tenants:public.jobs": facts.error}
     assert facts.live_by_tenant == () and facts.rotation_table == "queue_tenants"
 
 

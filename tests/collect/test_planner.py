@@ -1,0 +1,213 @@
+"""qadvisor.collect.planner on real servers: plan_statements plans each claim custom and generic
+in a rolled-back transaction of the read-only session, never executing it (unless asked to
+EXPLAIN ANALYZE, and then rolled back), under the statement's own search_path; a plan that
+cannot be made is one line of plan_error and the others are still planned; a statement the
+guard refuses is not sent, and the refused fact comes back with the plans."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import psycopg
+import pytest
+
+from qadvisor.collect.connect import SessionLimits, connect
+from qadvisor.collect.planner import PREPARED_NAME, Refuse, plan_statements
+from qadvisor.collect.queries import Read
+from qadvisor.collect.snapshot import collect
+from qadvisor.model import HiddenFact, Queue, Statement, Table
+from qadvisor.sql.dequeue import DequeueStatement, analyse
+from tests.conftest import TestDB
+
+CLAIM = "SELECT id FROM jobs WHERE status = $1 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+UPDATE_CLAIM = (
+    "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs WHERE status = $1 "
+    "ORDER BY created_at LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+
+
+def build(db: TestDB, schema: str = "public") -> None:
+    """A queue of 20,000 jobs, 1 % queued, with the live-set index ``jobs_queued`` (the
+    partial index on the queued rows) and one on the retried ones, analyzed."""
+    db.execute(
+        f"""
+        CREATE SCHEMA IF NOT EXISTS {schema};
+        CREATE TABLE {schema}.jobs (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            status     text        NOT NULL DEFAULT 'queued',
+            created_at timestamptz NOT NULL DEFAULT now()
+        ) WITH (autovacuum_enabled = false);
+        INSERT INTO {schema}.jobs (status, created_at)
+        SELECT CASE WHEN g % 100 = 0 THEN 'queued' WHEN g % 100 = 1 THEN 'retry' ELSE 'done' END,
+               now() - make_interval(secs => 20000 - g)
+          FROM generate_series(1, 20000) AS g;
+        CREATE INDEX jobs_queued ON {schema}.jobs (created_at) WHERE status = 'queued';
+        CREATE INDEX jobs_retry ON {schema}.jobs (created_at) WHERE status = 'retry';
+        ANALYZE {schema}.jobs;
+        """
+    )
+
+
+def facts(db: TestDB, table: str = "public.jobs") -> tuple[tuple[Queue, ...], tuple[Table, ...]]:
+    """The queue and its table facts, as collection reads them before planning."""
+    with connect(db.dsn, SessionLimits()) as conn:
+        snap = collect(conn, [table])
+    return snap.queues, snap.tables
+
+
+def claim(sql: str, queue: str = "public.jobs", search_path: str | None = None) -> Statement:
+    """A --query statement whose names resolved to ``queue`` (under ``search_path``)."""
+    parsed = analyse(sql)
+    return Statement("--query 1", sql, parsed, queue=queue, search_path=search_path)
+
+
+def plan(
+    db: TestDB,
+    statements: Sequence[Statement],
+    *,
+    analyze: bool = False,
+    refuse: Refuse | None = None,
+    limits: SessionLimits | None = None,
+    table: str = "public.jobs",
+) -> Read[tuple[Statement, ...]]:
+    queues, tables = facts(db, table)
+    with connect(db.dsn, limits or SessionLimits()) as conn:
+        read = plan_statements(conn, statements, queues, tables, analyze, refuse)
+        # Nothing prepared outlives planning, and the session is still read-only.
+        left = "SELECT count(*) FROM pg_prepared_statements WHERE name = %s"
+        assert conn.execute(left, [PREPARED_NAME]).fetchone() == (0,)
+        assert conn.execute("SHOW transaction_read_only").fetchone() == ("on",)
+    return read
+
+
+def statuses(db: TestDB) -> list[tuple[object, ...]]:
+    return db.execute("SELECT status, count(*) FROM jobs GROUP BY status ORDER BY status")
+
+
+def nodes(stmt: Statement, which: str) -> list[tuple[str, str | None]]:
+    root = getattr(stmt, which)
+    assert root is not None, (which, stmt.plan_error)
+    return [(n.node_type, n.index) for n in root.walk()]
+
+
+def test_a_claim_is_planned_custom_and_generic_and_never_run(db: TestDB) -> None:
+    build(db)
+    before = statuses(db)
+    read = plan(db, [claim(CLAIM), claim(UPDATE_CLAIM)])
+    select, update = read.value
+    assert read.unavailable == {} and read.hidden == ()
+    for stmt in (select, update):
+        assert stmt.plan_error is None, stmt.plan_error
+        # The live value for the status, LIMIT 1 for the limit: the plan of a real claim.
+        assert stmt.custom_values["1"] == "'queued'"
+        assert ("Index Scan", "jobs_queued") in nodes(stmt, "custom_plan")
+        assert stmt.generic_plan is not None and stmt.analyzed_plan is None
+        # The planner was asked, per partial index, whether the conditions can use it: the
+        # other one's order is the live-set index's, so the answer is no proof either way.
+        assert stmt.index_probes == {
+            "jobs_queued": "proved",
+            "jobs_retry": "undecided: the planner chose jobs_queued, which has the same order",
+        }
+    assert update.custom_values["2"] == "1"
+    # A bound status: the generic plan cannot choose the partial index on one value.
+    assert ("Index Scan", "jobs_queued") not in nodes(select, "generic_plan")
+    assert statuses(db) == before
+
+
+def test_a_literal_status_is_planned_with_its_own_index(db: TestDB) -> None:
+    build(db)
+    sql = CLAIM.replace("$1", "'retry'")
+    (stmt,) = plan(db, [claim(sql)]).value
+    assert stmt.custom_values == {}
+    assert ("Index Scan", "jobs_retry") in nodes(stmt, "custom_plan")
+    assert nodes(stmt, "generic_plan") == nodes(stmt, "custom_plan")  # nothing to bind
+    assert stmt.index_probes == {
+        "jobs_queued": "undecided: the planner chose jobs_retry, which has the same order",
+        "jobs_retry": "proved",
+    }
+
+
+def test_analyze_runs_the_claim_and_rolls_it_back(db: TestDB) -> None:
+    build(db)
+    before = statuses(db)
+    (stmt,) = plan(db, [claim(UPDATE_CLAIM)], analyze=True).value
+    assert stmt.plan_error is None, stmt.plan_error
+    assert stmt.analyzed_plan is not None and stmt.analyzed_ms is not None
+    assert stmt.analyzed_plan.actual_rows == 1  # one job claimed, then rolled back
+    assert statuses(db) == before
+
+
+def test_a_plan_that_fails_is_one_line_and_the_others_are_planned(db: TestDB) -> None:
+    build(db)
+    broken = claim(CLAIM.replace("ORDER BY created_at", "ORDER BY enqueued_at"))
+    first, second = plan(db, [broken, claim(CLAIM)]).value
+    assert first.plan_error is not None and "\n" not in first.plan_error
+    assert first.plan_error.startswith("PREPARE failed: column"), first.plan_error
+    assert "enqueued_at" in first.plan_error
+    assert first.custom_plan is None and first.generic_plan is None
+    assert second.plan_error is None and second.custom_plan is not None
+
+
+def test_a_lock_of_another_session_is_a_lock_timeout_not_a_wait(db: TestDB) -> None:
+    build(db)
+    with db.connect() as holder, holder.transaction():
+        holder.execute("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        (stmt,) = plan(db, [claim(CLAIM)], limits=SessionLimits(lock_timeout_ms=100)).value
+    assert stmt.plan_error == (
+        "PREPARE: lock_timeout expired (another session holds a lock on the table)"
+    )
+
+
+def test_a_refused_statement_is_not_sent_and_its_fact_comes_back(db: TestDB) -> None:
+    build(db)
+    asked: list[tuple[str, str]] = []
+
+    def refuse(queue: Queue, parsed: DequeueStatement) -> HiddenFact | None:
+        asked.append((queue.qualified, parsed.table))
+        if "LIMIT $2" not in parsed.text:
+            return None
+        return HiddenFact("plans", queue.qualified, "not planned: a test says so")
+
+    # Planning this one would fail on the server: refused, it never gets there.
+    refused = claim(UPDATE_CLAIM.replace("ORDER BY created_at", "ORDER BY enqueued_at"))
+    read = plan(db, [refused, claim(CLAIM), refused], refuse=refuse)
+    first, planned, again = read.value
+    assert first.plan_error == again.plan_error == "not planned: a test says so"
+    assert first.custom_plan is None and planned.custom_plan is not None
+    # One fact per refused statement (collection keeps each fact once).
+    assert read.hidden == (HiddenFact("plans", "public.jobs", "not planned: a test says so"),) * 2
+    assert asked == [("public.jobs", "jobs")] * 3
+
+
+def test_what_is_not_a_claim_on_a_queue_is_returned_as_it_is(db: TestDB) -> None:
+    build(db)
+    db.execute("CREATE TABLE other (id int PRIMARY KEY, status text)")
+    unresolved = Statement(source="--query 1", text=CLAIM, parsed=analyse(CLAIM))
+    unparsed = Statement(source="--query 2", text="SELECT 1", plan_error="not judged as a claim")
+    elsewhere = claim(CLAIM.replace("jobs", "other"), queue="public.other")
+    stmts = [unresolved, unparsed, elsewhere]
+    assert plan(db, stmts).value == tuple(stmts)
+
+
+def test_a_statement_is_planned_under_its_own_search_path(db: TestDB) -> None:
+    # The application's role resolves "jobs" to app.jobs; qadvisor's session has no such
+    # table on its search_path.
+    build(db, "app")
+    stmt = claim(CLAIM, queue="app.jobs", search_path="app")
+    (planned,) = plan(db, [stmt], table="app.jobs").value
+    assert planned.plan_error is None, planned.plan_error
+    assert ("Index Scan", "jobs_queued") in nodes(planned, "custom_plan")
+    (lost,) = plan(db, [claim(CLAIM, queue="app.jobs")], table="app.jobs").value
+    assert lost.plan_error is not None and 'relation "jobs" does not exist' in lost.plan_error
+
+
+def test_the_session_stays_read_only_when_planning_fails(db: TestDB) -> None:
+    build(db)
+    queues, tables = facts(db)
+    with connect(db.dsn, SessionLimits()) as conn:
+        broken = claim(CLAIM.replace("status = $1", "status = $1 AND nope"))
+        (stmt,) = plan_statements(conn, [broken], queues, tables, analyze=True).value
+        assert stmt.plan_error is not None
+        # The connection is still good for the rest of collection, and still read-only.
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+            conn.execute("CREATE TABLE t (id int)")
