@@ -87,6 +87,8 @@ class SessionLimits:
     lock_timeout_ms: int = 1_000
     # None: the DSN's or PGCONNECT_TIMEOUT's value, else DEFAULT_CONNECT_TIMEOUT_S.
     connect_timeout_s: int | None = None
+    # None: derived from the others (qadvisor.collect.connect.default_run_timeout_s).
+    run_timeout_s: int | None = None
 
 
 @dataclass(frozen=True)
