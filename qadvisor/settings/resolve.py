@@ -19,9 +19,9 @@ Where each setting comes from (file key / environment variable / flag):
 - queue tables: tables / QADVISOR_TABLES (comma-separated) / --table
 - ignores: ignore / QADVISOR_IGNORE (comma-separated) / --ignore
 - statements: queries, query_files / (none) / --query, --query-file
-- session timeouts: statement_timeout, lock_timeout, connect_timeout /
-  QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT /
-  --statement-timeout, --lock-timeout, --connect-timeout
+- session timeouts: statement_timeout, lock_timeout, connect_timeout, run_timeout /
+  QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT,
+  QADVISOR_RUN_TIMEOUT / --statement-timeout, --lock-timeout, --connect-timeout, --run-timeout
 - the accepted findings: baseline / (none) / --baseline (and --write-baseline, flag only)
 - where SARIF shows findings without a line of their own: sarif_anchor / (none) /
   --sarif-anchor; the docs' published URL: docs_url / (none) / --docs-url
@@ -64,13 +64,14 @@ ENV_PREFIX = "QADVISOR_"
 ENV_VARIABLES = tuple(
     ENV_PREFIX + key
     for key in ("CONFIG", "FAIL_ON", "FAIL_ON_SKIP", "TABLES", "IGNORE", "STATEMENT_TIMEOUT",
-                "LOCK_TIMEOUT", "CONNECT_TIMEOUT")
+                "LOCK_TIMEOUT", "CONNECT_TIMEOUT", "RUN_TIMEOUT")
 )  # fmt: skip
 # Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
 # cancels even the catalog reads of a small database.
 MIN_STATEMENT_TIMEOUT_MS = 100
 MIN_LOCK_TIMEOUT_MS = 1
 MIN_CONNECT_TIMEOUT_S = 1
+MIN_RUN_TIMEOUT_S = 1
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -112,6 +113,7 @@ class Flags:
     statement_timeout: int | None = None
     lock_timeout: int | None = None
     connect_timeout: int | None = None
+    run_timeout: int | None = None
     baseline: Path | None = None
     write_baseline: Path | None = None
     outputs: Sequence[str] = ()  # "FORMAT:PATH"
@@ -217,6 +219,10 @@ def resolve(
         flags.connect_timeout, "--connect-timeout", environ, "CONNECT_TIMEOUT",
         cfg.connect_timeout, f"{file_label}: connect_timeout", MIN_CONNECT_TIMEOUT_S, "seconds",
     )  # fmt: skip
+    run_s = _timeout(
+        flags.run_timeout, "--run-timeout", environ, "RUN_TIMEOUT",
+        cfg.run_timeout, f"{file_label}: run_timeout", MIN_RUN_TIMEOUT_S, "seconds",
+    )  # fmt: skip
     defaults = SessionLimits()
     limits = SessionLimits(
         statement_timeout_ms=defaults.statement_timeout_ms
@@ -224,6 +230,7 @@ def resolve(
         else statement_ms,
         lock_timeout_ms=defaults.lock_timeout_ms if lock_ms is None else lock_ms,
         connect_timeout_s=connect_s,
+        run_timeout_s=run_s,
     )
     on_server = flags.snapshot is None
     tables = tuple(flags.tables) or _list(environ, "TABLES") or cfg.tables

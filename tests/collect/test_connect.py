@@ -105,37 +105,48 @@ def stopped_backend(db: TestDB) -> Iterator[list[int]]:
             os.kill(pid, signal.SIGCONT)
 
 
-def test_a_stopped_backend_ends_the_run_within_the_statement_bound(
-    db: TestDB, stopped_backend: list[int]
+def _stop_qadvisor_backend(db: TestDB, stopped: list[int]) -> None:
+    with db.connect() as admin:
+        deadline = time.monotonic() + 20
+        while not stopped and time.monotonic() < deadline:
+            row = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'qadvisor'"
+                " AND datname = current_database()"
+            ).fetchone()
+            if row is not None:
+                os.kill(row[0], signal.SIGSTOP)
+                stopped.append(row[0])
+            time.sleep(0.05)
+    assert stopped, "qadvisor's session never appeared"
+
+
+@pytest.mark.parametrize(
+    ("flags", "bound", "says"),
+    [
+        # Its next read waits on the stopped backend: the sample (3 s) + the statement bound.
+        (("--statement-timeout", "1000"), 3 + 1 + STATEMENT_MARGIN_S, "did not answer within"),
+        # A statement bound longer than the run's: the run bound ends it.
+        (("--statement-timeout", "600000", "--run-timeout", "6"), 6, "did not end within"),
+    ],
+    ids=["statement", "run"],
+)
+def test_a_stopped_backend_ends_the_run_within_its_bound(
+    db: TestDB, stopped_backend: list[int], flags: tuple[str, ...], bound: float, says: str
 ) -> None:
-    statement_ms = 1000
-    bound = statement_ms / 1000 + STATEMENT_MARGIN_S
+    started = time.monotonic()
     # --sample keeps the session open between its two reads: time to find and stop it.
-    proc = _qadvisor("check", db.dsn, "--sample", "3", "--statement-timeout", str(statement_ms))
+    proc = _qadvisor("check", db.dsn, "--sample", "3", *flags)
     try:
-        with db.connect() as admin:
-            deadline = time.monotonic() + 20
-            while not stopped_backend and time.monotonic() < deadline:
-                row = admin.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = 'qadvisor'"
-                    " AND datname = current_database()"
-                ).fetchone()
-                if row is not None:
-                    os.kill(row[0], signal.SIGSTOP)
-                    stopped_backend.append(row[0])
-                time.sleep(0.05)
-        assert stopped_backend, "qadvisor's session never appeared"
-        stopped_at = time.monotonic()
-        # Its next read waits on the stopped backend: sample (3 s) + the bound.
-        rc, err, _took = _ended(proc, 3 + bound + START_SLACK_S)
+        _stop_qadvisor_backend(db, stopped_backend)
+        rc, err, _took = _ended(proc, bound + START_SLACK_S)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
     assert rc == 2, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "did not answer within" in lines[0], err
-    assert time.monotonic() - stopped_at >= bound - 1
+    assert len(lines) == 1 and says in lines[0], err
+    assert time.monotonic() - started >= min(bound, 3) - 1
 
 
 @pytest.fixture
