@@ -166,14 +166,27 @@ ConfigOpt = Annotated[
         show_default=False,
     ),
 ]
+RunTimeoutOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--run-timeout",
+        min=1,
+        metavar="SECONDS",
+        help="Seconds the whole visit to the server may take before qadvisor stops it (exit 2) "
+        "(default: QADVISOR_RUN_TIMEOUT, the config file's run_timeout, else 120 + the connect "
+        "timeout + --sample + 3 x (statement timeout + 5) per --query/--query-file statement).",
+        show_default=False,
+    ),
+]
 ConnectTimeoutOpt = Annotated[
     int | None,
     typer.Option(
         "--connect-timeout",
         min=1,
         metavar="SECONDS",
-        help="Seconds to wait for a connection (default: QADVISOR_CONNECT_TIMEOUT, the config "
-        "file's connect_timeout, the DSN's connect_timeout, PGCONNECT_TIMEOUT, else 10).",
+        help="Seconds to wait for a connection, per address tried (default: "
+        "QADVISOR_CONNECT_TIMEOUT, the config file's connect_timeout, else 10); a stricter "
+        "connect_timeout in the DSN or PGCONNECT_TIMEOUT wins, a 0 there never disables it.",
         show_default=False,
     ),
 ]
@@ -246,6 +259,7 @@ def check(
     statement_timeout: StatementTimeoutOpt = None,
     lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
+    run_timeout: RunTimeoutOpt = None,
     output: Annotated[
         list[str] | None,
         typer.Option(
@@ -326,6 +340,7 @@ def check(
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
+        run_timeout=run_timeout,
         baseline=baseline,
         write_baseline=write_baseline,
         outputs=output or (),
@@ -385,6 +400,7 @@ def snapshot_cmd(
     statement_timeout: StatementTimeoutOpt = None,
     lock_timeout: LockTimeoutOpt = None,
     connect_timeout: ConnectTimeoutOpt = None,
+    run_timeout: RunTimeoutOpt = None,
 ) -> None:
     """Save the facts qadvisor reads (no table data) so they can be checked later offline.
 
@@ -404,6 +420,7 @@ def snapshot_cmd(
         statement_timeout=statement_timeout,
         lock_timeout=lock_timeout,
         connect_timeout=connect_timeout,
+        run_timeout=run_timeout,
     )
     from qadvisor.settings.outputs import OutputError, unwritable, write_atomic
 

@@ -1,9 +1,28 @@
-"""Opening a polite session: read-only, with timeouts, named, and never leaking a secret."""
+"""Opening a polite session: read-only, with timeouts, named, and never leaking a secret.
+
+Every wait is bounded, whatever the server or the network does:
+
+- connecting: qadvisor's connect bound (--connect-timeout, else DEFAULT_CONNECT_TIMEOUT_S)
+  per address tried; a DSN's or PGCONNECT_TIMEOUT's connect_timeout applies when it is
+  stricter, and one of 0 (libpq: wait forever), below 0 or not a number is replaced;
+- each round trip of the session: the server's statement_timeout plus STATEMENT_MARGIN_S,
+  counted by qadvisor itself, so a server that stopped answering (a stopped process, a lost
+  network) still ends the run; TCP keepalives end a silently dropped connection too;
+- the whole run: the run bound (--run-timeout, else :func:`default_run_timeout_s`).
+
+When a bound passes qadvisor closes the socket (a cancel request would wait on the same
+stopped server) and the run ends with one line and exit 2.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 from urllib.parse import unquote
 
@@ -13,7 +32,15 @@ from psycopg import conninfo
 from qadvisor.errors import InputError
 from qadvisor.settings.resolve import SessionLimits
 
-__all__ = ["ConnectError", "SessionLimits", "connect", "describe", "redact"]
+__all__ = [
+    "ConnectError",
+    "SessionLimits",
+    "Unresponsive",
+    "connect",
+    "default_run_timeout_s",
+    "describe",
+    "redact",
+]
 
 APPLICATION_NAME = "qadvisor"
 
@@ -23,6 +50,117 @@ class ConnectError(InputError):
 
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
+# How long past statement_timeout qadvisor waits for the server's answer (the server cancels
+# the statement at statement_timeout; the margin covers the cancel and the result's transfer).
+STATEMENT_MARGIN_S = 5
+# The run bound without --run-timeout: this, plus the connect bound, the --sample seconds and
+# PLANNED_STATEMENT_READS statement bounds for each --query/--query-file statement.
+BASE_RUN_TIMEOUT_S = 120
+PLANNED_STATEMENT_READS = 3
+# TCP keepalives: a connection the network dropped without a word is noticed within
+# idle + interval * count seconds.
+_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
+               "keepalives_count": 3}  # fmt: skip
+# The limits the role, the database or PGOPTIONS may already set on the session; 0: none.
+_ROLE_LIMITS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
+
+
+class Unresponsive(ConnectError):
+    """The server did not answer within a bound qadvisor sets; the connection is closed."""
+
+
+def connect_timeout_s(limits: SessionLimits, params: dict[str, Any]) -> int:
+    """The connect bound: qadvisor's (--connect-timeout, else the default), or the DSN's
+    (else PGCONNECT_TIMEOUT's) when that is stricter; a value that is 0 (libpq: no limit),
+    negative or not a whole number does not loosen it."""
+    ours = limits.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
+    given = params.get("connect_timeout")
+    if given is None:
+        given = os.environ.get("PGCONNECT_TIMEOUT")
+    try:
+        theirs = int(str(given).strip()) if given is not None else 0
+    except ValueError:
+        theirs = 0
+    return min(ours, theirs) if theirs > 0 else ours
+
+
+def statement_bound_s(statement_timeout_ms: int) -> float:
+    """How long qadvisor waits for one answer of the server."""
+    return statement_timeout_ms / 1000 + STATEMENT_MARGIN_S
+
+
+def default_run_timeout_s(limits: SessionLimits, statements: int = 0, sample_s: float = 0) -> int:
+    """The run bound when --run-timeout is not given (documented in docs/cli.md)."""
+    planned = statements * PLANNED_STATEMENT_READS * statement_bound_s(limits.statement_timeout_ms)
+    connect = limits.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
+    return int(BASE_RUN_TIMEOUT_S + connect + sample_s + planned)
+
+
+class BoundedConnection(psycopg.Connection[Any]):
+    """A connection none of whose waits outlasts its bounds: every round trip with the
+    server goes through :meth:`wait`, which closes the socket when the statement bound or
+    the run deadline passes first."""
+
+    statement_bound: float | None = None
+    run_deadline: float | None = None  # time.monotonic()
+    run_timeout: float | None = None
+    _expired: str | None = None
+
+    def bound(self, statement_s: float, run_deadline: float, run_timeout: float) -> None:
+        self.statement_bound, self.run_deadline, self.run_timeout = (
+            statement_s,
+            run_deadline,
+            run_timeout,
+        )
+
+    def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.statement_bound is None or self.run_deadline is None:
+            return super().wait(gen, *args, **kwargs)
+        left = self.run_deadline - time.monotonic()
+        if left <= 0:
+            self._expire("run")
+            raise Unresponsive(self._expired or "")
+        statement = self.statement_bound <= left
+        why = "statement" if statement else "run"
+        with self._watchdog(min(self.statement_bound, left), why):
+            try:
+                return super().wait(gen, *args, **kwargs)
+            except Exception:
+                if self._expired is None:
+                    raise
+        # The socket was shut: whatever psycopg made of that, the reason is the bound.
+        raise Unresponsive(self._expired)
+
+    @contextmanager
+    def _watchdog(self, seconds: float, why: str) -> Iterator[None]:
+        timer = threading.Timer(seconds, self._expire, (why,))
+        timer.daemon = True
+        timer.start()
+        try:
+            yield
+        finally:
+            timer.cancel()
+
+    def _expire(self, why: str) -> None:
+        """Shut the socket down: the blocked read returns at once, and so does every later
+        use of the connection (a cancel request would wait on the same silent server)."""
+        if why == "run":
+            self._expired = (
+                f"the run did not end within its bound of {self.run_timeout:g} s "
+                "(--run-timeout); qadvisor stopped and closed the connection"
+            )
+        else:
+            self._expired = (
+                f"the server did not answer within {self.statement_bound:g} s "
+                f"(statement_timeout + {STATEMENT_MARGIN_S} s); it may be stopped, overloaded "
+                "or cut off by the network; qadvisor closed the connection"
+            )
+        try:
+            fd = self.pgconn.socket
+        except psycopg.Error:
+            return
+        with suppress(OSError), socket.socket(fileno=os.dup(fd)) as dup:
+            dup.shutdown(socket.SHUT_RDWR)
 
 
 _SECRET_KEYS = ("password", "sslpassword")
@@ -96,8 +234,15 @@ def describe(dsn: str | None) -> str:
     return " ".join(parts) or "the libpq defaults (PG* environment)"
 
 
-def connect(dsn: str | None, limits: SessionLimits) -> psycopg.Connection[tuple[object, ...]]:
-    """Connect with the libpq environment as psql does, then pin the session read-only."""
+def connect(
+    dsn: str | None, limits: SessionLimits, run_timeout_s: float | None = None
+) -> psycopg.Connection[tuple[object, ...]]:
+    """Connect with the libpq environment as psql does, then pin the session read-only, with
+    the stricter of the role's (database's, PGOPTIONS') limits and qadvisor's; every wait of
+    the session is bounded, and the whole of it by ``run_timeout_s`` from now (None: the
+    default run bound)."""
+    started = time.monotonic()
+    run_s = default_run_timeout_s(limits) if run_timeout_s is None else run_timeout_s
     if cut_user_info(dsn):
         # Connecting would try a host made of the user name and a port made of the password.
         raise ConnectError(
@@ -112,20 +257,36 @@ def connect(dsn: str | None, limits: SessionLimits) -> psycopg.Connection[tuple[
         if dsn and (_secrets(dsn) or re.search(r"password|://[^@]*:[^@]*@", dsn, re.I)):
             raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
         raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
-    extra: dict[str, Any] = {}
-    if limits.connect_timeout_s is not None:
-        extra["connect_timeout"] = limits.connect_timeout_s
-    elif "connect_timeout" not in params and not os.environ.get("PGCONNECT_TIMEOUT"):
-        extra["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT_S
+    extra: dict[str, Any] = {"connect_timeout": connect_timeout_s(limits, params)}
+    # The DSN's (or PGKEEPALIVES*'s) own keepalive settings are the DBA's choice.
+    env_keys = {"keepalives": "PGKEEPALIVES"}
+    for key, value in _KEEPALIVES.items():
+        if key not in params and not os.environ.get(env_keys.get(key, "")):
+            extra[key] = value
     try:
-        conn = psycopg.connect(
+        conn = BoundedConnection.connect(
             dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
         )
     except psycopg.Error as exc:
         raise ConnectError(
             f"cannot connect to {describe(dsn)}: {redact(_first_line(exc), dsn)}"
         ) from None
+    statement_ms = limits.statement_timeout_ms
+    conn.bound(statement_bound_s(statement_ms), started + run_s, run_s)
     try:
+        # The limits the session starts with (ALTER ROLE/DATABASE ... SET, PGOPTIONS), in ms.
+        rows = conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(_ROLE_LIMITS),)
+        ).fetchall()
+        given = {str(name): int(str(setting)) for name, setting in rows}
+        ours = {
+            "statement_timeout": statement_ms,
+            "lock_timeout": limits.lock_timeout_ms,
+            "idle_in_transaction_session_timeout": max(statement_ms * 4, 10_000),
+        }
+        # The stricter wins; 0 is no limit.
+        applied = {k: min(v, given[k]) if given.get(k, 0) > 0 else v for k, v in ours.items()}
+        conn.bound(statement_bound_s(applied["statement_timeout"]), started + run_s, run_s)
         # Every transaction of this session is read-only; EXPLAIN of a locking statement still
         # works, EXPLAIN ANALYZE of one is refused by the server itself.
         conn.execute(
@@ -133,12 +294,11 @@ def connect(dsn: str | None, limits: SessionLimits) -> psycopg.Connection[tuple[
             " set_config('statement_timeout', %s, false),"
             " set_config('lock_timeout', %s, false),"
             " set_config('idle_in_transaction_session_timeout', %s, false)",
-            (
-                str(limits.statement_timeout_ms),
-                str(limits.lock_timeout_ms),
-                str(max(limits.statement_timeout_ms * 4, 10_000)),
-            ),
+            tuple(str(applied[k]) for k in _ROLE_LIMITS),
         )
+    except Unresponsive:
+        conn.close()
+        raise
     except psycopg.Error as exc:
         conn.close()
         raise ConnectError(f"cannot set up the session: {redact(_first_line(exc), dsn)}") from None

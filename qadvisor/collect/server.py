@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from qadvisor.collect.connect import connect, redact
+from qadvisor.collect.connect import connect, default_run_timeout_s, redact
 from qadvisor.collect.errors import CollectError
 from qadvisor.collect.snapshot import collect
 from qadvisor.model import Snapshot
@@ -24,8 +24,12 @@ def snapshot_of(
     with their tables, sample, queries (planned, never executed) and session limits;
     ``progress(elapsed, total)`` is called while a sample waits."""
     dsn = settings.dsn
-    conn = connect(dsn, settings.limits)
     sample = settings.sample_seconds
+    limits = settings.limits
+    run_s = limits.run_timeout_s or default_run_timeout_s(
+        limits, len(settings.queries), sample or 0
+    )
+    conn = connect(dsn, limits, run_s)
     try:
         with conn:
             return collect(conn, settings.tables, sample, progress if sample else None,

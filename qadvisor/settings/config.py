@@ -12,6 +12,7 @@ The file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
     statement_timeout = 5000 # ms, like --statement-timeout
     lock_timeout = 1000      # ms
     connect_timeout = 10     # seconds
+    run_timeout = 300        # seconds, the whole run
     baseline = "qadvisor-baseline.json"  # like --baseline, relative to this file
     sarif_anchor = ".github/workflows/qadvisor.yml"  # like --sarif-anchor
     docs_url = "https://example.org/qadvisor/"      # like --docs-url
@@ -44,8 +45,8 @@ MAX_CONFIG_BYTES = 1024 * 1024
 # --fail-on's values: a severity, or never (no finding fails the run).
 FAIL_ON = ("critical", "warning", "info", "never")
 _KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "queries", "query_files", "options",
-         "statement_timeout", "lock_timeout", "connect_timeout", "baseline", "sarif_anchor",
-         "docs_url"}  # fmt: skip
+         "statement_timeout", "lock_timeout", "connect_timeout", "run_timeout", "baseline",
+         "sarif_anchor", "docs_url"}  # fmt: skip
 
 
 class ConfigError(InputError, ValueError):
@@ -65,6 +66,7 @@ class Config:
     statement_timeout: int | None = None  # ms
     lock_timeout: int | None = None  # ms
     connect_timeout: int | None = None  # seconds
+    run_timeout: int | None = None  # seconds
     baseline: Path | None = None  # relative paths are made relative to the file
     sarif_anchor: Path | None = None
     docs_url: str | None = None
@@ -127,6 +129,7 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
         statement_timeout=_int(data, "statement_timeout", path),
         lock_timeout=_int(data, "lock_timeout", path),
         connect_timeout=_int(data, "connect_timeout", path),
+        run_timeout=_int(data, "run_timeout", path),
         baseline=_file(data, "baseline", path),
         sarif_anchor=_file(data, "sarif_anchor", path),
         docs_url=_str(data, "docs_url", path),

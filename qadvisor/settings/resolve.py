@@ -18,9 +18,9 @@ and :data:`IGNORE` are this list as a table, each row read the same way:
 - gate severity: fail_on / QADVISOR_FAIL_ON / --fail-on
 - blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip
 - queue tables: tables / QADVISOR_TABLES (comma-separated) / --table
-- session timeouts: statement_timeout, lock_timeout, connect_timeout /
-  QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT /
-  --statement-timeout, --lock-timeout, --connect-timeout
+- session timeouts: statement_timeout, lock_timeout, connect_timeout, run_timeout /
+  QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT,
+  QADVISOR_RUN_TIMEOUT / --statement-timeout, --lock-timeout, --connect-timeout, --run-timeout
 - the accepted findings: baseline / QADVISOR_BASELINE / --baseline (--write-baseline is a
   flag only)
 - where SARIF shows findings without a line of their own: sarif_anchor /
@@ -68,6 +68,7 @@ ENV_PREFIX = "QADVISOR_"
 MIN_STATEMENT_TIMEOUT_MS = 100
 MIN_LOCK_TIMEOUT_MS = 1
 MIN_CONNECT_TIMEOUT_S = 1
+MIN_RUN_TIMEOUT_S = 1
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -88,6 +89,8 @@ class SessionLimits:
     lock_timeout_ms: int = 1_000
     # None: the DSN's or PGCONNECT_TIMEOUT's value, else DEFAULT_CONNECT_TIMEOUT_S.
     connect_timeout_s: int | None = None
+    # None: derived from the others (qadvisor.collect.connect.default_run_timeout_s).
+    run_timeout_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class Flags:
     statement_timeout: int | None = None
     lock_timeout: int | None = None
     connect_timeout: int | None = None
+    run_timeout: int | None = None
     baseline: Path | None = None
     write_baseline: Path | None = None
     outputs: Sequence[str] = ()  # "FORMAT:PATH"
@@ -186,6 +190,7 @@ def resolve(
         statement_timeout_ms=value["statement_timeout"],
         lock_timeout_ms=value["lock_timeout"],
         connect_timeout_s=value["connect_timeout"],
+        run_timeout_s=value["run_timeout"],
     )
     root = cwd or Path.cwd()
     outputs = _outputs(flags.outputs)
@@ -446,6 +451,8 @@ SETTINGS = (
             _LIMITS.lock_timeout_ms),
     Setting("connect_timeout", "--connect-timeout", _whole("seconds"),
             _at_least(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
+    Setting("run_timeout", "--run-timeout", _whole("seconds"),
+            _at_least(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
     Setting("baseline", "--baseline", _path),
     SARIF_ANCHOR,
     Setting("docs_url", "--docs-url", _text, _http_url),
