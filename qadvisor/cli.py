@@ -151,8 +151,10 @@ AnalyzeOpt = Annotated[
     bool,
     typer.Option(
         "--analyze",
-        help="Also EXPLAIN ANALYZE the dequeue statements, each inside a transaction that is "
-        "rolled back (it runs the statement: use a staging or scratch database).",
+        help="Also EXPLAIN ANALYZE what finds each dequeue statement's rows: its SELECT with "
+        "every FOR UPDATE/SHARE removed, in a read-only transaction that is rolled back. No "
+        "row is locked or written and no worker is waited for; an UPDATE or DELETE itself is "
+        "never executed. It does read the rows: mind the load on a busy primary.",
     ),
 ]
 ConfigOpt = Annotated[

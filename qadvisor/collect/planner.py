@@ -19,8 +19,12 @@ transaction that is rolled back (the session is read-only):
 5. ``DEALLOCATE`` (a prepared statement outlives a rollback, so it is also removed after a
    failure).
 
-With ``analyze``: ``EXPLAIN (ANALYZE, BUFFERS)`` of the custom form in a second transaction
-that is switched to READ WRITE and always rolled back.
+With ``analyze``: ``EXPLAIN (ANALYZE, BUFFERS)`` of what finds the claim's rows, with the
+custom plan's values written as literals and every locking clause removed
+(``dequeue.read_only_scan``), in a second read-only transaction that is rolled back, with a
+lock timeout of ``ANALYZE_LOCK_TIMEOUT_MS``: no row is locked, written or waited for. A
+statement that finds its rows in no locking SELECT (a plain ``UPDATE ... WHERE``) is not
+executed, and says so.
 
 A plan that fails (statement_timeout, lock_timeout, any error) leaves a one-line
 ``plan_error`` on that statement; the others are still planned.
@@ -56,6 +60,8 @@ GENERIC_PLAN_VERSION = 160000
 # Partial indexes probed per statement: each probe is one EXPLAIN.
 MAX_PROBES = 8
 _EXPLAIN = "VERBOSE, FORMAT JSON"
+# --analyze takes ACCESS SHARE on the tables it reads: it waits at most this long for one.
+ANALYZE_LOCK_TIMEOUT_MS = 50
 # Why a statement on a queue must not be planned now: the fact that is hidden, or None.
 Refuse = Callable[[Queue, dequeue.DequeueStatement], HiddenFact | None]
 
@@ -231,7 +237,7 @@ class _Planner:
             if prepared:
                 self._deallocate()
         if self.analyze and result.custom_plan is not None:
-            self._analyze(job, types, values, result)
+            self._analyze(job, values, result)
         return result
 
     def _probes(self, job: _Job, values: list[str]) -> dict[str, str]:
@@ -301,32 +307,45 @@ class _Planner:
                 "setting the application's search_path",
             )
 
-    def _analyze(self, job: _Job, types: list[str], values: list[str], result: _Result) -> None:
-        prepared = False
+    def _analyze(self, job: _Job, values: list[str], result: _Result) -> None:
+        """EXPLAIN ANALYZE of what finds the claim's rows, never of the claim: its locking
+        clauses removed (dequeue.read_only_scan), in a read-only transaction with a lock
+        timeout of milliseconds. So it takes no row lock, waits on no worker and makes none
+        wait, and changes no counter of the table; an UPDATE or DELETE is never executed."""
+        try:
+            scan = dequeue.read_only_scan(job.text, dict(enumerate(values, 1)))
+        except dequeue.StatementError as exc:
+            result.errors.append(f"EXPLAIN ANALYZE not run: its read-only form failed ({exc})")
+            return
+        if scan is None:
+            result.errors.append(
+                "EXPLAIN ANALYZE not run: the statement finds its rows in no SELECT that locks "
+                "them, and executing the UPDATE or DELETE itself would write"
+            )
+            return
         try:
             with self.conn.transaction(force_rollback=True):
-                # The session is read-only; EXPLAIN ANALYZE runs the statement (it locks and
-                # updates rows), so this one transaction is read-write and rolled back.
-                self._execute(sql.SQL("SET TRANSACTION READ WRITE"), "EXPLAIN ANALYZE")
+                # The stricter of this bound and the session's (a role's own lock_timeout).
+                self._execute(
+                    sql.SQL(
+                        "SELECT set_config('lock_timeout', least(nullif(setting::int, 0), {})"
+                        "::text || 'ms', true) FROM pg_settings WHERE name = 'lock_timeout'"
+                    ).format(sql.Literal(ANALYZE_LOCK_TIMEOUT_MS)),
+                    "EXPLAIN ANALYZE",
+                )
                 self._set_path(job.search_path)
-                self._prepare(job.text, types)
-                prepared = True
-                self._set_mode("force_custom_plan")
+                # The text is a SELECT printed from the statement's own tree, its parameters
+                # replaced by literals this module built.
                 data = self._fetch_json(
                     sql.SQL("EXPLAIN (ANALYZE, BUFFERS, {}) ").format(sql.SQL(_EXPLAIN))
-                    + _execute_call(values),
+                    + _raw(scan),
                     "EXPLAIN ANALYZE",
                 )
                 result.analyzed_plan, result.analyzed_ms = _parse(data, "EXPLAIN ANALYZE")
-                self._execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED_NAME)))
-                prepared = False
         except PlanError as exc:
             result.errors.append(str(exc))
         except psycopg.Error as exc:
             result.errors.append(f"EXPLAIN ANALYZE failed: {first_line(exc)}")
-        finally:
-            if prepared:
-                self._deallocate()
 
     # Steps; each raises PlanError with a one-line reason.
 

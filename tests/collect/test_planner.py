@@ -6,6 +6,7 @@ guard refuses is not sent, and the refused fact comes back with the plans."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import psycopg
@@ -127,14 +128,90 @@ def test_a_literal_status_is_planned_with_its_own_index(db: TestDB) -> None:
     }
 
 
-def test_analyze_runs_the_claim_and_rolls_it_back(db: TestDB) -> None:
+def table_counters(db: TestDB) -> tuple[int, int, int]:
+    """What the server counts of the writes to jobs (inserted, updated, deleted rows), aborted
+    writes included."""
+    (row,) = db.execute(
+        "SELECT n_tup_ins, n_tup_upd, n_tup_del FROM pg_stat_user_tables"
+        " WHERE relid = 'public.jobs'::regclass"
+    )
+    return (int(row[0]), int(row[1]), int(row[2]))
+
+
+def writes_since(db: TestDB, counted: tuple[int, int, int]) -> tuple[int, int, int]:
+    """The writes to jobs counted since ``counted``, read once a control write of one row,
+    made and rolled back by a session that has ended since, is counted: sessions report
+    their counters when they end, so the earlier ones have been counted by then."""
+    with (
+        psycopg.connect(db.dsn, autocommit=True) as control,
+        control.transaction(force_rollback=True),
+    ):
+        control.execute("UPDATE jobs SET status = status WHERE id = 1")
+    deadline = time.monotonic() + 10
+    while True:
+        now = table_counters(db)
+        if now[1] > counted[1] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert now[1] > counted[1], "the control write was never counted"
+    return (now[0] - counted[0], now[1] - counted[1] - 1, now[2] - counted[2])
+
+
+DELETE_CLAIM = (
+    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status = $1 ORDER BY created_at "
+    "LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+PLAIN_UPDATE = "UPDATE jobs SET status = 'running' WHERE status = $1 RETURNING id"
+NO_SKIP = "SELECT id FROM jobs WHERE status = $1 ORDER BY created_at LIMIT 1 FOR UPDATE"
+
+
+def test_analyze_executes_only_the_read_only_scan_of_the_claim(db: TestDB) -> None:
     build(db)
-    before = statuses(db)
-    (stmt,) = plan(db, [claim(UPDATE_CLAIM)], analyze=True).value
-    assert stmt.plan_error is None, stmt.plan_error
-    assert stmt.analyzed_plan is not None and stmt.analyzed_ms is not None
-    assert stmt.analyzed_plan.actual_rows == 1  # one job claimed, then rolled back
+    before, counted = statuses(db), table_counters(db)
+    update, delete = plan(db, [claim(UPDATE_CLAIM), claim(DELETE_CLAIM)], analyze=True).value
+    for stmt in (update, delete):
+        assert stmt.plan_error is None, stmt.plan_error
+        assert stmt.analyzed_plan is not None and stmt.analyzed_ms is not None
+        nodes_run = [n.node_type for n in stmt.analyzed_plan.walk()]
+        # The scan that finds the job ran; nothing locked, updated or deleted a row.
+        assert "LockRows" not in nodes_run and "ModifyTable" not in nodes_run, nodes_run
+        assert stmt.analyzed_plan.actual_rows == 1
     assert statuses(db) == before
+    # Not even an aborted write: the server's own counters did not move.
+    assert writes_since(db, counted) == (0, 0, 0)
+
+
+def test_analyze_never_executes_a_statement_that_would_write(db: TestDB) -> None:
+    build(db)
+    counted = table_counters(db)
+    # An UPDATE that locks its rows in no SELECT is no claim qadvisor plans, and so nothing of
+    # it runs either (read_only_scan would have no read-only form of it).
+    (stmt,) = plan(db, [claim(PLAIN_UPDATE)], analyze=True).value
+    assert stmt.parsed is None and stmt.analyzed_plan is None
+    assert writes_since(db, counted) == (0, 0, 0)
+
+
+def test_analyze_neither_waits_on_a_worker_nor_makes_one_wait(db: TestDB) -> None:
+    build(db)
+    with db.connect() as worker, db.connect() as second:
+        worker.autocommit = False
+        # A worker holds every queued job in its transaction; the claim has no SKIP LOCKED.
+        worker.execute("SELECT id FROM jobs WHERE status = 'queued' FOR UPDATE")
+        started = time.monotonic()
+        (stmt,) = plan(db, [claim(NO_SKIP)], analyze=True).value
+        took = time.monotonic() - started
+        assert stmt.plan_error is None, stmt.plan_error
+        assert stmt.analyzed_plan is not None and stmt.analyzed_plan.actual_rows == 1
+        # Executing the claim itself would have waited for the worker until lock_timeout.
+        second.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            second.execute(NO_SKIP.replace("$1", "'queued'"))
+        second.rollback()
+        worker.rollback()
+    assert took < 5, took
+    # Nor did qadvisor's run hold a row lock another session would wait for: none is left,
+    # and none was taken (no LockRows ran).
+    assert db.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'tuple'") == [(0,)]
 
 
 def test_a_plan_that_fails_is_one_line_and_the_others_are_planned(db: TestDB) -> None:

@@ -23,6 +23,7 @@ from qadvisor.sql.dequeue import (
     check_plannable,
     normalise_for_planning,
     parse,
+    read_only_scan,
     split_statements,
     tables_named,
     window_partitions,
@@ -680,3 +681,43 @@ def test_a_value_never_seen_is_a_named_placeholder_that_cannot_run_unfilled() ->
         parse(out)  # as printed, it is no statement anyone can ship by mistake
     filled = out.replace("<value of $1>", "'pending'").replace("<value of $2>", "'{mail}'")
     assert "status = 'pending'" in parse(filled).sql(dialect="postgres")
+
+
+# --- what --analyze may execute ------------------------------------------------------------------
+
+READ_ONLY_CASES = {
+    "select": (FIFO_PGSS, {1: "'queued'", 2: "1"},
+               "SELECT id FROM jobs WHERE status = 'queued' ORDER BY id LIMIT 1"),
+    "update-subquery": (UPDATE_SUBQUERY, {},
+                        "SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1"),
+    "delete-in": ("DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status = $1 "
+                  "LIMIT $2 FOR UPDATE SKIP LOCKED) RETURNING *", {1: "'queued'", 2: "5"},
+                  "SELECT id FROM jobs WHERE status = 'queued' LIMIT 5"),
+    "cte-update": ("WITH t AS (SELECT now() AS at), n AS (SELECT id FROM jobs, t WHERE "
+                   "run_at <= t.at LIMIT 1 FOR UPDATE SKIP LOCKED) UPDATE jobs SET s = $1 "
+                   "FROM n WHERE jobs.id = n.id", {1: "'x'"},
+                   "WITH t AS (SELECT CURRENT_TIMESTAMP AS at) SELECT id FROM jobs, t WHERE "
+                   "run_at <= t.at "
+                   "LIMIT 1"),
+    "lateral": ("SELECT j.id FROM tenants t CROSS JOIN LATERAL (SELECT id FROM jobs WHERE "
+                "tenant_id = t.id LIMIT 1 FOR UPDATE SKIP LOCKED) j FOR UPDATE OF t", {},
+                "SELECT j.id FROM tenants AS t CROSS JOIN LATERAL (SELECT id FROM jobs WHERE "
+                "tenant_id = t.id LIMIT 1) AS j"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("sql,values,scan", READ_ONLY_CASES.values(), ids=list(READ_ONLY_CASES))
+def test_the_read_only_scan_is_the_query_that_finds_the_rows_without_any_lock(
+    sql: str, values: dict[int, str], scan: str
+) -> None:
+    got = read_only_scan(sql, values)
+    assert got is not None
+    assert " ".join(got.split()).replace("( ", "(").replace(" )", ")") == scan
+    tree = sqlglot.parse_one(got, dialect="postgres")
+    writes_or_locks = (exp.Update, exp.Delete, exp.Insert, exp.Lock)
+    assert not any(isinstance(n, writes_or_locks) for n in tree.walk())
+
+
+def test_a_statement_that_locks_its_rows_in_no_select_has_no_read_only_scan() -> None:
+    assert read_only_scan("UPDATE jobs SET status = 'running' WHERE status = 'queued'", {}) is None
+    assert read_only_scan("DELETE FROM jobs WHERE done_at < now() RETURNING id", {}) is None

@@ -344,3 +344,42 @@ def _output_identifier(select_item: exp.Expr) -> str:
     if isinstance(node, exp.Column):
         node = node.this
     return levels.sql_text(node) if isinstance(node, exp.Identifier) else select_item.output_name
+
+
+_WRITES = (exp.Update, exp.Delete, exp.Insert, exp.Merge)
+
+
+def read_only_scan(sql: str, values: Mapping[int, str]) -> str | None:
+    """What ``EXPLAIN ANALYZE`` may execute of a claim: the query that finds its rows, with
+    every locking clause removed and parameter ``$n`` replaced by the SQL literal
+    ``values[n]``, so it runs in a read-only transaction, locks no row, waits on no worker's
+    row lock and writes nothing.
+
+    A SELECT (no data-modifying part) is kept whole, its laterals and joins included. For an
+    UPDATE, DELETE or a data-modifying WITH query, it is the level that takes the row locks
+    (:func:`levels.locking_select`), with the read-only WITH queries of the statement it may
+    name. None when the statement locks no rows in a SELECT (a plain ``UPDATE ... WHERE``):
+    nothing of it can be executed without writing.
+    """
+    tree = parse(sql)
+    if not any(isinstance(n, _WRITES) for n in tree.walk()):
+        scan = tree.copy()
+    else:
+        select = levels.locking_select(tree)
+        if select is None:
+            return None
+        scan = select.copy()
+        with_ = tree.args.get("with_")
+        if with_ is not None and scan.args.get("with_") is None:
+            reads = [
+                c.copy()
+                for c in with_.expressions
+                if not any(isinstance(n, _WRITES) for n in c.walk()) and c.this is not select
+            ]
+            if reads:
+                recursive = with_.args.get("recursive")
+                scan.set("with_", exp.With(expressions=reads, recursive=recursive))
+    for node in scan.walk():
+        if isinstance(node, exp.Select) and node.args.get("locks"):
+            node.set("locks", None)
+    return _pretty(_bound(scan, values))
