@@ -176,7 +176,7 @@ def _judge(
     if existing is not None:
         notes.insert(0, f"The partial index {existing.name} already serves the live set.")
     if not kept:
-        steps.append(_drop(table, idx, use, notes))
+        steps.append(_drop(table, idx, use, notes, scans_known=not snapshot.server.is_standby))
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
@@ -236,12 +236,12 @@ def _kept_for(name: str, users: tuple[Stakeholder, ...]) -> str:
     )
 
 
-def _drop(table: Table, idx: Index, use: IndexUse, notes: list[str]) -> FixStep:
+def _drop(table: Table, idx: Index, use: IndexUse, notes: list[str], scans_known: bool) -> FixStep:
     """The DROP INDEX step: a migration when every recorded statement on the table was
     planned and none reads the index; a review step, with why, when nobody can know."""
     name = idx.name
     step = drop_index(table.schema, name)
-    if idx.idx_scan:
+    if idx.idx_scan and scans_known:
         # pg_stat_statements keeps only pg_stat_statements.max entries and forgets on reset;
         # the index's own scan count is the reader who is never evicted.
         notes.append(

@@ -39,7 +39,7 @@ class Options:
 
 @check("QA102", "dead-entry-bloated-partial-index", severity=Severity.WARNING,
        category="indexes", options=Options,
-       requires=("table_facts", "sizes", "index_definitions"))  # fmt: skip
+       requires=("table_facts", "sizes", "index_definitions", "counters"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A partial index on a queue table is far larger than the live rows it holds need.
 

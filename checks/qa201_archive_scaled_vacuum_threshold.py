@@ -43,7 +43,7 @@ class Options:
 
 @check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
        category="vacuum", options=Options,
-       requires=("table_facts", "live_set"))  # fmt: skip
+       requires=("table_facts", "live_set", "counters"))  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """Autovacuum's trigger on a queue table is set by the archive, not by the live set.
 

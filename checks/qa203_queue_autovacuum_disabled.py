@@ -25,7 +25,7 @@ _OFF = ("false", "off", "0", "no")
 
 @check("QA203", "queue-autovacuum-disabled", severity=Severity.WARNING, category="vacuum",
        options=NoOptions,
-       requires=("table_facts",))  # fmt: skip
+       requires=("table_facts", "counters"))  # fmt: skip
 def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     """Autovacuum is switched off for a queue table, or for the whole server.
 

@@ -124,7 +124,8 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
         # The live set's own index first: that is the one the dequeue was meant to use.
         confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
         idx, target, preds = confirmed[0]
-        yield _finding(d, stmt.custom_plan, idx, target, preds)
+        scans_known = not snapshot.server.is_standby
+        yield _finding(d, stmt.custom_plan, idx, target, preds, scans_known)
 
 
 def _meant_for(
@@ -157,6 +158,7 @@ def _finding(
     idx: Index,
     target: LivePredicate,
     preds: tuple[Predicate, ...],
+    scans_known: bool,
 ) -> Finding:
     """The statement's conditions ``preds`` cannot prove the partial index's predicate
     ``target``, and its custom plan does not use the index."""
@@ -197,11 +199,11 @@ def _finding(
             "simple forms: the same comparison, or an IN list inside the index's list. "
             "Anything wider (more values, a negation, a range) reads past the index."
         ),
-        fix=_fix(d, idx, preds),
+        fix=_fix(d, idx, preds, scans_known),
     )
 
 
-def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
+def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...], scans_known: bool) -> Fix:
     stmt, table = d.statement, d.table
     conditions = [predicate_text(p, stmt.custom_values) for p in preds]
     keys = index_keys(d.parsed.order_by, table) if d.parsed.order_by else None
@@ -222,7 +224,8 @@ def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
             "pg_stat_statements shows constants as $n: the values here are the ones qadvisor "
             f"planned with ({dict(stmt.custom_values)}); use the ones your code sends."
         )
-    if idx.idx_scan == 0:
+    # A standby counts its own scans only: 0 there says nothing of the primary's.
+    if scans_known and idx.idx_scan == 0:
         notes.append(
             f"{idx.name} has never been scanned: once nothing needs it, "
             f"DROP INDEX CONCURRENTLY {qualified(table.schema, idx.name)}."

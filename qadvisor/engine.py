@@ -218,7 +218,7 @@ def run_checks(
                 continue
             if _queue_of(item) in missing:
                 continue
-            finding = _reported(chk, item)
+            finding = _reported(chk, item, snapshot.server.is_standby)
             if finding.key not in ignored:
                 findings.append(finding)
         for reason, queue in dict.fromkeys(reasons):
@@ -259,10 +259,21 @@ def _queue_of(found: registry.Finding) -> str | None:
     return f"{t.schema}.{t.table}" if t.schema and t.table else None
 
 
-def _reported(chk: Check, found: registry.Finding) -> Finding:
+# Said first in every fix a standby's report prints: the statements cannot run where the
+# findings were read.
+ON_THE_PRIMARY = (
+    "This server is a standby (in recovery), which runs no DDL, ALTER SYSTEM or VACUUM: run "
+    "these steps on its primary."
+)
+
+
+def _reported(chk: Check, found: registry.Finding, on_standby: bool = False) -> Finding:
     """The check's finding as the report holds it: with the check's identity and severity,
     and the statement it is about (a statement target's name, unless it names another)."""
     t = found.target
+    fix = found.fix
+    if on_standby and fix is not None and fix.steps:
+        fix = replace(fix, notes=f"{ON_THE_PRIMARY} {fix.notes}".strip())
     return Finding(
         code=chk.code,
         name=chk.name,
@@ -271,7 +282,7 @@ def _reported(chk: Check, found: registry.Finding) -> Finding:
         message=found.message,
         evidence=found.evidence,
         explanation=found.explanation,
-        fix=found.fix,
+        fix=fix,
         docs=chk.docs_path,
         statement_id=found.statement_id or (t.name if t.kind == "statement" else None),
     )

@@ -96,6 +96,14 @@ FACTS: dict[str, Fact] = {
             {"read_all_stats": _READ_ALL_STATS},
         ),
         Fact(
+            "counters",
+            "activity counters of the queue tables (dead and live tuples, vacuum times, index "
+            "scans)",
+            "pg_stat_get_* by OID (what pg_stat_user_tables shows); on a standby they count "
+            "the standby's own activity, so a standby has none to give",
+            "none beyond CONNECT",
+        ),
+        Fact(
             "plans",
             "custom and generic plans of the dequeue statements",
             "PREPARE and EXPLAIN in a rolled-back read-only transaction",

@@ -68,6 +68,9 @@ class ServerInfo:
     database: str
     user: str
     is_superuser: bool = False
+    # In recovery (a hot standby): the catalog is the primary's, the activity counters,
+    # pg_stat_statements and sessions are the standby's own, and no DDL runs here.
+    is_standby: bool = False
 
 
 @dataclass(frozen=True)

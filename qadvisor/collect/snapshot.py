@@ -96,6 +96,7 @@ def collect(
         database=server_row["database"],
         user=server_row["user"],
         is_superuser=bool(server_row["is_superuser"]),
+        is_standby=bool(server_row["in_recovery"]),
     )
     reads_all_stats = bool(server_row["reads_all_stats"])
     settings = read_rows(conn, "settings", "server settings", "settings")
@@ -151,7 +152,7 @@ def collect(
     missing = merged(
         None, settings, role_settings, locks, found, access, indexes_hidden, table_facts,
         live_hidden, discovery_hidden, horizon, horizon_hidden, planned, unjudged, tenants,
-        stakeholders, sample,
+        stakeholders, sample, _on_a_standby(server, queries),
     )  # fmt: skip
     return Snapshot(
         server=server,
@@ -199,6 +200,32 @@ def _stakeholders(
         why = f"other statements on the queue tables: {first_line(exc)}"
         return Read((), {"stakeholders": why})
     return Read(read.stakeholders, {"stakeholders": read.unavailable} if read.unavailable else {})
+
+
+STANDBY = "this server is a standby (in recovery)"
+
+
+def _on_a_standby(server: ServerInfo, queries: Sequence[tuple[str, str]]) -> Read[None]:
+    """What a standby cannot tell: the facts that are the primary's activity, not its catalog.
+    The catalog (indexes, sizes, reltuples, pg_stats) is replayed from the primary; the
+    counters, pg_stat_statements and the sessions are the standby's own."""
+    if not server.is_standby:
+        return Read(None)
+    unavailable = {
+        "counters": f"{STANDBY}: its activity counters (dead tuples, vacuums, index scans) "
+        "count the standby's own work, not the primary's: check the primary",
+        "horizon": f"{STANDBY}: the primary's sessions and slots that hold its vacuum "
+        "horizon are not visible here: check the primary",
+        "stakeholders": f"{STANDBY}: its pg_stat_statements holds the statements run here, "
+        "not the primary's",
+    }
+    if not queries:
+        unavailable["statements"] = (
+            f"{STANDBY}: its pg_stat_statements records only the statements run here, and no "
+            "claim runs on a standby (it cannot lock rows): give the claims with --query or "
+            "--query-file, or check the primary"
+        )
+    return Read(None, unavailable)
 
 
 def _hidden(facts: Iterable[HiddenFact | None]) -> Read[None]:

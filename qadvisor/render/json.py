@@ -18,7 +18,11 @@ def report_dict(report: Report) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "qadvisor_version": __version__,
-        "server": {"version": snap.server.version, "version_num": snap.server.version_num},
+        "server": {
+            "version": snap.server.version,
+            "version_num": snap.server.version_num,
+            "is_standby": snap.server.is_standby,
+        },
         "database": snap.server.database,
         "queues": [
             {

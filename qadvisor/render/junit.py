@@ -39,6 +39,7 @@ def render(report: Report) -> str:
         ("qadvisor_version", __version__),
         ("database", snap.server.database),
         ("server_version", snap.server.version),
+        ("standby", "yes" if snap.server.is_standby else "no"),
         *not_judged,
     ):
         ET.SubElement(props, "property", name=_clean(name), value=_clean(value))

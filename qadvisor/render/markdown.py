@@ -47,7 +47,7 @@ def render(report: Report) -> str:
     s = report.summary()
     out: list[str] = [
         f"# qadvisor report: {_text(snap.server.database)} on PostgreSQL "
-        f"{_text(snap.server.version)}",
+        f"{_text(snap.server.version)}{' (a standby)' if snap.server.is_standby else ''}",
         "",
         *_header(report),
         f"**Summary:** {s['critical']} critical, {s['warning']} warning, {s['info']} info "
@@ -147,6 +147,7 @@ def _header(report: Report) -> list[str]:
     out = [
         f"- **Database:** {_code(snap.server.database, cell=False)} on PostgreSQL "
         f"{_text(snap.server.version)}"
+        + (", a standby (in recovery): fixes run on its primary" if snap.server.is_standby else "")
     ]
     if report.checked_at:
         out.append(f"- **Checked at:** {_text(report.checked_at)}")

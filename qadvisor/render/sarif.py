@@ -89,7 +89,11 @@ def sarif_dict(report: Report, *, docs_base_url: str | None = None) -> dict[str,
         ],
         "properties": {
             "database": snap.server.database,
-            "server": {"version": snap.server.version, "version_num": snap.server.version_num},
+            "server": {
+                "version": snap.server.version,
+                "version_num": snap.server.version_num,
+                "is_standby": snap.server.is_standby,
+            },
             "summary": report.summary(),
         },
     }

@@ -34,7 +34,8 @@ def render(report: Report, console: Console, *, verbose: bool = False) -> None:
     console.print(
         Text.assemble(
             ("qadvisor ", "bold"),
-            f"{snap.server.database} on PostgreSQL {snap.server.version}: ",
+            f"{snap.server.database} on PostgreSQL {snap.server.version}"
+            f"{' (a standby)' if snap.server.is_standby else ''}: ",
             (f"{s['critical']} critical", _STYLE[Severity.CRITICAL] if s["critical"] else "dim"),
             ", ",
             (f"{s['warning']} warning", _STYLE[Severity.WARNING] if s["warning"] else "dim"),
