@@ -441,6 +441,11 @@ class Snapshot:
     rejected: tuple[Rejected, ...] = ()
     # Row-locking statements seen but not judged as claims (foreign-key checks, key locks).
     left_out: tuple[LeftOut, ...] = ()
+    # Maintenance statements on the queue tables (reapers, pruners, movers: their
+    # ``parsed.maintenance`` says which and why), with their pg_stat_statements counters.
+    # They lock like claims but take no job for a worker: no claim check judges them, and
+    # they make no table a queue.
+    maintenance: tuple[Statement, ...] = ()
     # Other recorded statements on the queue tables, with the indexes their plans read: what
     # an index fix must keep working.
     stakeholders: tuple[Stakeholder, ...] = ()

@@ -134,6 +134,7 @@ def collect(
     horizon = _horizon(conn)
     horizon_hidden = _hidden([guard.horizon(reads_all_stats)])
     judged, left_out = _on_queues(gathered, queues, discovered.rejected, explicit=bool(tables))
+    maintenance, not_on_queues = _maintenance_on_queues(gathered, queues)
     planned = plan_statements(conn, judged, queues, table_facts.value, analyze, guard.plan_refusal)
     unjudged = _claims(queues, planned.value, found.value.pgss_missing, guard, reads_all_stats)
     tenants = collect_tenants(conn, queues, table_facts.value, planned.value, guard)
@@ -166,7 +167,8 @@ def collect(
         horizon=horizon.value,
         unavailable=dict(missing.unavailable),
         rejected=discovered.rejected,
-        left_out=(*found.value.left_out, *left_out),
+        left_out=(*found.value.left_out, *left_out, *not_on_queues),
+        maintenance=maintenance,
         stakeholders=stakeholders.value,
         hidden=_unique(missing.hidden),
     )
@@ -454,6 +456,23 @@ def _on_queues(
             )
         )
     return judged, left_out
+
+
+def _maintenance_on_queues(
+    gathered: statements.Gathered, queues: Sequence[Queue]
+) -> tuple[tuple[Statement, ...], list[LeftOut]]:
+    """The maintenance statements of the report's queues, kept for what they cost; one on
+    another table (a workers table's clean-up of stale rows) is left out, saying what it is."""
+    on_queues = {q.qualified for q in queues}
+    kept, left_out = [], []
+    for stmt in gathered.maintenance:
+        if stmt.queue in on_queues:
+            kept.append(stmt)
+            continue
+        what = stmt.parsed.maintenance if stmt.parsed else None
+        reason = f"a maintenance statement, not a claim: {what.description if what else '?'}"
+        left_out.append(LeftOut(statement_label(stmt), stmt.text, reason, stmt.queue))
+    return tuple(kept), left_out
 
 
 def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:

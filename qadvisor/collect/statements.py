@@ -21,7 +21,9 @@ rotation table's count, tenant probes) uses the schema its names resolved to.
 
 Claims: only statements that choose which job to take are judged as dequeues
 (``qadvisor.derive.claims``); foreign-key checks and key locks are kept as ``LeftOut`` with
-the reason.
+the reason. Maintenance statements (a reaper, a pruner: ``DequeueStatement.maintenance``) are
+no claims either: they are gathered apart, with their names resolved like a claim's, and give
+discovery no evidence.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ class Gathered:
     statements: list[Statement] = field(default_factory=list)  # claims, one per queue table
     claims: list[Claim] = field(default_factory=list)  # the same, as discovery evidence
     left_out: list[LeftOut] = field(default_factory=list)
+    # Maintenance statements (reapers, pruners), one per table they tidy; not claims.
+    maintenance: list[Statement] = field(default_factory=list)
 
 
 def strip_prepare(text: str) -> str:
@@ -191,6 +195,7 @@ def gather(
         for res in resolutions:
             _judge(stmt, parsed, res, out)
     out.statements = _merged(out.statements)
+    out.maintenance = _merged(out.maintenance)
     return out
 
 
@@ -241,6 +246,20 @@ def _judge(
     if not rel.is_table:
         out.left_out.append(LeftOut(label, stmt.text, f"{rel.qualified} is not a table", None))
         return
+    if parsed.maintenance is not None:
+        # Tidies the table (resets or deletes rows by age): kept for what it costs, never
+        # judged as a claim, never evidence that the table is a queue.
+        for _relid, schema, table in _targets(rel):
+            out.maintenance.append(
+                replace(
+                    stmt,
+                    queue=f"{schema}.{table}",
+                    names=dict(resolved),
+                    search_path=res.search_path,
+                    resolved_by=res.how,
+                )
+            )
+        return
     verdict = claims.judge(parsed, rel.unique_keys, stmt.toplevel)
     if not verdict.is_claim:
         if stmt.source.startswith("--query"):
@@ -252,8 +271,7 @@ def _judge(
         else:
             out.left_out.append(LeftOut(label, stmt.text, verdict.reason, rel.qualified))
         return
-    targets = [(rel.relid, rel.schema, rel.name)] if rel.kind != "p" else list(rel.leaves)
-    for relid, schema, table in targets:
+    for relid, schema, table in _targets(rel):
         via = rel.qualified if rel.kind == "p" else None
         mine = dict(resolved)
         if via is not None:
@@ -279,6 +297,12 @@ def _judge(
                 stmt.calls,
             )
         )
+
+
+def _targets(rel: names.Relation) -> list[tuple[int, str, str]]:
+    """(relid, schema, table) of the tables a statement on ``rel`` reaches: its leaf
+    partitions when it is partitioned."""
+    return [(rel.relid, rel.schema, rel.name)] if rel.kind != "p" else list(rel.leaves)
 
 
 def _combined(a: Statement, b: Statement) -> Statement:

@@ -45,6 +45,21 @@ def report_dict(report: Report) -> dict[str, Any]:
             }
             for o in snap.left_out
         ],
+        "maintenance": [
+            {
+                "source": m.source,
+                "statement": statement_start(m.text),
+                "queue": m.queue,
+                "kind": m.parsed.maintenance.kind if m.parsed and m.parsed.maintenance else None,
+                "reason": m.parsed.maintenance.reason
+                if m.parsed and m.parsed.maintenance
+                else None,
+                "calls": m.calls,
+                "mean_exec_ms": m.mean_exec_ms,
+                "shared_blks_per_call": m.shared_blks_per_call,
+            }
+            for m in snap.maintenance
+        ],
         "checks_run": list(report.checks_run),
         "findings": [_finding(f, report) for f in report.findings],
         "baseline": _baseline(report),

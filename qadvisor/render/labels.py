@@ -19,6 +19,7 @@ from qadvisor.units import human_bytes
 
 LABELS: Mapping[str, str] = {
     "active_tenants": "Tenants with work",
+    "age_conditions": "Age conditions",
     "actual_probes": "Probes run (EXPLAIN ANALYZE)",
     "age_s": "Age",
     "analyzed_ms": "Run time (EXPLAIN ANALYZE)",
@@ -89,6 +90,8 @@ LABELS: Mapping[str, str] = {
     "lock_of": "Locked with OF",
     "lock_strength": "Lock strength",
     "locked_tables": "Tables locked",
+    "maintenance_kind": "Maintenance statement",
+    "maintenance_reason": "Why it is maintenance",
     "mean_exec_ms": "Mean execution time",
     "mean_job_seconds": "Mean job duration",
     "n_dead_tup": "Dead tuples",
@@ -135,7 +138,9 @@ LABELS: Mapping[str, str] = {
     "state": "State",
     "statement": "Statement",
     "statement_predicates": "Statement conditions",
+    "table_bytes": "Table size",
     "table_pages": "Table pages",
+    "table_read_share": "Share of the table read per call",
     "table_rows": "Table rows",
     "tenant_column": "Tenant column",
     "tenants": "Tenants",

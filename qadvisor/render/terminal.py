@@ -130,7 +130,7 @@ def _not_taken(report: Report, console: Console, verbose: bool) -> None:
     """The tables discovery did not take for queues and the row-locking statements it did not
     judge as claims, each with why: listed with --verbose, counted otherwise."""
     snap = report.snapshot
-    if not snap.rejected and not snap.left_out:
+    if not snap.rejected and not snap.left_out and not snap.maintenance:
         return
     if not verbose:
         counts = []
@@ -138,6 +138,8 @@ def _not_taken(report: Report, console: Console, verbose: bool) -> None:
             counts.append(f"{len(snap.rejected)} candidate table(s) not taken for queues")
         if snap.left_out:
             counts.append(f"{len(snap.left_out)} row-locking statement(s) not judged as claims")
+        if snap.maintenance:
+            counts.append(f"{len(snap.maintenance)} maintenance statement(s)")
         console.print(Text(f"{' and '.join(counts)}: --verbose lists them with why.", style="dim"))
         return
     if snap.rejected:
@@ -149,6 +151,13 @@ def _not_taken(report: Report, console: Console, verbose: bool) -> None:
         for o in snap.left_out:
             console.print(Text.assemble(f"  {o.source}: ", (o.reason, "dim")))
             console.print(Text(f"    {statement_start(o.text)}"))
+    if snap.maintenance:
+        console.print(Text("maintenance statements (not claims):", style="bold"))
+        for m in snap.maintenance:
+            what = m.parsed.maintenance if m.parsed else None
+            about = f"{what.description} on {m.queue}" if what else str(m.queue)
+            console.print(Text.assemble(f"  {m.source}: ", (about, "dim")))
+            console.print(Text(f"    {statement_start(m.text)}"))
 
 
 def _finding(f: Finding) -> Panel:

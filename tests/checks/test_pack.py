@@ -24,6 +24,7 @@ CONTRACT = {
     "QA301": "generic-plan-misses-partial-index",
     "QA302": "predicate-does-not-imply-index",
     "QA303": "dequeue-sorts-backlog",
+    "QA305": "maintenance-scans-queue",
     "QA401": "round-robin-walks-backlog",
     "QA402": "idle-tenants-in-rotation",
     "QA403": "fifo-noisy-neighbour",

@@ -6,8 +6,10 @@ registry so that a new check without one fails here."""
 from __future__ import annotations
 
 import contextlib
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -16,6 +18,12 @@ import pytest
 from qadvisor.registry import load_checks
 from tests.checks.test_qa102_dead_entry_bloated_partial_index import _churn
 from tests.checks.test_qa302_predicate_does_not_imply_index import _claim
+from tests.checks.test_qa305_maintenance_scans_queue import CLAIM as REAPER_CLAIM
+from tests.checks.test_qa305_maintenance_scans_queue import (
+    build_reaper_queue,
+    reaper_file,
+    run_the_application,
+)
 from tests.checks.test_qa401_round_robin_walks_backlog import (
     FIFO,
     RR_BY_ID,
@@ -115,6 +123,15 @@ def _locks(db: TestDB) -> Run:
     )  # fmt: skip
 
 
+def _reaper(db: TestDB) -> Run:
+    build_reaper_queue(db)
+    run_the_application(db, db)
+    with tempfile.TemporaryDirectory() as tmp:
+        # The claim as the application wrote it: pg_stat_statements' $n leaves QA301 a
+        # rewrite whose values this test does not plan.
+        return check(db, "--query-file", reaper_file(Path(tmp)), "--query", REAPER_CLAIM)
+
+
 def _windows(db: TestDB) -> Run:
     build_tenant_queue(db, {1: 100, 2: 5, 3: 5})
     return check(db, "--query", RANKED, "--query", PER_TENANT_WINDOW)
@@ -132,6 +149,7 @@ PATHOLOGIES = {
     "fifo": Pathology(frozenset({"QA403"}), _fifo),
     "locks": Pathology(frozenset({"QA501", "QA502"}), _locks),
     "windows": Pathology(frozenset({"QA503"}), _windows),
+    "reaper": Pathology(frozenset({"QA305"}), _reaper),
 }
 # Checks whose fixes are review steps only (nothing here runs them: they end a session or
 # delete rows once the application is changed), each run by its own test.

@@ -29,6 +29,7 @@ from qadvisor.sql.dequeue.levels import (
     unique,
     unwrap,
 )
+from qadvisor.sql.dequeue.maintenance import Maintenance, recognise
 from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
@@ -121,6 +122,9 @@ class DequeueStatement:
     # Every base table the statement reads, (schema or None, name), in order of appearance:
     # what resolving its names under a search_path has to find.
     relations: tuple[tuple[str | None, str], ...] = ()
+    # Set when the statement tidies the queue table rather than claiming from it (a reaper,
+    # a pruner): see qadvisor.sql.dequeue.maintenance.
+    maintenance: Maintenance | None = None
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -314,13 +318,14 @@ def analyse(sql: str) -> DequeueStatement | None:
     queue_key = source_key(queue_table)
     locks = select.args["locks"]
     level = _lock_level(tree, select)
+    predicates = tuple(_predicates(owner, queue_key))
     return DequeueStatement(
         text=sql,
         kind=_kind(main_statement(tree)),
         schema=folded_name(queue_table.args.get("db")),
         table=table_name(queue_table),
         alias=folded_name(queue_table.args.get("alias")),
-        predicates=tuple(_predicates(owner, queue_key)),
+        predicates=predicates,
         order_by=_order_items(select),
         limit=_literal_limit(select),
         limit_is_parameter=_limit_is_parameter(select),
@@ -331,6 +336,7 @@ def analyse(sql: str) -> DequeueStatement | None:
         lateral=_lateral(select, owner, queue_key, ctes) if level == "lateral" else None,
         parameters=tuple(sorted({parameter_index(p) for p in tree.find_all(exp.Parameter)})),
         relations=_relations(tree, ctes),
+        maintenance=recognise(tree, select, queue_table, predicates),
     )
 
 

@@ -1,0 +1,216 @@
+"""QA305 maintenance-scans-queue."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from qadvisor.api import (
+    CONCURRENT_BUILD_NOTE,
+    Finding,
+    Fix,
+    FixStep,
+    IndexKey,
+    LivePredicate,
+    Predicate,
+    Queue,
+    Severity,
+    Skip,
+    Snapshot,
+    Statement,
+    Table,
+    check,
+    human_count,
+    ident,
+    index_name,
+    judgeable_queues,
+    live_set_index,
+    operand_values,
+    parse_index_predicate,
+    qualified,
+    statement_evidence,
+    statement_target,
+)
+
+# A run that reads at least this share of the table's pages reads all of it: a Seq Scan
+# reads every page once; an index scan of the few rows a reaper resets reads a handful.
+WHOLE_TABLE_SHARE = 0.5
+# Below this the table is read from memory in a moment and an index would not pay for itself
+# (8 MiB, the size under which the index checks stay quiet too).
+MIN_PAGES = 1024
+PAGE_BYTES = 8192
+
+
+@check("QA305", "maintenance-scans-queue", severity=Severity.WARNING, category="plans",
+       requires=("table_facts", "sizes", "index_definitions", "statements"))  # fmt: skip
+def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
+    """A maintenance statement (a reaper, a pruner) reads the whole queue table every run.
+
+    ## What it finds
+    A maintenance statement on a queue table: a row-locking UPDATE or DELETE that resets,
+    deletes or moves rows by age (`attempted_at < now() - interval '5 minutes'`, `heartbeat
+    < $1`) or deletes rows and returns none, instead of handing jobs to a worker. Such
+    statements are recognised from their text, reported under `maintenance` and never judged
+    as claims. This check judges what one costs as it ran: pg_stat_statements' shared blocks
+    per call at half the table's pages or more (at least 8 MiB of table) say each run reads
+    the whole table, archive included. The evidence gives the calls, mean time, shared blocks
+    per call and the table's pages.
+
+    ## Why it matters
+    A reaper runs every few seconds on every node, whether anything is stuck or not. The rows
+    it looks for (`state = 'executing'` and old) are a handful, but without an index on them
+    the planner has one way to find them: a Seq Scan of every row the table has ever kept. On
+    a table of a million finished jobs that is 15,000 blocks and over 100 ms per run, forever,
+    and it grows with the archive. Nothing else reports it: it is no claim, so the claim
+    checks do not look at it.
+
+    ## How to fix
+    A partial index on the age column under the statement's own state condition (`CREATE
+    INDEX CONCURRENTLY ... (attempted_at) WHERE state = 'executing'`) holds only the rows in
+    that state, stays small, and lets each run read a few pages. The index is built from the
+    values in the statement's own text; when pg_stat_statements shows the state only as `$n`,
+    the fix names the placeholder and leaves the application's value to you (give the
+    statement with `--query-file` for a fix with its literal). A statement with a state
+    parameter needs that literal in its text, too, for the planner to use a partial index in a
+    generic plan (see QA301).
+
+    ## When it stays quiet
+    The statement reads less than half the table per run, the table is under 8 MiB, or an
+    index its conditions can use exists (its counters may predate the index). It skips a
+    statement without pg_stat_statements counters (given only in a file), and every queue
+    when pg_stat_statements cannot be read.
+    """
+    missing = snapshot.unavailable.get("pg_stat_statements")
+    for queue, table in judgeable_queues(snapshot):
+        if missing:
+            yield Skip(f"{queue.qualified}: maintenance statements are judged by their cost in "
+                       f"pg_stat_statements: {missing}", queue.qualified)  # fmt: skip
+            continue
+        for stmt in snapshot.maintenance:
+            if stmt.queue != queue.qualified or stmt.parsed is None:
+                continue
+            if stmt.calls is None or stmt.shared_blks_per_call is None:
+                yield Skip(
+                    f"{queue.qualified}: maintenance statement {stmt.source} has no "
+                    "pg_stat_statements counters (calls, shared blocks): its cost is unknown",
+                    queue.qualified,
+                )
+                continue
+            finding = _judge(snapshot, queue, table, stmt)
+            if finding is not None:
+                yield finding
+
+
+def _pages(table: Table) -> int:
+    # relpages is 0 before the first VACUUM or ANALYZE; the size on disk says it then.
+    return table.relpages or table.bytes // PAGE_BYTES
+
+
+def _judge(snapshot: Snapshot, queue: Queue, table: Table, stmt: Statement) -> Finding | None:
+    parsed, what = stmt.parsed, stmt.parsed.maintenance if stmt.parsed else None
+    assert parsed is not None and what is not None
+    pages = _pages(table)
+    blocks = stmt.shared_blks_per_call or 0.0
+    if pages < MIN_PAGES or blocks < WHOLE_TABLE_SHARE * pages:
+        return None
+    age = [c for c in what.age_columns if table.column(c) is not None]
+    states = [
+        p
+        for p in parsed.predicates
+        if p.op in ("=", "in", "any") and p.column not in age and table.column(p.column)
+    ]
+    if _served(table, age, states):
+        return None
+    key = age[0] if age else (states[0].column if states else None)
+    steps, notes = _fix(table, key, states)
+    calls = stmt.calls or 0
+    mean = stmt.mean_exec_ms
+    return Finding(
+        target=statement_target(snapshot, stmt),
+        message=(
+            f"Maintenance statement ({what.description}) on {queue.qualified} reads "
+            f"{human_count(round(blocks))} shared blocks per run, {blocks / pages:.0%} of the "
+            f"table's {human_count(pages)} pages, over {human_count(calls)} calls"
+            + (f" at {mean:g} ms each" if mean is not None else "")
+            + ": every run scans the whole table."
+        ),
+        evidence={
+            **statement_evidence(stmt),
+            "maintenance_kind": what.kind,
+            "maintenance_reason": what.reason,
+            "age_conditions": list(what.age),
+            "calls": calls,
+            "mean_exec_ms": mean,
+            "shared_blks_per_call": blocks,
+            "table_pages": pages,
+            "table_bytes": table.bytes,
+            "table_read_share": round(blocks / pages, 3),
+        },
+        explanation=(
+            "A maintenance statement runs on a timer whether anything is stale or not; "
+            "without an index on the few rows it looks for, each run reads every row the "
+            "table keeps, archive included, and costs more as the archive grows."
+        ),
+        fix=Fix(notes=" ".join(notes), safety="review", steps=steps),
+    )
+
+
+def _served(table: Table, age: list[str], states: list[Predicate]) -> bool:
+    """A valid index the statement's conditions can use: one led by a state column, or a
+    partial one led by an age column whose predicate is on a state column (the value in it
+    is the application's to choose when the statement's is a parameter)."""
+    state_columns = {p.column for p in states}
+    for idx in table.indexes:
+        if not idx.is_valid or not idx.columns:
+            continue
+        if idx.columns[0] in state_columns:
+            return True
+        if idx.columns[0] in age and idx.predicate:
+            live = parse_index_predicate(idx.predicate)
+            if live is not None and live.column in state_columns:
+                return True
+    return False
+
+
+def _fix(
+    table: Table, key: str | None, states: list[Predicate]
+) -> tuple[tuple[FixStep, ...], list[str]]:
+    if key is None:
+        return (), [
+            "The statement names no condition an index could serve: give it a state "
+            "condition and an index on it."
+        ]
+    known = [(p, operand_values(p, {})) for p in states]
+    literal = [(p, v) for p, v in known if v]
+    unknown = [p for p, v in known if not v]
+    keys = (IndexKey(key),)
+    if literal and not unknown:
+        pred, values = literal[0]
+        fix = live_set_index(table, LivePredicate(pred.column, "in", tuple(values)), keys)
+        return (fix.step(),), [
+            f"An index on {key} of the rows with {pred.text}: each run reads the rows it "
+            f"resets, not the table.",
+            CONCURRENT_BUILD_NOTE,
+        ]
+    if unknown:
+        p = unknown[0]
+        placeholder = ", ".join(o.text for o in p.operands) or p.text
+        name = index_name(table.name, [p.column, key])
+        template = (
+            f"CREATE INDEX CONCURRENTLY {ident(name)} ON "
+            f"{qualified(table.schema, table.name)} ({ident(key)}) WHERE {ident(p.column)} = "
+            f"<the value the application binds to {placeholder}>;"
+        )
+        return (), [
+            f"pg_stat_statements shows the state only as {placeholder} ({p.text}): the "
+            f"partial index is {template} Put the application's own value where the "
+            f"placeholder is (its code, or the statement given with --query-file, has it); "
+            "qadvisor does not guess it. Write it as a literal in the statement too, so a "
+            "generic plan can use the index.",
+            CONCURRENT_BUILD_NOTE,
+        ]
+    name = index_name(table.name, [key])
+    return (), [
+        f"The statement has no state condition: an index on {key} alone "
+        f"({ident(name)}) helps only if few rows are old enough; a state column the rows "
+        "it looks for share, in its WHERE and in a partial index, is the real fix."
+    ]

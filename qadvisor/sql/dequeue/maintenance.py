@@ -1,0 +1,182 @@
+"""Maintenance statements: the row-locking statements that tidy a queue table rather than
+take jobs from it (a reaper that resets rows stuck in a running state, a pruner that deletes
+old rows, a mover that deletes them into another table).
+
+They lock with ``FOR UPDATE SKIP LOCKED`` like a claim (so that two workers running the same
+reaper do not wait on each other), and pg_stat_statements shows them next to the claims, but
+what they select is not what workers wait for, and judging them as claims gives wrong
+answers: a queue made of a workers table, a guessed binding of the reaper's ``state = $3``.
+
+What tells one from a claim is in the text, and only the text is read here:
+
+- a claim hands rows to a worker: it chooses them in an order (ORDER BY at the level that
+  locks), takes a bounded number of them (LIMIT) and returns them (RETURNING, or it is a
+  SELECT);
+- a maintenance statement writes the queue table (UPDATE or DELETE of the table it locks)
+  and selects its rows by age: a column compared ``<`` / ``<=`` with a bound in the past
+  (``now() - interval '5 minutes'``, ``$1 - INTERVAL $4``, ``$1``), or, for a DELETE that
+  returns nothing, by whatever condition it has (a purge: a deleted row reaches no worker).
+
+A bound written as time arithmetic (an interval, a subtraction) says "older than": such a
+statement is maintenance unless it also takes a bounded number of rows and returns them (then
+it is a claim that ends with an age condition). A bare bound (``$1``, ``now()``) may be a
+claim's "due by now" (``run_at <= now()``), so it makes maintenance only of a statement that
+returns nothing. Nothing here depends on a library's table or column names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from sqlglot import exp
+
+from qadvisor.sql.dequeue.levels import unwrap
+from qadvisor.sql.dequeue.screening import StatementError, expression
+from qadvisor.sql.scope import folded_name, main_statement, table_name
+
+if TYPE_CHECKING:
+    from qadvisor.sql.dequeue.analysis import Predicate
+
+MaintenanceKind = Literal["reaper", "pruner", "mover"]
+MaintenanceAction = Literal["reset", "delete", "move"]
+
+# PostgreSQL's functions of the current time (SQLValueFunction and the pg_catalog ones).
+_NOW = {"now", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
+        "current_timestamp", "localtimestamp", "current_date", "timeofday"}  # fmt: skip
+_ACTION_KIND: dict[MaintenanceAction, MaintenanceKind] = {
+    "reset": "reaper",
+    "delete": "pruner",
+    "move": "mover",
+}
+_VERB = {"reset": "resets", "delete": "deletes", "move": "moves"}
+
+
+@dataclass(frozen=True)
+class Maintenance:
+    """What makes a row-locking statement maintenance rather than a claim."""
+
+    kind: MaintenanceKind  # reaper (UPDATE), pruner (DELETE), mover (DELETE into an INSERT)
+    action: MaintenanceAction
+    age: tuple[str, ...]  # the age conditions, as SQL: "attempted_at < $1 - INTERVAL $4"
+    age_columns: tuple[str, ...]  # their columns on the queue table: "attempted_at"
+    conditions: tuple[str, ...]  # the other conditions on the queue table: "state = $3"
+    returns: bool  # the writing statement has RETURNING
+    limited: bool  # the locking level has a LIMIT
+    reason: str  # one sentence: why it is maintenance
+
+    @property
+    def description(self) -> str:
+        """``reaper (resets rows by age: attempted_at < $1)``."""
+        what = f"by age: {', '.join(self.age)}" if self.age else "by condition"
+        return f"{self.kind} ({_VERB[self.action]} rows {what})"
+
+
+def recognise(
+    tree: exp.Expr,
+    select: exp.Select,
+    queue: exp.Table,
+    predicates: Sequence[Predicate],
+) -> Maintenance | None:
+    """The maintenance shape of a parsed row-locking statement, None when it may be a claim.
+
+    ``select`` is the level that locks, ``queue`` the table whose rows it takes, and
+    ``predicates`` that level's conditions on the queue table.
+    """
+    write = _write_of(tree, queue)
+    if write is None or select.args.get("order"):
+        return None  # a SELECT hands its rows to the client; an ordered level picks the next
+    returns = bool(write.args.get("returning"))
+    limited = select.args.get("limit") is not None
+    strong, weak, others = [], [], []
+    for pred in predicates:
+        strength = _age_bound(pred.operands[0].text) if pred.op in ("<", "<=") else None
+        if strength == "arithmetic":
+            strong.append((pred.column, pred.text))
+        elif strength == "bare":
+            weak.append((pred.column, pred.text))
+        else:
+            others.append(pred.text)
+    action: MaintenanceAction = "reset" if isinstance(write, exp.Update) else "delete"
+    if isinstance(write, exp.Delete) and _moved(tree, write):
+        action = "move"
+    if strong and not (limited and returns):
+        reason = "it selects rows older than a time bound and hands none to a worker in order"
+    elif (strong or weak) and not returns:
+        reason = "it selects rows by age and returns none of them"
+    elif action != "reset" and not returns:
+        reason = "it deletes the rows it locks and returns none of them: no worker gets them"
+    else:
+        return None
+    age = strong + weak
+    return Maintenance(
+        kind=_ACTION_KIND[action],
+        action=action,
+        age=tuple(t for _, t in age),
+        age_columns=tuple(dict.fromkeys(c for c, _ in age)),
+        conditions=tuple(others),
+        returns=returns,
+        limited=limited,
+        reason=reason,
+    )
+
+
+def _write_of(tree: exp.Expr, queue: exp.Table) -> exp.Update | exp.Delete | None:
+    """The UPDATE or DELETE of the queue table: the main statement or a WITH query."""
+    target = (folded_name(queue.args.get("db")), table_name(queue))
+    main = main_statement(tree)
+    candidates = [main, *(cte.this for cte in tree.find_all(exp.CTE))]
+    for node in candidates:
+        node = main_statement(node)
+        if isinstance(node, exp.Update | exp.Delete) and isinstance(node.this, exp.Table):
+            written = (folded_name(node.this.args.get("db")), table_name(node.this))
+            if written[1] == target[1] and (None in (written[0], target[0]) or written == target):
+                return node
+    return None
+
+
+def _moved(tree: exp.Expr, delete: exp.Delete) -> bool:
+    """A DELETE ... RETURNING whose rows an INSERT of the same statement reads."""
+    if not delete.args.get("returning"):
+        return False
+    cte = delete.parent
+    name = folded_name(cte.args.get("alias")) if isinstance(cte, exp.CTE) else None
+    for insert in tree.find_all(exp.Insert):
+        if name is None or any(table_name(t) == name for t in insert.find_all(exp.Table)):
+            return True
+    return False
+
+
+def _age_bound(text: str) -> Literal["arithmetic", "bare"] | None:
+    """How a ``column < bound`` condition's bound says "in the past": "arithmetic" for time
+    arithmetic (an interval, a subtraction), "bare" for a parameter or the current time,
+    None for anything else (a column, a number)."""
+    try:
+        bound = expression(text, "a bound")
+    except StatementError:
+        return None
+    inner = unwrap(bound)
+    if any(_is_interval(n) for n in bound.walk()) or (
+        isinstance(inner, exp.Sub) and _is_now(unwrap(inner.this))
+    ):
+        return "arithmetic"
+    if isinstance(inner, exp.Parameter) or _is_now(inner):
+        return "bare"
+    return None
+
+
+def _is_interval(node: exp.Expr) -> bool:
+    if isinstance(node, exp.Interval):
+        return True
+    if isinstance(node, exp.Cast) and node.to.is_type(exp.DataType.Type.INTERVAL):
+        return True
+    return isinstance(node, exp.Anonymous) and str(node.this).lower() == "make_interval"
+
+
+def _is_now(node: exp.Expr) -> bool:
+    if isinstance(node, exp.CurrentTimestamp | exp.CurrentDate | exp.Localtimestamp):
+        return True
+    if isinstance(node, exp.Anonymous):
+        return str(node.this).lower() in _NOW
+    return isinstance(node, exp.Func) and node.sql_name().lower() in _NOW

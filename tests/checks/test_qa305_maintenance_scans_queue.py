@@ -1,0 +1,180 @@
+"""QA305 maintenance-scans-queue: a reaper run by the application on a real server, seen in
+pg_stat_statements, judged on its cost (not as a claim), fixed with the printed partial index;
+a workers registry cleaned with SKIP LOCKED is no queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TestDB
+from tests.helpers import assert_quiet
+from tests.shapes import Shape
+
+FINISHED = 150_000
+CLAIM = (
+    "UPDATE jobs SET state = 'executing', attempted_at = now(), attempt = attempt + 1 "
+    "WHERE id = (SELECT id FROM jobs WHERE state = 'available' ORDER BY id LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+# An orphan reaper: jobs left 'executing' by a worker that died go back to 'available', or to
+# 'discarded' when they have no attempt left.
+REAPER = (
+    "UPDATE jobs SET state = CASE WHEN attempt >= max_attempts THEN 'discarded' "
+    "ELSE 'available' END WHERE id IN (SELECT id FROM jobs WHERE state = 'executing' "
+    "AND attempted_at < now() - interval '30 minutes' FOR UPDATE SKIP LOCKED)"
+)
+REAPER_RUNS = 6
+
+
+def _build(shape: Shape) -> None:
+    build_reaper_queue(shape.db)
+
+
+def build_reaper_queue(db: TestDB) -> None:
+    """A jobs table of finished rows with a claim's partial index and a few orphans."""
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY,
+            state text NOT NULL,
+            attempt int NOT NULL DEFAULT 0,
+            max_attempts int NOT NULL DEFAULT 3,
+            attempted_at timestamptz,
+            payload text NOT NULL DEFAULT repeat('x', 60)
+        );
+        INSERT INTO jobs (state, attempt, attempted_at)
+        SELECT 'completed', 1, now() - interval '10 days' + g * interval '1 second'
+          FROM generate_series(1, {FINISHED}) AS g;
+        INSERT INTO jobs (state, attempted_at)
+        SELECT 'available', NULL FROM generate_series(1, 200);
+        INSERT INTO jobs (state, attempt, attempted_at)
+        SELECT 'executing', 1, now() - interval '2 hours' FROM generate_series(1, 5);
+        CREATE INDEX jobs_available_id_idx ON jobs (id) WHERE state = 'available';
+        """
+    )
+    db.execute("VACUUM ANALYZE jobs")
+
+
+def _run_the_application(shape: Shape) -> None:
+    run_the_application(shape.dba, shape.db)
+
+
+def run_the_application(dba: TestDB, db: TestDB) -> None:
+    """The claim and the reaper as the application runs them, recorded afresh."""
+    dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    dba.execute("SELECT pg_stat_statements_reset()")
+    with db.connect() as conn:
+        for _ in range(5):
+            conn.execute(CLAIM)
+        for _ in range(REAPER_RUNS):
+            conn.execute(REAPER)
+
+
+def reaper_file(tmp_path: Path) -> str:
+    path = tmp_path / "reaper.sql"
+    path.write_text(f"-- the lifeline, as the application's code has it\n{REAPER};\n")
+    return str(path)
+
+
+def _reaper_findings(report: dict[str, object], code: str) -> list[dict[str, object]]:
+    return [
+        f
+        for f in report["findings"]  # type: ignore[attr-defined]
+        if f["code"] == code and "CASE WHEN attempt" in f["evidence"]["statement_text"]
+    ]
+
+
+def test_a_reaper_that_scans_the_table_found_with_its_numbers_fixed_and_gone(
+    shape: Shape, tmp_path: Path
+) -> None:
+    _build(shape)
+    _run_the_application(shape)
+    pages = int(shape.db.execute("SELECT relpages FROM pg_class WHERE relname = 'jobs'")[0][0])
+    assert pages > 1024
+
+    args = ("--query-file", reaper_file(tmp_path))
+    report = shape.check(*args).report
+    (m,) = [s for s in report["maintenance"] if "CASE WHEN attempt" in s["statement"]]
+    assert m["kind"] == "reaper" and m["queue"] == shape.queue and m["calls"] == REAPER_RUNS
+    # Not a claim: no claim check judges it, and its 'executing' is no live value.
+    assert _reaper_findings(report, "QA301") == [] and _reaper_findings(report, "QA302") == []
+    (queue,) = [q for q in report["queues"] if f"{q['schema']}.{q['table']}" == shape.queue]
+    assert queue["live_predicate"] == "state = 'available'"
+
+    (f,) = report_findings = [x for x in report["findings"] if x["code"] == "QA305"]
+    assert report_findings
+    ev = f["evidence"]
+    assert ev["calls"] == REAPER_RUNS and ev["table_pages"] == pages
+    assert ev["shared_blks_per_call"] >= 0.5 * pages and ev["mean_exec_ms"] > 0
+    assert ev["maintenance_kind"] == "reaper"
+    assert ev["age_conditions"] and "attempted_at <" in ev["age_conditions"][0]
+    assert f"{REAPER_RUNS} calls" in f["message"] and "whole table" in f["message"]
+    (step,) = f["fix"]["steps"]
+    assert step["sql"].startswith("CREATE INDEX CONCURRENTLY jobs_executing_attempted_at_idx ON")
+    assert step["sql"].endswith("(attempted_at) WHERE state = 'executing';")
+
+    shape.apply_fix(f)  # exactly as printed
+    # The reaper now reads the few rows in 'executing' (its old counters stay recorded).
+    plan = shape.db.execute("EXPLAIN (FORMAT JSON) " + REAPER)[0][0][0]["Plan"]
+    assert "jobs_executing_attempted_at_idx" in str(plan)
+    assert_quiet(shape.check(*args), "QA305", shape.queue)
+
+
+def test_a_reaper_seen_only_in_pg_stat_statements_gets_a_placeholder_never_a_guess(
+    shape: Shape,
+) -> None:
+    _build(shape)
+    _run_the_application(shape)
+    report = shape.check().report
+    (f,) = [x for x in report["findings"] if x["code"] == "QA305"]
+    # The state is only $n in pg_stat_statements: no runnable statement with a guessed value.
+    assert f["fix"]["steps"] == [] and f["fix"]["statements"] == []
+    notes = f["fix"]["notes"]
+    assert "<the value the application binds to $" in notes and "does not guess" in notes
+    assert "'executing'" not in notes and "'available'" not in notes
+    assert _reaper_findings(report, "QA301") == []
+
+
+def test_quiet_on_a_healthy_queue_whose_reaper_has_its_partial_index(shape: Shape) -> None:
+    _build(shape)
+    shape.db.execute(
+        "CREATE INDEX jobs_executing_attempted_at_idx ON jobs (attempted_at) "
+        "WHERE state = 'executing'"
+    )
+    _run_the_application(shape)
+    report = shape.check().report
+    (m,) = [s for s in report["maintenance"] if "CASE WHEN attempt" in s["statement"]]
+    assert m["shared_blks_per_call"] < 100  # judged on what it read: a few index pages
+    assert_quiet(shape.check(), "QA305", shape.queue)
+
+
+@pytest.mark.judges("QA305", "QA301")
+def test_a_workers_registry_cleaned_with_skip_locked_is_no_queue(shape: Shape) -> None:
+    _build(shape)
+    shape.db.execute(
+        "CREATE TABLE workers (id bigserial PRIMARY KEY, name text NOT NULL, "
+        "last_heartbeat timestamptz NOT NULL DEFAULT now());"
+        "INSERT INTO workers (name, last_heartbeat) SELECT 'w' || g, now() - g * "
+        "interval '1 minute' FROM generate_series(1, 50) AS g; ANALYZE workers"
+    )
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    with shape.db.connect() as conn:
+        for _ in range(5):
+            conn.execute(CLAIM)
+        for _ in range(3):
+            conn.execute(
+                "DELETE FROM workers WHERE id IN (SELECT id FROM workers WHERE last_heartbeat"
+                " < now() - interval '10 minutes' FOR UPDATE SKIP LOCKED)"
+            )
+    report = shape.check().report
+    workers = f"{shape.schema}.workers"
+    assert workers not in {f"{q['schema']}.{q['table']}" for q in report["queues"]}
+    assert [s for s in report["skipped"] if s["queue"] == workers] == []
+    (left,) = [o for o in report["left_out"] if o["queue"] == workers]
+    assert "maintenance statement" in left["reason"] and "pruner" in left["reason"]
+    # The queue itself is judged as before.
+    assert_quiet(report_run := shape.check(), "QA305", shape.queue)
+    assert report_run.report["maintenance"] == []

@@ -1,0 +1,166 @@
+"""Maintenance statements recognised from their text: reapers, pruners and movers are told
+from claims by what the text says (they write the table, select rows by age or delete rows
+that reach no worker, and choose no next job), never by a library's names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from qadvisor.sql.dequeue import StatementError, analyse
+from tests.collect.test_planning_real_text import ENUM_IN_SET, PGQUEUER
+
+TESTS = Path(__file__).resolve().parents[1]
+
+# The motivating reaper as pg_stat_statements records it: every constant is a $n.
+REAPER_PGSS = (
+    "UPDATE jobs SET state = CASE WHEN attempt >= max_attempts THEN $1 ELSE $2 END "
+    "WHERE id IN (SELECT id FROM jobs WHERE state = $3 AND attempted_at < $4 "
+    "FOR UPDATE SKIP LOCKED)"
+)
+MAINTENANCE = {
+    "reaper, pg_stat_statements text": (REAPER_PGSS, "reaper", ("attempted_at",)),
+    "reaper with literals": (
+        "UPDATE jobs SET state = 'available' WHERE id IN (SELECT id FROM jobs WHERE "
+        "state = 'executing' AND attempted_at < now() - interval '5 minutes' "
+        "FOR UPDATE SKIP LOCKED)",
+        "reaper",
+        ("attempted_at",),
+    ),
+    "reaper returning ids, interval as a placeholder": (
+        "UPDATE jobs SET state = $1 WHERE id IN (SELECT id FROM jobs WHERE state = $2 AND "
+        "heartbeat < NOW() - INTERVAL $3 FOR UPDATE SKIP LOCKED) RETURNING id",
+        "reaper",
+        ("heartbeat",),
+    ),
+    "reaper with its lock in a WITH query": (
+        "WITH stale AS (SELECT id FROM jobs WHERE status = 'running' AND heartbeat_at <= "
+        "clock_timestamp() - make_interval(secs => $1) FOR UPDATE SKIP LOCKED) "
+        "UPDATE jobs SET status = 'queued' FROM stale WHERE jobs.id = stale.id",
+        "reaper",
+        ("heartbeat_at",),
+    ),
+    "bound on the left": (
+        "UPDATE jobs SET state = 'available' WHERE id IN (SELECT id FROM jobs WHERE "
+        "now() - interval '1 hour' > attempted_at FOR UPDATE SKIP LOCKED)",
+        "reaper",
+        ("attempted_at",),
+    ),
+    "workers registry clean-up": (
+        "DELETE FROM workers WHERE id IN (SELECT id FROM workers WHERE last_heartbeat < "
+        "now() - $1 * interval '1 second' FOR UPDATE SKIP LOCKED)",
+        "pruner",
+        ("last_heartbeat",),
+    ),
+    "batched pruner by state": (
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status = 'done' LIMIT 1000 "
+        "FOR UPDATE SKIP LOCKED)",
+        "pruner",
+        (),
+    ),
+    "pruner by rank (pg-boss's instance rows)": (
+        "DELETE FROM instance WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER "
+        "(ORDER BY started_on DESC) AS n FROM instance) ranked WHERE n > $6 "
+        "FOR UPDATE SKIP LOCKED)",
+        "pruner",
+        (),
+    ),
+    "mover into an archive table": (
+        "WITH moved AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE finished_at "
+        "< now() - interval '7 days' FOR UPDATE SKIP LOCKED) RETURNING *), ins AS (INSERT "
+        "INTO jobs_archive SELECT * FROM moved RETURNING 1) SELECT count(*) FROM ins",
+        "mover",
+        ("finished_at",),
+    ),
+}
+CLAIMS = {
+    "ordered claim": "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs "
+    "WHERE status = 'pending' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
+    # Due by now: a scheduled job's run_at <= now() is what makes it waiting.
+    "unordered claim of due jobs": "UPDATE jobs SET status = 'running' WHERE id IN (SELECT id "
+    "FROM jobs WHERE status = 'pending' AND run_at <= now() LIMIT $1 FOR UPDATE SKIP LOCKED) "
+    "RETURNING *",
+    "claim of due jobs, all of them, returned": "UPDATE jobs SET status = 'running' WHERE id "
+    "IN (SELECT id FROM jobs WHERE status = 'pending' AND run_at <= $1 FOR UPDATE SKIP "
+    "LOCKED) RETURNING *",
+    "claim that ends with an age condition": "UPDATE jobs SET status = 'running' WHERE id IN "
+    "(SELECT id FROM jobs WHERE status = 'pending' AND created_at < now() - interval '1 "
+    "minute' LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
+    "ordered re-claim of stale jobs": "UPDATE jobs SET status = 'running' WHERE id = (SELECT "
+    "id FROM jobs WHERE status = 'running' AND heartbeat < now() - interval '5 minutes' "
+    "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
+    "delete on claim": "DELETE FROM jobs WHERE id = (SELECT id FROM jobs WHERE status = "
+    "'pending' LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
+    "a SELECT hands rows to its client": "SELECT id FROM jobs WHERE state = 'executing' AND "
+    "attempted_at < now() - interval '1 hour' FOR UPDATE SKIP LOCKED",
+    "an UPDATE by state only, two-step claim": "UPDATE jobs SET status = 'running', worker = "
+    "$1 WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' LIMIT 10 FOR UPDATE SKIP "
+    "LOCKED)",
+    "a number is no age": "UPDATE jobs SET status = 'failed' WHERE id IN (SELECT id FROM jobs "
+    "WHERE attempts < 5 AND status = 'pending' LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
+    "pgqueuer's dequeue with its stale branch": PGQUEUER,
+    "enum literals as parameters": ENUM_IN_SET,
+}
+
+
+@pytest.mark.parametrize("name", sorted(MAINTENANCE))
+def test_maintenance_is_recognised_from_its_text(name: str) -> None:
+    sql, kind, age_columns = MAINTENANCE[name]
+    parsed = analyse(sql)
+    assert parsed is not None and parsed.maintenance is not None, name
+    assert parsed.maintenance.kind == kind
+    assert parsed.maintenance.age_columns == age_columns
+    assert parsed.maintenance.reason
+    assert parsed.maintenance.description.startswith(kind)
+
+
+@pytest.mark.parametrize("name", sorted(CLAIMS))
+def test_claims_are_not_maintenance(name: str) -> None:
+    parsed = analyse(CLAIMS[name])
+    assert parsed is not None and parsed.maintenance is None, name
+
+
+def test_the_reaper_keeps_its_state_condition_apart_from_its_age() -> None:
+    parsed = analyse(REAPER_PGSS)
+    assert parsed is not None and parsed.maintenance is not None
+    m = parsed.maintenance
+    assert m.age == ("attempted_at < $4",) and m.conditions == ("state = $3",)
+    assert (m.action, m.returns, m.limited) == ("reset", False, False)
+    assert m.description == "reaper (resets rows by age: attempted_at < $4)"
+
+
+def _locking_texts() -> list[tuple[str, str]]:
+    """Every string constant of the test suite that locks rows (the claims the other tests
+    judge), with the file it is in."""
+    found: dict[str, str] = {}
+    for path in sorted(TESTS.rglob("*.py")):
+        if path.name in (Path(__file__).name, "test_qa305_maintenance_scans_queue.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                low = node.value.lower()
+                if " for update" in low or " for no key update" in low or " for share" in low:
+                    found.setdefault(node.value, str(path.relative_to(TESTS)))
+    return sorted(found.items(), key=lambda item: item[1])
+
+
+# Statements of the suite that are maintenance, with why (the rest are claims or locks).
+KNOWN_MAINTENANCE = {"DELETE FROM instance WHERE id IN": "pg-boss's clean-up of instance rows"}
+
+
+def test_no_statement_of_the_suite_changes_from_claim_to_maintenance() -> None:
+    texts = _locking_texts()
+    assert len(texts) > 50  # the sweep found the suite's statements
+    recognised = []
+    for text, where in texts:
+        try:
+            parsed = analyse(text)
+        except StatementError:
+            continue
+        if parsed is None or parsed.maintenance is None:
+            continue
+        if not any(text.startswith(k) for k in KNOWN_MAINTENANCE):
+            recognised.append(f"{where}: {' '.join(text.split())[:120]}")
+    assert recognised == []
