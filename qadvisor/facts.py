@@ -113,6 +113,7 @@ FACTS: dict[str, Fact] = {
             {
                 "usage": _USAGE,
                 "select": "GRANT SELECT ON {table} TO {role};",
+                "columns": _SELECT_COLUMNS,
                 "update": "GRANT UPDATE ON {table} TO {role};",
             },
             lock="ROW SHARE (ROW EXCLUSIVE for an UPDATE or DELETE claim) on the table and "

@@ -97,6 +97,8 @@ def documented_grants(
         for kind, template in fact.grants.items():
             if kind in GIVEN_BY_PG_MONITOR:
                 continue
+            if kind == "columns":
+                continue  # SELECT on some columns: the narrower form of the table's SELECT
             if kind == "usage":
                 out.append(fact.grant(kind, role, schema))
             elif "{columns}" in template:

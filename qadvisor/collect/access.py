@@ -30,7 +30,7 @@ from qadvisor.derive.estimates import live_index
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
-from qadvisor.sql.dequeue import DequeueStatement, tables_named
+from qadvisor.sql.dequeue import DequeueStatement, queue_columns_read, tables_named
 from qadvisor.sql.printing import ident, qualified
 
 Conn = psycopg.Connection[Any]
@@ -45,6 +45,7 @@ class TableAccess:
     any_select: bool
     any_update: bool
     readable: frozenset[str]  # columns the role may SELECT (and see in pg_stats)
+    columns: frozenset[str] = frozenset()  # every column of the table
 
     @property
     def qualified(self) -> str:
@@ -81,6 +82,7 @@ def read_access(conn: Conn, relids: Sequence[int]) -> dict[int, TableAccess]:
             any_select=bool(r["any_select"]),
             any_update=bool(r["any_update"]),
             readable=frozenset(r["readable_columns"] or ()),
+            columns=frozenset(r["columns"] or ()),
         )
         for r in q.rows(conn, "access", {"relids": list(relids)})
     }
@@ -150,9 +152,16 @@ class Guard:
             missing.append((f"SELECT on {qualified(acc.schema, acc.table)}", "select"))
         if not acc.any_update:
             missing.append((f"UPDATE on {qualified(acc.schema, acc.table)}", "update"))
+        # EXPLAIN checks SELECT on each column the statement reads, not on the table.
+        read = queue_columns_read(parsed.text, acc.table)
+        wanted = acc.columns if read is None else read & acc.columns
+        hidden = sorted(wanted - acc.readable)
+        if acc.any_select and hidden:
+            listed = ", ".join(ident(c) for c in hidden)
+            missing.append((f"SELECT on {listed} of {qualified(acc.schema, acc.table)}", "columns"))
         if not missing:
             return None
-        grants = [fact.grant(kind, self.role, acc.schema, acc.table) for _, kind in missing]
+        grants = [fact.grant(kind, self.role, acc.schema, acc.table, hidden) for _, kind in missing]
         reason = (
             f"not planned: EXPLAIN of a row-locking statement needs "
             f"{', '.join(m for m, _ in missing)}, which {ident(self.role)} lacks: "

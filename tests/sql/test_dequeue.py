@@ -23,6 +23,7 @@ from qadvisor.sql.dequeue import (
     check_plannable,
     normalise_for_planning,
     parse,
+    queue_columns_read,
     read_only_scan,
     split_statements,
     tables_named,
@@ -721,3 +722,31 @@ def test_the_read_only_scan_is_the_query_that_finds_the_rows_without_any_lock(
 def test_a_statement_that_locks_its_rows_in_no_select_has_no_read_only_scan() -> None:
     assert read_only_scan("UPDATE jobs SET status = 'running' WHERE status = 'queued'", {}) is None
     assert read_only_scan("DELETE FROM jobs WHERE done_at < now() RETURNING id", {}) is None
+
+
+COLUMNS_READ = {
+    "claim": (FIFO, frozenset({"id", "status"})),
+    "update-subquery": (UPDATE_SUBQUERY, None),  # RETURNING *
+    "assigned-is-not-read": (
+        "UPDATE jobs SET locked_by = $1 WHERE id = (SELECT j.id FROM jobs j WHERE j.state = $2 "
+        "ORDER BY j.run_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+        frozenset({"id", "state", "run_at"}),
+    ),
+    "other-table-qualified": (
+        "SELECT j.id FROM tenants t JOIN jobs j ON j.tenant_id = t.id WHERE t.active "
+        "AND count(*) > 0 FOR UPDATE OF j SKIP LOCKED",
+        frozenset({"id", "tenant_id"}),
+    ),
+    "star-of-the-job": ("SELECT j.* FROM jobs j LIMIT 1 FOR UPDATE SKIP LOCKED", None),
+    "star-of-another": (
+        "SELECT t.*, j.id FROM tenants t, jobs j WHERE j.t = t.id LIMIT 1 FOR UPDATE OF j",
+        frozenset({"id", "t"}),
+    ),
+}
+
+
+@pytest.mark.parametrize("sql,read", COLUMNS_READ.values(), ids=list(COLUMNS_READ))
+def test_the_columns_of_the_queue_table_a_statement_reads(
+    sql: str, read: frozenset[str] | None
+) -> None:
+    assert queue_columns_read(sql, "jobs") == read

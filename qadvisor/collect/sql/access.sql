@@ -8,7 +8,10 @@ SELECT c.oid AS relid, n.nspname AS schema, c.relname AS table,
        ARRAY(SELECT a.attname::text FROM pg_attribute a
               WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
                 AND has_column_privilege(c.oid, a.attnum, 'SELECT')
-              ORDER BY a.attnum) AS readable_columns
+              ORDER BY a.attnum) AS readable_columns,
+       ARRAY(SELECT a.attname::text FROM pg_attribute a
+              WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+              ORDER BY a.attnum) AS columns
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace
  WHERE c.oid = ANY(%(relids)s::oid[])

@@ -39,6 +39,7 @@ from qadvisor.sql.dequeue.analysis import (
     condition_predicates,
     fingerprint,
     literal_value,
+    queue_columns_read,
     tables_named,
     window_partitions,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "literal_value",
     "normalise_for_planning",
     "parse",
+    "queue_columns_read",
     "read_only_scan",
     "split_statements",
     "statement_lines",

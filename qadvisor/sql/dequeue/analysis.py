@@ -37,7 +37,7 @@ from qadvisor.sql.dequeue.screening import (
     parse,
     tokenize,
 )
-from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
+from qadvisor.sql.scope import folded_name, main_statement, set_targets, source_key, table_name
 
 # --- data -----------------------------------------------------------------------------
 
@@ -651,3 +651,37 @@ def window_partitions(sql: str) -> tuple[str, ...]:
         if isinstance(col, exp.Column) and isinstance(col.this, exp.Identifier)
     )
     return unique(found)
+
+
+def queue_columns_read(sql: str, table: str) -> frozenset[str] | None:
+    """The column names of the queue table ``table`` the statement may read (what PostgreSQL
+    checks SELECT privilege on, EXPLAIN included); None when it reads them all (``*``).
+
+    Conservative: a column qualified with the name or alias of any FROM item of that table
+    counts, and so does every unqualified column (in a join, it may be the other table's:
+    the caller keeps those the table has).
+    """
+    tree = parse(sql)
+    keys = {
+        source_key(t) for t in tree.walk() if isinstance(t, exp.Table) and table_name(t) == table
+    } | {table}
+    # UPDATE ... SET status = ...: the assigned column needs UPDATE, not SELECT.
+    assigned = {id(c) for c in set_targets(tree)}
+    out: set[str] = set()
+    for node in tree.walk():
+        if isinstance(node, exp.Star):
+            owner = node.parent
+            if isinstance(owner, exp.Column) and qualifier(owner) in keys:
+                return None  # jobs.*
+            if isinstance(owner, (exp.Select, exp.Returning)):
+                return None  # SELECT *, RETURNING *: every column of every FROM item
+            continue  # count(*) reads no column
+        if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+            if id(node) in assigned:
+                continue
+            q = qualifier(node)
+            if q is None or q in keys:
+                name = folded_name(node.this)
+                if name:
+                    out.add(name)
+    return frozenset(out)
