@@ -77,11 +77,15 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     The statement reads less than half the table per run, the table is under 8 MiB, or an
     index its conditions can use exists (its counters may predate the index). It skips a
     statement without pg_stat_statements counters (given only in a file), and every queue
-    when pg_stat_statements cannot be read.
+    with no statement known when pg_stat_statements cannot be read.
     """
     missing = snapshot.unavailable.get("pg_stat_statements")
     for queue, table in judgeable_queues(snapshot):
-        if missing:
+        # With the claims given (--query), the queue's statements are the user's: a statement
+        # that was not given is no more known than another check's. With none at all, say
+        # that maintenance went unjudged.
+        given = any(s.queue == queue.qualified for s in snapshot.statements)
+        if missing and not given:
             yield Skip(f"{queue.qualified}: maintenance statements are judged by their cost in "
                        f"pg_stat_statements: {missing}", queue.qualified)  # fmt: skip
             continue
