@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     CONCURRENT_BUILD_NOTE,
+    NOISE_MARGIN,
     Dequeue,
     DequeueStatement,
     Finding,
@@ -20,6 +21,7 @@ from qadvisor.api import (
     Table,
     Target,
     analyze,
+    at_least,
     check,
     describe_node,
     existing_index,
@@ -44,6 +46,9 @@ class Options:
     # Rows a claim must read (the sort's input, or the whole table for a Seq Scan) before
     # sorting them is worth an index: below this a top-N sort is a fraction of a millisecond.
     min_rows_read: float = 1_000
+    # Row estimates move with ANALYZE's sample: a value this share past a threshold or less
+    # is reported as info, not warning, so two runs on the same database agree.
+    margin: float = NOISE_MARGIN
 
 
 @check("QA303", "dequeue-sorts-backlog", severity=Severity.WARNING, category="statements",
@@ -71,7 +76,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 
     ## When it stays quiet
     An index (or an Incremental Sort on an index prefix) supplies the order; the statement
-    has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows.
+    has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows. The rows
+    are the planner's estimates, which move with ANALYZE's sample: up to `margin` (20 %)
+    past `min_rows_read` the finding is info, so two runs give the same severity.
     """
     for d in judgeable_dequeues(snapshot):
         stmt, parsed, table = d.statement, d.parsed, d.table
@@ -123,6 +130,13 @@ def _finding(
         f"supplies its ORDER BY under its predicate, so each claim reads "
         f"{human_count(read)} rows" + (", archive included." if archive else ".")
     )
+    rows = max(read, sort.plan_rows)
+    near = at_least(rows, options.min_rows_read, options.margin) is None
+    if near:
+        message += (
+            f" The estimate is within {options.margin:.0%} of min_rows_read "
+            f"({options.min_rows_read:,.0f}): info until it is clearly past it."
+        )
     evidence: dict[str, object] = {
         **statement_evidence(stmt),
         "source": stmt.source,
@@ -141,6 +155,9 @@ def _finding(
         "custom_plan_cost": custom_plan.total_cost,
         "table_rows": round(table.reltuples),
         "min_rows_read": options.min_rows_read,
+        "near_threshold": f"{rows:,.0f} rows read against {options.min_rows_read:,.0f}"
+        if near
+        else None,
     }
     if stmt.analyzed_plan is not None:
         analysed = sorts_over(stmt.analyzed_plan, table.schema, table.name)
@@ -154,6 +171,7 @@ def _finding(
             }
     return Finding(
         target=Target("statement", table.schema, table.name, name),
+        severity=Severity.INFO if near else None,
         message=message,
         evidence=evidence,
         explanation=(

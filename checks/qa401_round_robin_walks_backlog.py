@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
+    NOISE_MARGIN,
     Dequeue,
     Finding,
     Fix,
@@ -25,6 +26,7 @@ from qadvisor.api import (
     Target,
     TenantFacts,
     analyze,
+    at_least,
     check,
     condition_columns,
     describe_node,
@@ -53,6 +55,9 @@ class Options:
     # Below this many live rows the walk costs little yet (measured: with 1,000 queued jobs
     # both plans took 1.1 ms); the finding is then "info", a plan that breaks as the backlog grows.
     min_backlog_rows: int = 1_000
+    # Row estimates move with ANALYZE's sample: a value this share past a threshold or less
+    # is reported as info, not warning, so two runs on the same database agree.
+    margin: float = NOISE_MARGIN
     # A descent of the per-tenant index is latent when another index supplies the sub-select's
     # ORDER BY and the largest tenant holds at least this share of the live rows: ANALYZE's
     # sample then sees few of the other tenants, and which plan wins depends on how many
@@ -101,7 +106,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     and no index that is not led by the tenant column supplies the sub-select's ORDER BY, or
     the largest tenant holds less than `latent_top_share` of the live rows, or pg_stats
     counts as many distinct tenants as there are; the statement has no LATERAL per-tenant
-    sub-select. A statement without a plan is reported as skipped.
+    sub-select. A statement without a plan is reported as skipped. Fewer live rows than
+    `min_backlog_rows`, or up to `margin` (20 %) more (an estimate that moves between runs),
+    make the finding info.
     """
     for d in judgeable_dequeues(snapshot):
         stmt, table, lateral = d.statement, d.table, d.parsed.lateral
@@ -273,7 +280,8 @@ def _walk(
     if facts is not None and facts.notes:
         evidence["tenant_facts"] = list(facts.notes)
     severity = None
-    if rows is not None and rows < options.min_backlog_rows:
+    if rows is not None and not at_least(rows, options.min_backlog_rows, options.margin):
+        # Up to the margin past min_backlog_rows too: the live rows are an estimate.
         severity = Severity.INFO
         message += (
             f" With {human_count(rows)} live rows it is still cheap; it grows with the backlog."

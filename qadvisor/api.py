@@ -38,6 +38,7 @@ from qadvisor.derive.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
+from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import (
@@ -202,6 +203,12 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "suggested_vacuum_threshold",
     "vacuum_threshold_sql",
     "vacuum_trigger",
+    # 4b. margins on thresholds that read noisy counters (qadvisor.derive.margins): within
+    # the margin a check gives its conservative answer, so two runs agree.
+    "NOISE_MARGIN",
+    "at_least",
+    "at_most",
+    "near",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
     # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.

@@ -37,6 +37,7 @@ LABELS: Mapping[str, str] = {
     "calls": "Calls",
     "confirmed_by": "Confirmed by",
     "contradicted_by": "Contradicted by",
+    "near_threshold": "Too close to a threshold",
     "counts_complete": "Tenant counts complete",
     "custom_plan_cost": "Custom plan cost",
     "custom_plan_scan": "Custom plan scan",
