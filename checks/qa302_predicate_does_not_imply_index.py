@@ -20,6 +20,7 @@ from qadvisor.api import (
     Snapshot,
     Target,
     check,
+    covering_index,
     describe_node,
     index_keys,
     indexes_used,
@@ -124,7 +125,7 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
         # The live set's own index first: that is the one the dequeue was meant to use.
         confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
         idx, target, preds = confirmed[0]
-        yield _finding(d, stmt.custom_plan, idx, target, preds)
+        yield _finding(snapshot, d, stmt.custom_plan, idx, target, preds)
 
 
 def _meant_for(
@@ -152,6 +153,7 @@ def _meant_for(
 
 
 def _finding(
+    snapshot: Snapshot,
     d: Dequeue,
     custom_plan: PlanNode,
     idx: Index,
@@ -197,11 +199,11 @@ def _finding(
             "simple forms: the same comparison, or an IN list inside the index's list. "
             "Anything wider (more values, a negation, a range) reads past the index."
         ),
-        fix=_fix(d, idx, preds),
+        fix=_fix(snapshot, d, idx, preds),
     )
 
 
-def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
+def _fix(snapshot: Snapshot, d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
     stmt, table = d.statement, d.table
     conditions = [predicate_text(p, stmt.custom_values) for p in preds]
     keys = index_keys(d.parsed.order_by, table) if d.parsed.order_by else None
@@ -232,4 +234,12 @@ def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
     where = " AND ".join(c for c in conditions if c)
     words = predicate_words(preds, stmt.custom_values)
     build = IndexFix(table, keys, where, tuple(words))
-    return Fix(notes=" ".join(notes), steps=(build.step(),))
+    covered = covering_index(build)
+    if covered is not None:
+        notes[0] = (
+            f"Index {covered.name} already has the keys and a predicate the query's implies "
+            f"({covered.predicate}): no new index is proposed; check that the query's "
+            "predicate is written so the planner can prove it (a literal, not $n)."
+        )
+        return Fix(notes=" ".join(notes))
+    return Fix(notes=" ".join(notes), steps=(build.step(snapshot),))

@@ -97,7 +97,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         read = _rows_read(scan, table)
         if max(read, sort.plan_rows) < options.min_rows_read:
             continue
-        yield _finding(d, stmt.custom_plan, (sort, scan), read, options)
+        yield _finding(snapshot, d, stmt.custom_plan, (sort, scan), read, options)
 
 
 def _rows_read(scan: PlanNode, table: Table) -> float:
@@ -108,6 +108,7 @@ def _rows_read(scan: PlanNode, table: Table) -> float:
 
 
 def _finding(
+    snapshot: Snapshot,
     d: Dequeue,
     custom_plan: PlanNode,
     sorted_scan: tuple[PlanNode, PlanNode],
@@ -179,7 +180,7 @@ def _finding(
             "under the predicate, the planner reads every candidate, sorts them and keeps "
             "LIMIT. The cost grows with the backlog, just when the queue falls behind."
         ),
-        fix=_fix(d),
+        fix=_fix(snapshot, d),
     )
 
 
@@ -197,7 +198,7 @@ def _is_partial(table: Table, index: str) -> bool:
     return any(i.name == index and i.is_partial for i in table.indexes)
 
 
-def _fix(d: Dequeue) -> Fix:
+def _fix(snapshot: Snapshot, d: Dequeue) -> Fix:
     parsed, table = d.parsed, d.table
     keys = index_keys(parsed.order_by, table)
     notes: list[str] = []
@@ -232,7 +233,7 @@ def _fix(d: Dequeue) -> Fix:
             safety="safe",
             steps=(analyze(table),),
         )
-    return Fix(notes=" ".join(notes), steps=(build.step(),))
+    return Fix(notes=" ".join(notes), steps=(build.step(snapshot),))
 
 
 def _build(d: Dequeue, keys: tuple[IndexKey, ...]) -> tuple[IndexFix, str]:

@@ -122,9 +122,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         walk = walking_scan(plan, table, lateral.inner_column)
         facts = tenant_facts(snapshot, table.schema, table.name)
         if walk is not None:
-            yield _walk(d, lateral, walk, facts, options)
+            yield _walk(snapshot, d, lateral, walk, facts, options)
             continue
-        latent = _latent(d, lateral.inner_column, plan, facts, options)
+        latent = _latent(snapshot, d, lateral.inner_column, plan, facts, options)
         if latent is not None:
             yield latent
 
@@ -202,6 +202,7 @@ def backlog(
 
 
 def _walk(
+    snapshot: Snapshot,
     d: Dequeue,
     lateral: Lateral,
     walk: tuple[PlanNode, Index | None],
@@ -296,11 +297,12 @@ def _walk(
             "expects thousands of rows per tenant and a short walk of the FIFO order; for "
             "small and idle tenants the walk is the whole backlog, once per tenant probed."
         ),
-        fix=_fix(d, tenant, tenants, n_distinct),
+        fix=_fix(snapshot, d, tenant, tenants, n_distinct),
     )
 
 
 def _latent(
+    snapshot: Snapshot,
     d: Dequeue,
     tenant: str,
     plan: PlanNode,
@@ -372,11 +374,13 @@ def _latent(
             "supplies the ORDER BY: an order only the per-tenant index supplies takes the "
             "choice away from the sample."
         ),
-        fix=_fix(d, tenant, tenants, n_distinct),
+        fix=_fix(snapshot, d, tenant, tenants, n_distinct),
     )
 
 
-def _fix(d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None) -> Fix | None:
+def _fix(
+    snapshot: Snapshot, d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None
+) -> Fix | None:
     stmt, parsed, table, live = d.statement, d.parsed, d.table, d.queue.live
     notes: list[str] = []
     steps: list[FixStep] = []
@@ -387,7 +391,7 @@ def _fix(d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None)
     existing = existing_tenant_index(table, live, keys)
     if existing is None:
         index = tenant_index(table, live, tenant, order)
-        steps.append(index.step())
+        steps.append(index.step(snapshot))
         notes.append(
             f"Index {index.name} is keyed by the tenant, then the sub-select's order, on the "
             "live rows only."

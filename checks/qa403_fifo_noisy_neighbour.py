@@ -127,7 +127,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             )
             if at_least(value, limit, m) is None
         ]
-        yield _issue(table, queue.live, facts, fifo, (total, tenants, share, skew), near)
+        yield _issue(snapshot, table, queue.live, facts, fifo, (total, tenants, share, skew), near)
 
 
 def _on(snapshot: Snapshot, stmt: Statement, table: Table) -> bool:
@@ -143,6 +143,7 @@ def _per_tenant(stmt: Statement, tenant: str) -> bool:
 
 
 def _issue(
+    snapshot: Snapshot,
     table: Table,
     live: LivePredicate | None,
     facts: TenantFacts,
@@ -223,5 +224,5 @@ def _issue(
             "A FIFO dequeue orders by arrival, not by customer: one tenant's backlog delays "
             "every other tenant's jobs by the time it takes to drain it."
         ),
-        fix=round_robin_fix(table, live, facts.tenant_column, order, fifo),
+        fix=round_robin_fix(table, live, facts.tenant_column, order, fifo, snapshot),
     )

@@ -19,7 +19,7 @@ from qadvisor.fixes.builders import (
     migration,
     rewrite,
 )
-from qadvisor.model import Fix, FixStep, Index, LivePredicate, Statement, Table
+from qadvisor.model import Fix, FixStep, Index, LivePredicate, Snapshot, Statement, Table
 from qadvisor.sql.dequeue import OrderItem
 from qadvisor.sql.printing import ident, index_name, predicate_sql, qualified
 
@@ -86,6 +86,7 @@ def round_robin_fix(
     tenant: str,
     order: Sequence[OrderItem],
     replaces: Sequence[Statement] = (),
+    snapshot: Snapshot | None = None,
 ) -> Fix | None:
     """The round-robin pattern for a queue table: rotation table, per-tenant partial index,
     and the LATERAL dequeue in place of each statement of ``replaces`` (the claims seen; none:
@@ -123,7 +124,7 @@ def round_robin_fix(
         ),
     ]
     if existing_tenant_index(table, live, keys) is None:
-        steps.append(tenant_index(table, live, tenant, rr_order).step())
+        steps.append(tenant_index(table, live, tenant, rr_order).step(snapshot))
     pk = table.primary_key or ("ctid",)
     inner_cols = ", ".join(ident(c) for c in pk)
     outer_cols = ", ".join(f"j.{ident(c)}" for c in pk)

@@ -63,6 +63,7 @@ LABELS: Mapping[str, str] = {
     "invalid_indexes_on_table": "Invalid indexes on the table",
     "statements_checked": "Other recorded statements planned",
     "statements_reading_index": "Recorded statements that read the index",
+    "claims_reading_index": "Other claims whose plans read the index",
     "statements_not_checked": "Recorded statements that could not be planned",
     "index": "Index",
     "index_bytes": "Index size",

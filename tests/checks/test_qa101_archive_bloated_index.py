@@ -118,6 +118,42 @@ def test_index_led_by_the_dequeue_order_column_is_on_the_dequeue_path() -> None:
     )
 
 
+def test_an_index_another_claims_plan_reads_is_kept_unless_the_new_index_matches_it() -> None:
+    # Two claims on the table read the bloated index today: the dequeue of pending jobs,
+    # which the partial index matches, and a stager of retries (another status), which it
+    # does not (the oban corpus: the fetch and the stager share one full index).
+    import dataclasses
+
+    from qadvisor.model import PlanNode, Statement
+    from qadvisor.sql.dequeue import analyse
+
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * MB)
+    reads = PlanNode("Limit", children=(
+        PlanNode("Index Scan", relation="jobs", schema="public", index=idx.name),
+    ))  # fmt: skip
+    claim = ("SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
+             "FOR UPDATE SKIP LOCKED")  # fmt: skip
+    stager = claim.replace("'pending'", "'retry'")
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+
+    def fix_of(*texts: str) -> tuple[str, ...]:
+        stmts = tuple(
+            Statement(f"--query {n}", t, analyse(t), custom_plan=reads)
+            for n, t in enumerate(texts, 1)
+        )
+        (f,) = S.run("QA101", dataclasses.replace(snap, statements=stmts))
+        assert isinstance(f, Finding) and f.fix is not None
+        return (*f.fix.statements, f.fix.notes, f.fix.steps[0].note)
+
+    *statements, notes, create_note = fix_of(claim)
+    assert statements[-1] == "DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;"
+    assert "Statements whose WHERE implies" in create_note and "--query 1" in create_note
+    *statements, notes, create_note = fix_of(claim, stager)
+    assert len(statements) == 1 and statements[0].startswith("CREATE INDEX")
+    assert "jobs_status_created_at_idx is kept: the plans of 1 other claim(s)" in notes
+    assert "--query 2" in notes
+
+
 def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> None:
     db = shape.db
     build_archive_queue(db, composite=False)
