@@ -85,7 +85,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     before the fix is written: when one reads the old index, the index is kept (the fix
     builds only the partial index, and names the statements); when one could not be planned
     (a privilege the role lacks, another session's lock), or pg_stat_statements is not there,
-    the DROP is a step for review that says so. The evidence lists what was checked.
+    the DROP is a step for review that says so. Another claim on the table whose plan reads
+    the old index keeps it as well, unless the partial index matches that claim's WHERE and
+    ORDER BY: the CREATE INDEX step names the claims it matches, derived from their text
+    (not a plan: the index does not exist yet). The evidence lists what was checked.
 
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);

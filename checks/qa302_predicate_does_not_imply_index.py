@@ -68,6 +68,10 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     (<ORDER BY columns>) WHERE status IN ('queued', 'retry')`), or rewrite the query so its
     predicate is the index's (when the other values need no dequeue). The index predicate
     must be spelled as the query spells it.
+    The CREATE INDEX step names the recorded statements whose WHERE and ORDER BY the new
+    index matches, derived from their text (not a plan: the index does not exist yet), or
+    says that none does; an index that an existing valid one already covers (the same
+    leading keys, a predicate the new one implies) is not proposed.
 
     ## When it stays quiet
     The partial index selects finished or running rows (a pruner's `WHERE state =

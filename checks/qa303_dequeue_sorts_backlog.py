@@ -73,6 +73,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     index whose key is the ORDER BY, so the claim reads the first rows of the index and stops
     after LIMIT. For a round-robin sub-select the key starts with the tenant column. The
     statement's predicate must imply the index's (see QA301 / QA302).
+    The CREATE INDEX step names the recorded statements whose WHERE and ORDER BY the new
+    index matches, derived from their text (not a plan: the index does not exist yet), or
+    says that none does; an index that an existing valid one already covers (the same
+    leading keys, a predicate the new one implies) is not proposed.
 
     ## When it stays quiet
     An index (or an Incremental Sort on an index prefix) supplies the order; the statement
