@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    NOISE_MARGIN,
     Finding,
     Fix,
     FixStep,
@@ -20,6 +21,7 @@ from qadvisor.api import (
     Statement,
     Table,
     Target,
+    at_least,
     btree_bytes,
     check,
     drop_index,
@@ -51,6 +53,9 @@ class Options:
     min_index_bytes: int = 8 * 1024 * 1024
     # How many times larger than its partial replacement the index must be.
     min_size_ratio: float = 10.0
+    # The partial index's size is estimated from live rows, which move between runs: a
+    # ratio up to this share past min_size_ratio gives an info finding, so two runs agree.
+    margin: float = NOISE_MARGIN
 
 
 @check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
@@ -96,7 +101,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     constraint index, or for an index that other recorded statements read. Another claim
     on the table whose plan reads the index keeps it too, unless the partial index matches
     that claim's WHERE and ORDER BY (derived from its text: the index does not exist yet, so
-    no plan can say): then the claim moves to it with the dequeue.
+    no plan can say): then the claim moves to it with the dequeue. The partial index's size
+    is estimated from the live rows, which move between runs: a size ratio up to `margin`
+    (20 %) past `min_size_ratio` gives an info finding.
     """
     for queue, table in judgeable_queues(snapshot):
         live = queue.live
@@ -193,8 +200,10 @@ def _judge(
         notes.insert(0, f"The partial index {existing.name} already serves the live set.")
     if not kept:
         steps.append(_drop(table, idx, use, notes))
+    near = at_least(ratio, options.min_size_ratio, options.margin) is None
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
+        severity=Severity.INFO if near else None,
         message=(
             f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "
             f"{archive:.2%} of the table's {human_count(table.reltuples)} rows are finished: "
@@ -222,6 +231,11 @@ def _judge(
             "min_archive_fraction": options.min_archive_fraction,
             "min_index_bytes": options.min_index_bytes,
             "min_size_ratio": options.min_size_ratio,
+            **(
+                {"near_threshold": f"{ratio:,.1f}x against {options.min_size_ratio:g}x"}
+                if near
+                else {}
+            ),
         },
         explanation=(
             "PostgreSQL indexes every row, finished or not: an index over the whole table "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from qadvisor.model import Finding, Skip
+import pytest
+
+from qadvisor.api import btree_bytes
+from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.helpers import assert_quiet, build_archive_queue
 from tests.shapes import Shape
@@ -250,3 +253,26 @@ def test_an_index_no_recorded_statement_reads_is_dropped_as_a_migration(shape: S
     assert drop["kind"] == "migration" and f["evidence"]["statements_reading_index"] == []
     shape.apply_fix(f)
     assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "severity"),
+    [(9.9, None), (10.1, Severity.INFO), (11.9, Severity.INFO), (12.1, Severity.WARNING)],
+)
+def test_a_size_ratio_within_the_margin_of_min_size_ratio_is_info(
+    ratio: float, severity: Severity | None
+) -> None:
+    # 500,000 live rows of 10 M: the partial (created_at) index's estimated size sets the
+    # ratio; min_size_ratio 10 with a 20 % margin: 10 to 12 times is info on every run.
+    table = S.jobs_table(pending_freq=0.05)
+    fresh = btree_bytes(table, ("created_at",), 500_000)
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(fresh * ratio))
+    snap = S.snapshot(S.jobs_table(pending_freq=0.05, indexes=(idx,)))
+    found = S.run("QA101", snap)
+    assert found == S.run("QA101", snap)
+    if severity is None:
+        assert not found
+        return
+    (f,) = found
+    assert isinstance(f, Finding) and f.severity is severity, f.message
+    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)
