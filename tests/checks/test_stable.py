@@ -28,6 +28,20 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 PATHOLOGIES: dict[str, Callable[[], Snapshot]] = {
     "archive-scaled threshold": lambda: S.snapshot(S.jobs_table()),
+    "archive-bloated and dead-entry-bloated indexes": lambda: S.snapshot(
+        S.jobs_table(
+            indexes=(
+                S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 << 20),
+                S.index(
+                    "jobs_pending_created_at",
+                    ("created_at",),
+                    38 << 20,
+                    predicate="(status = 'pending'::text)",
+                    reltuples=5_000,
+                ),
+            )
+        )
+    ),
     "bound status, normalised text": lambda: qa301._snap(qa301._stmt(**qa301.PGSS)),
     "bound status, given text": lambda: qa301._snap(qa301._stmt()),
     "sort over the backlog": lambda: qa303._snap(),
