@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    NOISE_MARGIN,
     Finding,
     Fix,
     FixStep,
@@ -17,8 +18,10 @@ from qadvisor.api import (
     Skip,
     Snapshot,
     Stakeholder,
+    Statement,
     Table,
     Target,
+    at_least,
     btree_bytes,
     check,
     drop_index,
@@ -26,12 +29,15 @@ from qadvisor.api import (
     human_bytes,
     human_count,
     index_use,
+    indexes_used,
     judgeable_queues,
     live_rows,
     live_set_index,
+    matching_statements,
     predicate_sql,
     review,
     stakeholder_label,
+    statement_label,
     statement_queue,
 )
 
@@ -47,6 +53,9 @@ class Options:
     min_index_bytes: int = 8 * 1024 * 1024
     # How many times larger than its partial replacement the index must be.
     min_size_ratio: float = 10.0
+    # The partial index's size is estimated from live rows, which move between runs: a
+    # ratio up to this share past min_size_ratio gives an info finding, so two runs agree.
+    margin: float = NOISE_MARGIN
 
 
 @check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
@@ -81,12 +90,20 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     before the fix is written: when one reads the old index, the index is kept (the fix
     builds only the partial index, and names the statements); when one could not be planned
     (a privilege the role lacks, another session's lock), or pg_stat_statements is not there,
-    the DROP is a step for review that says so. The evidence lists what was checked.
+    the DROP is a step for review that says so. Another claim on the table whose plan reads
+    the old index keeps it as well, unless the partial index matches that claim's WHERE and
+    ORDER BY: the CREATE INDEX step names the claims it matches, derived from their text
+    (not a plan: the index does not exist yet). The evidence lists what was checked.
 
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);
     the index is under `min_index_bytes`; or a partial replacement already exists for a
-    constraint index, or for an index that other recorded statements read.
+    constraint index, or for an index that other recorded statements read. Another claim
+    on the table whose plan reads the index keeps it too, unless the partial index matches
+    that claim's WHERE and ORDER BY (derived from its text: the index does not exist yet, so
+    no plan can say): then the claim moves to it with the dequeue. The partial index's size
+    is estimated from the live rows, which move between runs: a size ratio up to `margin`
+    (20 %) past `min_size_ratio` gives an info finding.
     """
     for queue, table in judgeable_queues(snapshot):
         live = queue.live
@@ -156,13 +173,17 @@ def _judge(
     keeps_constraint = idx.is_primary or idx.is_unique or idx.is_constraint
     existing = existing_index(table, [IndexKey(k) for k in keys], live)
     use = index_use(snapshot, table, idx.name)
+    build = live_set_index(table, live, (IndexKey(k) for k in keys))
+    # Another claim on the table whose plan reads the index today, and whose WHERE and ORDER
+    # BY the partial index does not match (from their text), would lose its path: it stays.
+    moved = {id(m.statement) for m in matching_statements(snapshot, build)}
+    stuck = [s for s in _claims_reading(snapshot, table, idx.name) if id(s) not in moved]
     # Another recorded statement's plan reads the index: it stays theirs. Once the live set
     # has its partial index, the dequeue no longer needs it and there is nothing to fix.
-    kept = keeps_constraint or bool(use.users)
+    kept = keeps_constraint or bool(use.users) or bool(stuck)
     if kept and existing is not None:
         return None
     where = predicate_sql(live)
-    build = live_set_index(table, live, (IndexKey(k) for k in keys))
     notes = [
         f"The dequeue query must say {where} with a literal, or the planner cannot use the "
         "partial index (see QA301).",
@@ -172,13 +193,17 @@ def _judge(
                         "takes the dequeue path off it.")  # fmt: skip
     elif use.users:
         notes.insert(0, _kept_for(idx.name, use.users))
-    steps: list[FixStep] = [] if existing is not None else [build.step()]
+    elif stuck:
+        notes.insert(0, _kept_for_claims(idx.name, build.name, stuck))
+    steps: list[FixStep] = [] if existing is not None else [build.step(snapshot)]
     if existing is not None:
         notes.insert(0, f"The partial index {existing.name} already serves the live set.")
     if not kept:
         steps.append(_drop(table, idx, use, notes, scans_known=not snapshot.server.is_standby))
+    near = at_least(ratio, options.min_size_ratio, options.margin) is None
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
+        severity=Severity.INFO if near else None,
         message=(
             f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "
             f"{archive:.2%} of the table's {human_count(table.reltuples)} rows are finished: "
@@ -199,12 +224,18 @@ def _judge(
             "idx_scan": idx.idx_scan,
             "statements_checked": len(use.checked),
             "statements_reading_index": [stakeholder_label(s) for s in use.users],
+            "claims_reading_index": [statement_label(s) for s in stuck],
             "statements_not_checked": [
                 f"{stakeholder_label(s)}: {s.plan_error}" for s in use.unknown
             ],
             "min_archive_fraction": options.min_archive_fraction,
             "min_index_bytes": options.min_index_bytes,
             "min_size_ratio": options.min_size_ratio,
+            **(
+                {"near_threshold": f"{ratio:,.1f}x against {options.min_size_ratio:g}x"}
+                if near
+                else {}
+            ),
         },
         explanation=(
             "PostgreSQL indexes every row, finished or not: an index over the whole table "
@@ -225,6 +256,29 @@ def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[st
     if pk is not None and all(pk.columns):
         return tuple(c for c in pk.columns if c is not None)
     return (live.column,)
+
+
+def _claims_reading(snapshot: Snapshot, table: Table, name: str) -> list[Statement]:
+    """The dequeue statements on ``table`` whose custom or generic plan reads index ``name``."""
+    found = []
+    for stmt in snapshot.statements:
+        on = statement_queue(snapshot, stmt)
+        if on is None or on[1].qualified != table.qualified:
+            continue
+        plans = [p for p in (stmt.custom_plan, stmt.generic_plan) if p is not None]
+        if any(name in indexes_used(p, table.schema, table.name) for p in plans):
+            found.append(stmt)
+    return found
+
+
+def _kept_for_claims(name: str, new: str, claims: list[Statement]) -> str:
+    listed = "; ".join(statement_label(s) for s in claims[:3])
+    more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+    return (
+        f"{name} is kept: the plans of {len(claims)} other claim(s) on the table read it, and "
+        f"{new} does not match their WHERE and ORDER BY (derived from their text): "
+        f"{listed}{more}. Drop it only once they have an index of their own."
+    )
 
 
 def _kept_for(name: str, users: tuple[Stakeholder, ...]) -> str:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     MIN_SAMPLE_ROWS,
+    NOISE_MARGIN,
     Finding,
     Fix,
     Rates,
@@ -16,6 +17,7 @@ from qadvisor.api import (
     Table,
     Target,
     VacuumTrigger,
+    at_least,
     autovacuum_enabled,
     check,
     human_count,
@@ -39,6 +41,10 @@ class Options:
     min_trigger: float = 50_000
     # With --sample: autovacuum further away than this makes the finding critical.
     critical_wait_s: float = 3600.0
+    # The live rows, reltuples and sampled rates move between runs: a ratio or trigger up to
+    # this share past min_ratio / min_trigger makes the finding info, and a wait within it
+    # of critical_wait_s is not critical, so two runs agree.
+    margin: float = NOISE_MARGIN
 
 
 @check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
@@ -79,6 +85,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     ## When it stays quiet
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
     completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
+    A ratio or trigger up to `margin` (20 %) past its threshold gives an info finding, and a
+    sampled wait up to `margin` past `critical_wait_s` is not critical: the estimates and
+    rates move between runs, and a value that close gives the same answer every time.
     """
     for queue, table in judgeable_queues(snapshot):
         if not autovacuum_enabled(snapshot, table):
@@ -132,9 +141,22 @@ def _finding(
         _Sampled({}, None, "") if r is None else _sampled(r, trigger, stats.n_dead_tup, options)
     )
     n, basis = suggested_vacuum_threshold(snapshot, table, rows)
+    m = options.margin
+    near = [
+        text
+        for value, limit, text in (
+            (ratio, options.min_ratio, f"{ratio:,.1f}x is within {m:.0%} of min_ratio"),
+            (trigger.value, options.min_trigger, f"the trigger is within {m:.0%} of min_trigger"),
+        )
+        if at_least(value, limit, m) is None
+    ]
+    severity = sampled.severity
+    if near and severity is None:
+        severity = Severity.INFO
+        evidence["near_threshold"] = "; ".join(near)
     return Finding(
         target=Target("table", table.schema, table.name, table.name),
-        severity=sampled.severity,
+        severity=severity,
         message=(
             f"Autovacuum of {table.qualified} waits for "
             f"{human_count(trigger.value)} dead tuples ({trigger.scale_factor:g} x "
@@ -185,7 +207,9 @@ def _sampled(r: Rates, trigger: VacuumTrigger, dead: int, options: Options) -> _
         "seconds_to_autovacuum": round(wait) if wait is not None else None,
         "min_sample_rows": MIN_SAMPLE_ROWS,
     }
-    critical = never or (wait is not None and wait > options.critical_wait_s)
+    critical = never or (
+        wait is not None and at_least(wait, options.critical_wait_s, options.margin) is True
+    )
     return _Sampled(evidence, Severity.CRITICAL if critical else None, _wait_text(r, wait, never))
 
 

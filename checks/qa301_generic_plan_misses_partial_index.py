@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
+    NOISE_MARGIN,
     Dequeue,
     Finding,
     Fix,
@@ -19,6 +20,8 @@ from qadvisor.api import (
     StatementError,
     Table,
     Target,
+    at_least,
+    at_most,
     check,
     describe_node,
     human_count,
@@ -61,6 +64,14 @@ class Options:
     # A table of at least this many pages is read in full far beyond what an index probe
     # reads (a few pages), so blocks per call can tell which of the two plans ran.
     min_pages_to_tell: int = 32
+    # The counters above (blocks and plans per call, calls, the table's pages) move between
+    # two runs: a value within this share of its threshold confirms nothing and contradicts
+    # nothing, so the finding stays info both times instead of flipping.
+    margin: float = NOISE_MARGIN
+    # ... and the two plans' estimated costs move with ANALYZE's sample: a cost ratio within
+    # this share of auto_keeps_generic_up_to is neither (a tighter margin: equal costs, the
+    # common case of a kept generic plan, must still confirm).
+    cost_margin: float = 0.05
 
 
 @check("QA301", "generic-plan-misses-partial-index", severity=Severity.WARNING,
@@ -112,6 +123,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     application's value is likely a literal pg_stat_statements shows as `$n`): it stays info
     and says which counter disagrees. Every finding from pg_stat_statements shows the
     statement's measured calls, time and blocks per call beside its plans.
+
+    The counters move between two runs on an unchanged database, so each threshold has a
+    margin (`margin`, 20 %; `cost_margin`, 5 %, for the plans' cost ratio): a counter within
+    it of its threshold (plans per call between 0.08 and 0.12, blocks per call between 0.4
+    and 0.6 of the table's pages, a table of 26 to 38 pages, a cost ratio between 1.045 and
+    1.155) neither confirms nor contradicts, and the finding stays info, saying which
+    counter was too close to call.
     """
     for d in judgeable_dequeues(snapshot):
         stmt, table = d.statement, d.table
@@ -153,7 +171,7 @@ def _finding(
     name = statement_id(stmt)
     label = statement_label(stmt)
     mode = plan_cache_mode(snapshot, stmt.role)
-    runtime, contradicted = _runtime_evidence(stmt, table, options)
+    runtime, contradicted, near = _runtime_evidence(stmt, table, options)
     if mode.forced_generic:
         severity = Severity.CRITICAL
         confirmed = f"plan_cache_mode = force_generic_plan ({mode.source})"
@@ -172,8 +190,12 @@ def _finding(
         f"{label} compares {column_list} with a parameter, so its generic plan cannot use "
         f"partial index {idx.name} ({idx.predicate}): it reads {generic_scan}, total cost "
         f"{generic_cost:,.2f}, where the custom plan uses the index, total cost "
-        f"{custom_cost:,.2f}" + (f" ({ratio:,.0f}x less)." if ratio and ratio >= 2 else ".")
+        f"{custom_cost:,.2f}"
     )
+    # The costs are the planner's estimates: a ratio beside counters that say the application
+    # does not run the generic plan would read as a measured slowdown, so it is left out then.
+    shown = ratio and ratio >= 2 and not (severity is Severity.INFO and contradicted)
+    message += f" (an estimated {ratio:,.0f}x less)." if shown else "."
     if severity is Severity.CRITICAL:
         message += f" Generic plans are forced by {mode.source}."
     elif severity is Severity.INFO and contradicted:
@@ -186,6 +208,10 @@ def _finding(
             " Latent: pg_stat_statements shows literals as $n too, and nothing on the server "
             "shows this statement running with a generic plan."
         )
+        if near:
+            message += (
+                " Too close to a threshold to confirm or contradict: " + "; ".join(near) + "."
+            )
     if stmt.from_normalised_text and stmt.calls:
         message += f" Measured: {_measured(stmt)}."
     evidence: dict[str, object] = {
@@ -209,6 +235,7 @@ def _finding(
         "from_pg_stat_statements": stmt.from_normalised_text,
         "confirmed_by": confirmed or None,
         "contradicted_by": "; ".join(contradicted) or None,
+        "near_threshold": "; ".join(near) or None,
         "table_rows": round(table.reltuples),
         "table_pages": table.relpages,
     }
@@ -243,46 +270,68 @@ def _scan_line(plan: PlanNode, table: Table) -> str:
 
 def _runtime_evidence(
     stmt: Statement, table: Table, options: Options
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], list[str]]:
     """What pg_stat_statements says about how the statement actually ran: the counters that
-    confirm a generic plan misses the index, and those that contradict it."""
+    confirm a generic plan misses the index, those that contradict it, and those too close
+    to a threshold to say either (within the margin: neither confirmed nor contradicted)."""
     confirms: list[str] = []
     contradicts: list[str] = []
+    near: list[str] = []
+    m = options.margin
     blocks = stmt.shared_blks_per_call
-    reads_table = blocks is not None and blocks >= options.min_blocks_fraction * table.relpages
-    if reads_table and table.relpages >= options.min_table_pages:
-        confirms.append(
-            f"{blocks:,.0f} shared blocks per call against the table's {table.relpages:,} pages"
+    pages = table.relpages
+    reads = None if blocks is None else at_least(blocks, options.min_blocks_fraction * pages, m)
+    if blocks is not None and reads is None and pages >= options.min_pages_to_tell * (1 - m):
+        near.append(
+            f"{blocks:,.0f} shared blocks per call is within {m:.0%} of "
+            f"{options.min_blocks_fraction:g} x the table's {pages:,} pages"
         )
-    cached = (
-        stmt.plans_per_call is not None
-        and (stmt.calls or 0) >= options.min_calls
-        and stmt.plans_per_call <= options.max_plans_per_call
-    )
-    if not cached or stmt.plans_per_call is None:
-        return confirms, contradicts
+    big = at_least(pages, options.min_table_pages, m)
+    if reads and big:
+        confirms.append(f"{blocks:,.0f} shared blocks per call against the table's {pages:,} pages")
+    if stmt.plans_per_call is None:
+        return confirms, contradicts, near
+    ppc = f"{stmt.plans_per_call:.3f} plans per call"
+    enough = at_least(stmt.calls or 0, options.min_calls, m)
+    few = at_most(stmt.plans_per_call, options.max_plans_per_call, m)
+    if enough is None:
+        near.append(f"{stmt.calls:,} calls is within {m:.0%} of {options.min_calls:,}")
+    if few is None:
+        near.append(f"{ppc} is within {m:.0%} of {options.max_plans_per_call:g}")
+    if not (enough and few):
+        return confirms, contradicts, near
     assert stmt.custom_plan is not None and stmt.generic_plan is not None
     custom, generic = stmt.custom_plan.total_cost, stmt.generic_plan.total_cost
-    ppc = f"{stmt.plans_per_call:.3f} plans per call"
-    if generic <= options.auto_keeps_generic_up_to * custom:
+    ratio = generic / custom if custom > 0 else float("inf")
+    keeps = at_most(ratio, options.auto_keeps_generic_up_to, options.cost_margin)
+    tell = at_least(pages, options.min_pages_to_tell, m)
+    if keeps:
         confirms.append(f"{ppc}: executions reuse a cached generic plan")
-    elif reads_table and table.relpages >= options.min_pages_to_tell:
+    elif reads and tell:
         confirms.append(
             f"{ppc} and {blocks:,.0f} shared blocks per call (the table has "
-            f"{table.relpages:,} pages): a cached generic plan that reads the table, which "
+            f"{pages:,} pages): a cached generic plan that reads the table, which "
             "plan_cache_mode = auto would not have kept, so the application's session forces it"
         )
-    else:
-        ratio = generic / custom if custom > 0 else float("inf")
+    elif keeps is False and (blocks is None or reads is False or tell is False):
         seen = f"{blocks:,.0f} shared blocks per call" if blocks is not None else "no blocks"
         contradicts.append(
             f"{ppc} shows a cached plan, but plan_cache_mode = auto keeps a generic plan only "
             f"when it costs no more than the custom plans, and this one costs {ratio:,.0f}x "
-            f"more; {seen} against the table's {table.relpages:,} pages is what the index "
+            f"more; {seen} against the table's {pages:,} pages is what the index "
             "plan reads: the application's statement is likely not the one planned here (a "
             "literal that pg_stat_statements shows as $n)"
         )
-    return confirms, contradicts
+    elif keeps is None:
+        near.append(
+            f"the generic plan's cost, {ratio:,.2f}x the custom plan's, is within "
+            f"{options.cost_margin:.0%} of {options.auto_keeps_generic_up_to:g}x"
+        )
+    else:
+        near.append(
+            f"the table's {pages:,} pages are within {m:.0%} of {options.min_pages_to_tell:,}"
+        )
+    return confirms, contradicts, near
 
 
 def _measured(stmt: Statement) -> str:

@@ -20,6 +20,7 @@ from qadvisor.api import (
     Snapshot,
     Target,
     check,
+    covering_index,
     describe_node,
     index_keys,
     indexes_used,
@@ -67,6 +68,10 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     (<ORDER BY columns>) WHERE status IN ('queued', 'retry')`), or rewrite the query so its
     predicate is the index's (when the other values need no dequeue). The index predicate
     must be spelled as the query spells it.
+    The CREATE INDEX step names the recorded statements whose WHERE and ORDER BY the new
+    index matches, derived from their text (not a plan: the index does not exist yet), or
+    says that none does; an index that an existing valid one already covers (the same
+    leading keys, a predicate the new one implies) is not proposed.
 
     ## When it stays quiet
     The partial index selects finished or running rows (a pruner's `WHERE state =
@@ -124,8 +129,7 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
         # The live set's own index first: that is the one the dequeue was meant to use.
         confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
         idx, target, preds = confirmed[0]
-        scans_known = not snapshot.server.is_standby
-        yield _finding(d, stmt.custom_plan, idx, target, preds, scans_known)
+        yield _finding(snapshot, d, stmt.custom_plan, idx, target, preds)
 
 
 def _meant_for(
@@ -153,12 +157,12 @@ def _meant_for(
 
 
 def _finding(
+    snapshot: Snapshot,
     d: Dequeue,
     custom_plan: PlanNode,
     idx: Index,
     target: LivePredicate,
     preds: tuple[Predicate, ...],
-    scans_known: bool,
 ) -> Finding:
     """The statement's conditions ``preds`` cannot prove the partial index's predicate
     ``target``, and its custom plan does not use the index."""
@@ -199,11 +203,11 @@ def _finding(
             "simple forms: the same comparison, or an IN list inside the index's list. "
             "Anything wider (more values, a negation, a range) reads past the index."
         ),
-        fix=_fix(d, idx, preds, scans_known),
+        fix=_fix(snapshot, d, idx, preds),
     )
 
 
-def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...], scans_known: bool) -> Fix:
+def _fix(snapshot: Snapshot, d: Dequeue, idx: Index, preds: tuple[Predicate, ...]) -> Fix:
     stmt, table = d.statement, d.table
     conditions = [predicate_text(p, stmt.custom_values) for p in preds]
     keys = index_keys(d.parsed.order_by, table) if d.parsed.order_by else None
@@ -225,7 +229,7 @@ def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...], scans_known: bool
             f"planned with ({dict(stmt.custom_values)}); use the ones your code sends."
         )
     # A standby counts its own scans only: 0 there says nothing of the primary's.
-    if scans_known and idx.idx_scan == 0:
+    if not snapshot.server.is_standby and idx.idx_scan == 0:
         notes.append(
             f"{idx.name} has never been scanned: once nothing needs it, "
             f"DROP INDEX CONCURRENTLY {qualified(table.schema, idx.name)}."
@@ -235,4 +239,12 @@ def _fix(d: Dequeue, idx: Index, preds: tuple[Predicate, ...], scans_known: bool
     where = " AND ".join(c for c in conditions if c)
     words = predicate_words(preds, stmt.custom_values)
     build = IndexFix(table, keys, where, tuple(words))
-    return Fix(notes=" ".join(notes), steps=(build.step(),))
+    covered = covering_index(build)
+    if covered is not None:
+        notes[0] = (
+            f"Index {covered.name} already has the keys and a predicate the query's implies "
+            f"({covered.predicate}): no new index is proposed; check that the query's "
+            "predicate is written so the planner can prove it (a literal, not $n)."
+        )
+        return Fix(notes=" ".join(notes))
+    return Fix(notes=" ".join(notes), steps=(build.step(snapshot),))

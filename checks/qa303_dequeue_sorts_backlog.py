@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from qadvisor.api import (
     CONCURRENT_BUILD_NOTE,
+    NOISE_MARGIN,
     Dequeue,
     DequeueStatement,
     Finding,
@@ -20,6 +21,7 @@ from qadvisor.api import (
     Table,
     Target,
     analyze,
+    at_least,
     check,
     describe_node,
     existing_index,
@@ -44,6 +46,9 @@ class Options:
     # Rows a claim must read (the sort's input, or the whole table for a Seq Scan) before
     # sorting them is worth an index: below this a top-N sort is a fraction of a millisecond.
     min_rows_read: float = 1_000
+    # Row estimates move with ANALYZE's sample: a value this share past a threshold or less
+    # is reported as info, not warning, so two runs on the same database agree.
+    margin: float = NOISE_MARGIN
 
 
 @check("QA303", "dequeue-sorts-backlog", severity=Severity.WARNING, category="statements",
@@ -68,10 +73,16 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     index whose key is the ORDER BY, so the claim reads the first rows of the index and stops
     after LIMIT. For a round-robin sub-select the key starts with the tenant column. The
     statement's predicate must imply the index's (see QA301 / QA302).
+    The CREATE INDEX step names the recorded statements whose WHERE and ORDER BY the new
+    index matches, derived from their text (not a plan: the index does not exist yet), or
+    says that none does; an index that an existing valid one already covers (the same
+    leading keys, a predicate the new one implies) is not proposed.
 
     ## When it stays quiet
     An index (or an Incremental Sort on an index prefix) supplies the order; the statement
-    has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows.
+    has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows. The rows
+    are the planner's estimates, which move with ANALYZE's sample: up to `margin` (20 %)
+    past `min_rows_read` the finding is info, so two runs give the same severity.
     """
     for d in judgeable_dequeues(snapshot):
         stmt, parsed, table = d.statement, d.parsed, d.table
@@ -90,7 +101,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         read = _rows_read(scan, table)
         if max(read, sort.plan_rows) < options.min_rows_read:
             continue
-        yield _finding(d, stmt.custom_plan, (sort, scan), read, options)
+        yield _finding(snapshot, d, stmt.custom_plan, (sort, scan), read, options)
 
 
 def _rows_read(scan: PlanNode, table: Table) -> float:
@@ -101,6 +112,7 @@ def _rows_read(scan: PlanNode, table: Table) -> float:
 
 
 def _finding(
+    snapshot: Snapshot,
     d: Dequeue,
     custom_plan: PlanNode,
     sorted_scan: tuple[PlanNode, PlanNode],
@@ -123,6 +135,13 @@ def _finding(
         f"supplies its ORDER BY under its predicate, so each claim reads "
         f"{human_count(read)} rows" + (", archive included." if archive else ".")
     )
+    rows = max(read, sort.plan_rows)
+    near = at_least(rows, options.min_rows_read, options.margin) is None
+    if near:
+        message += (
+            f" The estimate is within {options.margin:.0%} of min_rows_read "
+            f"({options.min_rows_read:,.0f}): info until it is clearly past it."
+        )
     evidence: dict[str, object] = {
         **statement_evidence(stmt),
         "source": stmt.source,
@@ -141,6 +160,9 @@ def _finding(
         "custom_plan_cost": custom_plan.total_cost,
         "table_rows": round(table.reltuples),
         "min_rows_read": options.min_rows_read,
+        "near_threshold": f"{rows:,.0f} rows read against {options.min_rows_read:,.0f}"
+        if near
+        else None,
     }
     if stmt.analyzed_plan is not None:
         analysed = sorts_over(stmt.analyzed_plan, table.schema, table.name)
@@ -154,6 +176,7 @@ def _finding(
             }
     return Finding(
         target=Target("statement", table.schema, table.name, name),
+        severity=Severity.INFO if near else None,
         message=message,
         evidence=evidence,
         explanation=(
@@ -161,7 +184,7 @@ def _finding(
             "under the predicate, the planner reads every candidate, sorts them and keeps "
             "LIMIT. The cost grows with the backlog, just when the queue falls behind."
         ),
-        fix=_fix(d),
+        fix=_fix(snapshot, d),
     )
 
 
@@ -179,7 +202,7 @@ def _is_partial(table: Table, index: str) -> bool:
     return any(i.name == index and i.is_partial for i in table.indexes)
 
 
-def _fix(d: Dequeue) -> Fix:
+def _fix(snapshot: Snapshot, d: Dequeue) -> Fix:
     parsed, table = d.parsed, d.table
     keys = index_keys(parsed.order_by, table)
     notes: list[str] = []
@@ -214,7 +237,7 @@ def _fix(d: Dequeue) -> Fix:
             safety="safe",
             steps=(analyze(table),),
         )
-    return Fix(notes=" ".join(notes), steps=(build.step(),))
+    return Fix(notes=" ".join(notes), steps=(build.step(snapshot),))
 
 
 def _build(d: Dequeue, keys: tuple[IndexKey, ...]) -> tuple[IndexFix, str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
+    NOISE_MARGIN,
     Dequeue,
     Finding,
     Fix,
@@ -25,6 +26,7 @@ from qadvisor.api import (
     Target,
     TenantFacts,
     analyze,
+    at_least,
     check,
     condition_columns,
     describe_node,
@@ -53,6 +55,9 @@ class Options:
     # Below this many live rows the walk costs little yet (measured: with 1,000 queued jobs
     # both plans took 1.1 ms); the finding is then "info", a plan that breaks as the backlog grows.
     min_backlog_rows: int = 1_000
+    # Row estimates move with ANALYZE's sample: a value this share past a threshold or less
+    # is reported as info, not warning, so two runs on the same database agree.
+    margin: float = NOISE_MARGIN
     # A descent of the per-tenant index is latent when another index supplies the sub-select's
     # ORDER BY and the largest tenant holds at least this share of the live rows: ANALYZE's
     # sample then sees few of the other tenants, and which plan wins depends on how many
@@ -101,7 +106,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     and no index that is not led by the tenant column supplies the sub-select's ORDER BY, or
     the largest tenant holds less than `latent_top_share` of the live rows, or pg_stats
     counts as many distinct tenants as there are; the statement has no LATERAL per-tenant
-    sub-select. A statement without a plan is reported as skipped.
+    sub-select. A statement without a plan is reported as skipped. Fewer live rows than
+    `min_backlog_rows`, or up to `margin` (20 %) more (an estimate that moves between runs),
+    make the finding info.
     """
     for d in judgeable_dequeues(snapshot):
         stmt, table, lateral = d.statement, d.table, d.parsed.lateral
@@ -115,9 +122,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         walk = walking_scan(plan, table, lateral.inner_column)
         facts = tenant_facts(snapshot, table.schema, table.name)
         if walk is not None:
-            yield _walk(d, lateral, walk, facts, options)
+            yield _walk(snapshot, d, lateral, walk, facts, options)
             continue
-        latent = _latent(d, lateral.inner_column, plan, facts, options)
+        latent = _latent(snapshot, d, lateral.inner_column, plan, facts, options)
         if latent is not None:
             yield latent
 
@@ -195,6 +202,7 @@ def backlog(
 
 
 def _walk(
+    snapshot: Snapshot,
     d: Dequeue,
     lateral: Lateral,
     walk: tuple[PlanNode, Index | None],
@@ -273,7 +281,8 @@ def _walk(
     if facts is not None and facts.notes:
         evidence["tenant_facts"] = list(facts.notes)
     severity = None
-    if rows is not None and rows < options.min_backlog_rows:
+    if rows is not None and not at_least(rows, options.min_backlog_rows, options.margin):
+        # Up to the margin past min_backlog_rows too: the live rows are an estimate.
         severity = Severity.INFO
         message += (
             f" With {human_count(rows)} live rows it is still cheap; it grows with the backlog."
@@ -288,11 +297,12 @@ def _walk(
             "expects thousands of rows per tenant and a short walk of the FIFO order; for "
             "small and idle tenants the walk is the whole backlog, once per tenant probed."
         ),
-        fix=_fix(d, tenant, tenants, n_distinct),
+        fix=_fix(snapshot, d, tenant, tenants, n_distinct),
     )
 
 
 def _latent(
+    snapshot: Snapshot,
     d: Dequeue,
     tenant: str,
     plan: PlanNode,
@@ -364,11 +374,13 @@ def _latent(
             "supplies the ORDER BY: an order only the per-tenant index supplies takes the "
             "choice away from the sample."
         ),
-        fix=_fix(d, tenant, tenants, n_distinct),
+        fix=_fix(snapshot, d, tenant, tenants, n_distinct),
     )
 
 
-def _fix(d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None) -> Fix | None:
+def _fix(
+    snapshot: Snapshot, d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None
+) -> Fix | None:
     stmt, parsed, table, live = d.statement, d.parsed, d.table, d.queue.live
     notes: list[str] = []
     steps: list[FixStep] = []
@@ -379,7 +391,7 @@ def _fix(d: Dequeue, tenant: str, tenants: int | None, n_distinct: float | None)
     existing = existing_tenant_index(table, live, keys)
     if existing is None:
         index = tenant_index(table, live, tenant, order)
-        steps.append(index.step())
+        steps.append(index.step(snapshot))
         notes.append(
             f"Index {index.name} is keyed by the tenant, then the sub-select's order, on the "
             "live rows only."

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from qadvisor.api import (
+    NOISE_MARGIN,
     Finding,
     LivePredicate,
     Severity,
@@ -16,6 +17,7 @@ from qadvisor.api import (
     Table,
     Target,
     TenantFacts,
+    at_least,
     check,
     human_count,
     human_seconds,
@@ -45,6 +47,9 @@ class Options:
     min_skew: float = 5.0
     # Live rows ahead of a new job before the wait is worth reporting (measured: 1,000 jobs).
     min_backlog: int = 100
+    # Live rows per tenant move between runs (a worker claims, a sample differs): a value
+    # this share past a threshold or less is reported as info, so two runs agree.
+    margin: float = NOISE_MARGIN
 
 
 @check("QA403", "fifo-noisy-neighbour", severity=Severity.WARNING, category="tenants",
@@ -77,7 +82,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     A round-robin (LATERAL) or per-tenant dequeue statement is known for the queue; the
     largest tenant holds less than `min_top_share` of the live set, or less than `min_skew`
     times the median of the other tenants (an even split); fewer than `min_tenants` tenants
-    have work; or fewer than `min_backlog` jobs are queued.
+    have work; or fewer than `min_backlog` jobs are queued. A share, skew or backlog up to
+    `margin` (20 %) past its threshold gives an info finding: the counts move between runs.
     """
     for queue, table in judgeable_queues(snapshot):
         facts = tenant_facts(snapshot, table.schema, table.name)
@@ -111,7 +117,17 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             continue
         if total < options.min_backlog:
             continue
-        yield _issue(table, queue.live, facts, fifo, total, tenants, share, skew)
+        m = options.margin
+        near = [
+            f"{label} is within {m:.0%} of {name}"
+            for value, limit, label, name in (
+                (share, options.min_top_share, f"the top share {share:.0%}", "min_top_share"),
+                (skew, options.min_skew, f"the skew {skew:,.1f}x", "min_skew"),
+                (total, options.min_backlog, f"the backlog {total:,}", "min_backlog"),
+            )
+            if at_least(value, limit, m) is None
+        ]
+        yield _issue(snapshot, table, queue.live, facts, fifo, (total, tenants, share, skew), near)
 
 
 def _on(snapshot: Snapshot, stmt: Statement, table: Table) -> bool:
@@ -127,18 +143,20 @@ def _per_tenant(stmt: Statement, tenant: str) -> bool:
 
 
 def _issue(
+    snapshot: Snapshot,
     table: Table,
     live: LivePredicate | None,
     facts: TenantFacts,
     fifo: list[Statement],
-    total: int,
-    tenants: int,
-    share: float,
-    skew: float,
+    measured: tuple[int, int, float, float],
+    near: list[str],
 ) -> Finding:
+    """``measured``: the backlog, the tenants with work, the top tenant's share and its skew;
+    ``near``: those within the margin of their threshold (the finding is then info)."""
+    total, tenants, share, skew = measured
     counts = facts.live_by_tenant
     top = counts[0]
-    at_least = "" if facts.counts_complete else "at least "
+    at_least_ = "" if facts.counts_complete else "at least "
     names = [statement_id(s) for s in fifo]
     how = (
         f"is dequeued in global order ({', '.join(names)})"
@@ -163,7 +181,7 @@ def _issue(
         )
     message = (
         f"{table.qualified} {how} while {facts.tenant_column} {top.tenant} holds "
-        f"{at_least}{human_count(top.rows)} of its {at_least}{human_count(total)} live jobs "
+        f"{at_least_}{human_count(top.rows)} of its {at_least_}{human_count(total)} live jobs "
         f"({share:.0%}) across {human_count(tenants)} tenants: a job any other tenant queues now "
         f"waits behind all {human_count(total)}, {estimate}."
     )
@@ -193,15 +211,18 @@ def _issue(
         }
     if facts.notes:
         evidence["tenant_facts"] = list(facts.notes)
+    if near:
+        evidence["near_threshold"] = "; ".join(near)
+        message += f" Info: {'; '.join(near)}, so the counts may fall short on another run."
     order = fifo[0].parsed.order_by if fifo and fifo[0].parsed else ()
     return Finding(
         target=Target("table", table.schema, table.name, table.name),
-        severity=None if fifo else Severity.INFO,
+        severity=None if fifo and not near else Severity.INFO,
         message=message,
         evidence=evidence,
         explanation=(
             "A FIFO dequeue orders by arrival, not by customer: one tenant's backlog delays "
             "every other tenant's jobs by the time it takes to drain it."
         ),
-        fix=round_robin_fix(table, live, facts.tenant_column, order, fifo),
+        fix=round_robin_fix(table, live, facts.tenant_column, order, fifo, snapshot),
     )

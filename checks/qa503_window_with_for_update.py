@@ -102,7 +102,7 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
             "plan_error": stmt.plan_error,
         }
         if tenant is not None and table is not None and queue is not None:
-            fix = round_robin_fix(table, queue.live, tenant, parsed.order_by, (stmt,))
+            fix = round_robin_fix(table, queue.live, tenant, parsed.order_by, (stmt,), snapshot)
             if fix is not None:
                 fix = Fix(
                     notes=f"The window picks one job per {tenant}: the round-robin LATERAL does "

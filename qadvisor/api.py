@@ -38,6 +38,7 @@ from qadvisor.derive.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
+from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import (
@@ -73,11 +74,15 @@ from qadvisor.fixes.builders import (
     CONCURRENT_BUILD_NOTE,
     IndexFix,
     IndexKey,
+    IndexMatch,
     analyze,
+    covering_index,
     drop_index,
     existing_index,
     index_keys,
+    index_users_note,
     live_set_index,
+    matching_statements,
     migration,
     order_keys_sql,
     reindex,
@@ -202,6 +207,12 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "suggested_vacuum_threshold",
     "vacuum_threshold_sql",
     "vacuum_trigger",
+    # 4b. margins on thresholds that read noisy counters (qadvisor.derive.margins): within
+    # the margin a check gives its conservative answer, so two runs agree.
+    "NOISE_MARGIN",
+    "at_least",
+    "at_most",
+    "near",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
     # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.
@@ -261,6 +272,10 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "analyze",
     "drop_index",
     "existing_index",
+    "covering_index",
+    "index_users_note",
+    "matching_statements",
+    "IndexMatch",
     "index_keys",
     "live_set_index",
     "migration",

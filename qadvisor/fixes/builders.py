@@ -13,9 +13,19 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from qadvisor.derive.estimates import parse_index_predicate, same_predicate
-from qadvisor.derive.statement_queues import statement_label
-from qadvisor.model import FixStep, Index, LivePredicate, Statement, StepLock, Table
-from qadvisor.sql.dequeue import OrderItem
+from qadvisor.derive.predicates import operand_values, predicate_implies
+from qadvisor.derive.statement_queues import statement_label, statement_queue
+from qadvisor.model import (
+    FixStep,
+    Index,
+    LivePredicate,
+    Snapshot,
+    Statement,
+    StepLock,
+    Table,
+    live_op,
+)
+from qadvisor.sql.dequeue import OrderItem, Predicate
 from qadvisor.sql.printing import ident, index_name, live_words, predicate_sql, qualified
 
 # CREATE INDEX CONCURRENTLY, DROP INDEX CONCURRENTLY and REINDEX CONCURRENTLY refuse to run
@@ -179,8 +189,14 @@ class IndexFix:
         where = f" WHERE {self.where}" if self.where else ""
         return f"CREATE INDEX CONCURRENTLY {ident(self.name)} ON {on} ({keys}){where};"
 
-    def step(self) -> FixStep:
-        return _concurrently(self.statement, CONCURRENT_BUILD_NOTE)
+    def step(self, snapshot: Snapshot | None = None) -> FixStep:
+        """The CREATE INDEX CONCURRENTLY step; with the ``snapshot``, its note names the
+        recorded statements the index serves, derived from their text, or says none does."""
+        if snapshot is None:
+            return _concurrently(self.statement, CONCURRENT_BUILD_NOTE)
+        return _concurrently(
+            self.statement, f"{index_users_note(snapshot, self)} {CONCURRENT_BUILD_NOTE}"
+        )
 
 
 def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) -> IndexFix:
@@ -190,6 +206,24 @@ def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) 
     return IndexFix(table, tuple(keys), predicate_sql(live), tuple(live_words(live)))
 
 
+def implies(narrow: LivePredicate, wide: LivePredicate) -> bool:
+    """Every row ``narrow`` admits, ``wide`` admits too (the simple forms PostgreSQL's
+    predicate test proves): the same predicate, an IN list inside another, an IN list that
+    avoids a NOT IN list's values, a NOT IN list that excludes all of another's."""
+    if narrow.column != wide.column:
+        return False
+    if same_predicate(narrow, wide):
+        return True
+    mine, theirs = set(narrow.values), set(wide.values)
+    if narrow.op == "in" and wide.op == "in":
+        return bool(mine) and mine <= theirs
+    if narrow.op == "in" and wide.op == "not in":
+        return bool(mine) and not mine & theirs
+    if narrow.op == "not in" and wide.op == "not in":
+        return theirs <= mine
+    return False
+
+
 def existing_index(
     table: Table,
     keys: Sequence[IndexKey],
@@ -197,11 +231,13 @@ def existing_index(
     *,
     exact: bool = False,
 ) -> Index | None:
-    """A valid index of ``table`` that is the one ``keys`` and ``live`` describe: its key
-    columns start with ``keys`` (are exactly ``keys`` when ``exact``), in the same directions,
-    and its predicate is ``live`` (the same column, operator and values), or it has none when
-    ``live`` is None. NULLS order is not collected: a key with a non-default one never
-    matches."""
+    """A valid index of ``table`` that already covers the one ``keys`` and ``live``
+    describe: its key columns start with ``keys`` (are exactly ``keys`` when ``exact``), in
+    the same directions, and its predicate is implied by ``live`` (every live row is in it:
+    the same predicate, or a wider IN list), or it has none when ``live`` is None. A
+    whole-table index does not cover a partial one: the partial index is proposed for its
+    size and for the predicate a statement can prove. NULLS order is not collected: a key
+    with a non-default one never matches."""
     if any(k.nulls_first is not None and k.nulls_first != k.descending for k in keys):
         return None
     columns = tuple(k.column for k in keys)
@@ -219,6 +255,132 @@ def existing_index(
                 return idx
             continue
         parsed = parse_index_predicate(idx.predicate) if idx.predicate else None
-        if parsed is not None and same_predicate(parsed, live):
+        if parsed is not None and implies(live, parsed):
             return idx
     return None
+
+
+def covering_index(build: IndexFix) -> Index | None:
+    """A valid index of the table that already covers ``build`` (see :func:`existing_index`);
+    a predicate qadvisor cannot read as one column's condition is covered only by an index
+    with the same predicate text."""
+    if build.where is None:
+        return existing_index(build.table, build.keys, None)
+    target = parse_index_predicate(build.where)
+    if target is not None:
+        return existing_index(build.table, build.keys, target)
+    for idx in build.table.indexes:
+        columns = tuple(k.column for k in build.keys)
+        if idx.is_valid and idx.predicate == build.where and idx.columns[: len(columns)] == columns:
+            return idx
+    return None
+
+
+@dataclass(frozen=True)
+class IndexMatch:
+    """A recorded statement whose own text the new index matches; ``planned_values`` when
+    its predicate proves the index's only with the values qadvisor planned its parameters
+    with (pg_stat_statements shows literals as $n)."""
+
+    statement: Statement
+    planned_values: bool
+
+
+def matching_statements(snapshot: Snapshot, build: IndexFix) -> tuple[IndexMatch, ...]:
+    """The recorded statements on ``build``'s table whose WHERE and ORDER BY, as parsed from
+    their text, the index matches: their WHERE implies its predicate (it has none, or one
+    column's condition qadvisor reads) and its keys, after the ones they compare with one
+    value, give their ORDER BY (forward or backward), or they have none. A derivation from
+    text, not a plan: the index does not exist, so no planner has chosen it."""
+    target = parse_index_predicate(build.where) if build.where else None
+    if build.where is not None and target is None:
+        return ()
+    found = []
+    for stmt in snapshot.statements:
+        parsed = stmt.parsed
+        on = statement_queue(snapshot, stmt) if parsed is not None else None
+        if parsed is None or on is None:
+            continue
+        if (on[1].schema, on[1].name) != (build.table.schema, build.table.name):
+            continue
+        planned = False
+        if target is not None and not _proves(parsed.predicates, target, {}):
+            if not _proves(parsed.predicates, target, stmt.custom_values):
+                continue
+            planned = True
+        if _supplies_order(build.keys, parsed.order_by, parsed.predicates):
+            found.append(IndexMatch(stmt, planned))
+    return tuple(found)
+
+
+def _proves(predicates: Sequence[Predicate], target: LivePredicate, values: dict[str, str]) -> bool:
+    """A conjunct proves ``target``: the forms predicate_implies reads, or a condition that
+    is, as one column's predicate, the same or narrower (``status <> 'done'`` for an index
+    ``WHERE status <> 'done'``, which the planner proves as the same clause)."""
+    if predicate_implies(predicates, target, values).implies:
+        return True
+    for pred in predicates:
+        op = live_op(pred.op)
+        if pred.column != target.column or op is None:
+            continue
+        got = operand_values(pred, values)
+        if got is not None and implies(LivePredicate(pred.column, op, got), target):
+            return True
+    return False
+
+
+def _supplies_order(
+    keys: Sequence[IndexKey], order: Sequence[OrderItem], predicates: Sequence[Predicate]
+) -> bool:
+    """The keys give ``order`` (forward or backward) once the leading keys that
+    ``predicates`` compare with one value are passed over; True for no ORDER BY."""
+    if not order:
+        return True
+    fixed = {p.column for p in predicates if p.op == "=" and len(p.operands) == 1}
+    rest = list(keys)
+    while rest and rest[0].column in fixed and all(o.column != rest[0].column for o in order):
+        rest.pop(0)
+    if len(rest) < len(order):
+        return False
+    pairs = list(zip(rest, order, strict=False))
+    if any(k.column != o.column for k, o in pairs):
+        return False
+    forward = all(k.descending == o.descending for k, o in pairs)
+    backward = all(k.descending != o.descending for k, o in pairs)
+    if not (forward or backward):
+        return False
+
+    # NULLS order: the key's (the default unless given) must be the item's, or all reversed.
+    same = [
+        _nulls_first(k.descending, k.nulls_first) == _nulls_first(o.descending, o.nulls_first)
+        for k, o in pairs
+    ]
+    return all(same) if forward else not any(same)
+
+
+def _nulls_first(descending: bool, given: bool | None) -> bool:
+    return descending if given is None else given
+
+
+def index_users_note(snapshot: Snapshot, build: IndexFix) -> str:
+    """The sentence a CREATE INDEX step adds: which recorded statements the new index serves,
+    derived from their text (never claimed from a plan: the index does not exist yet), or
+    that none does."""
+    matches = matching_statements(snapshot, build)
+    if not matches:
+        return (
+            f"No recorded statement's WHERE and ORDER BY match {build.name} (derived from "
+            "their text, not from a plan): check with EXPLAIN that the statement it is for "
+            "uses it once it is built."
+        )
+    listed = "; ".join(
+        statement_label(m.statement)
+        + (" (with the values qadvisor planned its parameters with)" if m.planned_values else "")
+        for m in matches[:5]
+    )
+    more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
+    return (
+        f"Statements whose WHERE implies {build.name}'s predicate and whose ORDER BY its keys "
+        f"supply: {listed}{more}. This is derived from their text, not from a plan (the index "
+        "does not exist yet): check with EXPLAIN once it is built."
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from qadvisor.derive.predicates import predicate_text
 from qadvisor.fixes.builders import (
     IndexFix,
     IndexKey,
@@ -19,8 +20,8 @@ from qadvisor.fixes.builders import (
     migration,
     rewrite,
 )
-from qadvisor.model import Fix, FixStep, Index, LivePredicate, Statement, Table
-from qadvisor.sql.dequeue import OrderItem
+from qadvisor.model import Fix, FixStep, Index, LivePredicate, Snapshot, Statement, Table
+from qadvisor.sql.dequeue import OrderItem, value_placeholder
 from qadvisor.sql.printing import ident, index_name, predicate_sql, qualified
 
 # Columns that record when a job was queued, preferred first: ordering the per-tenant
@@ -76,6 +77,24 @@ def tenant_index_sql(
     return index.name, index.statement
 
 
+def _own_condition(statement: Statement, live: LivePredicate) -> str | None:
+    """The statement's own conditions on the live column, as it spells them, each parameter
+    a :func:`value_placeholder` (its value reached qadvisor only as $n): the rewrite writes
+    no value the application's statement does not. None when it has none qadvisor can write."""
+    parsed = statement.parsed
+    preds = [p for p in (parsed.predicates if parsed else ()) if p.column == live.column]
+    places = {
+        str(o.index): value_placeholder(o.index)
+        for p in preds
+        for o in p.operands
+        if o.kind == "parameter" and o.index is not None
+    }
+    texts = [predicate_text(p, places) for p in preds]
+    if not texts or any(text is None for text in texts):
+        return None
+    return " AND ".join(text for text in texts if text)
+
+
 def rotation_name(table: Table) -> str:
     return f"{table.name[: 63 - len('_tenants')]}_tenants"
 
@@ -86,6 +105,7 @@ def round_robin_fix(
     tenant: str,
     order: Sequence[OrderItem],
     replaces: Sequence[Statement] = (),
+    snapshot: Snapshot | None = None,
 ) -> Fix | None:
     """The round-robin pattern for a queue table: rotation table, per-tenant partial index,
     and the LATERAL dequeue in place of each statement of ``replaces`` (the claims seen; none:
@@ -123,25 +143,40 @@ def round_robin_fix(
         ),
     ]
     if existing_tenant_index(table, live, keys) is None:
-        steps.append(tenant_index(table, live, tenant, rr_order).step())
+        steps.append(tenant_index(table, live, tenant, rr_order).step(snapshot))
     pk = table.primary_key or ("ctid",)
     inner_cols = ", ".join(ident(c) for c in pk)
     outer_cols = ", ".join(f"j.{ident(c)}" for c in pk)
     order_sql = ", ".join(ident(o.column) + (" DESC" if o.descending else "") for o in rr_order)
-    dequeue = (
-        f"SELECT {outer_cols}, qt.{t}\n"
-        f"FROM {rotation} qt\n"
-        "CROSS JOIN LATERAL (\n"
-        f"  SELECT {inner_cols} FROM {queue}\n"
-        f"  WHERE {t} = qt.{t} AND {where}\n"
-        + (f"  ORDER BY {order_sql}\n" if order_sql else "")
-        + "  LIMIT 1\n"
-        "  FOR UPDATE SKIP LOCKED\n"
-        ") j\n"
-        "ORDER BY qt.last_served\n"
-        "LIMIT 1;"
-    )
-    steps += [rewrite(s, dequeue) for s in replaces] or [rewrite(None, dequeue)]
+
+    def dequeue(condition: str) -> str:
+        return (
+            f"SELECT {outer_cols}, qt.{t}\n"
+            f"FROM {rotation} qt\n"
+            "CROSS JOIN LATERAL (\n"
+            f"  SELECT {inner_cols} FROM {queue}\n"
+            f"  WHERE {t} = qt.{t} AND {condition}\n"
+            + (f"  ORDER BY {order_sql}\n" if order_sql else "")
+            + "  LIMIT 1\n"
+            "  FOR UPDATE SKIP LOCKED\n"
+            ") j\n"
+            "ORDER BY qt.last_served\n"
+            "LIMIT 1;"
+        )
+
+    for s in replaces:
+        own = _own_condition(s, live)
+        note = ""
+        if own is None:
+            own = where
+        elif "<value of $" in own:
+            note = (
+                "Write the value your application sends in place of each <value of $n>: "
+                "qadvisor saw only the parameter."
+            )
+        steps.append(rewrite(s, dequeue(own), note))
+    if not replaces:
+        steps.append(rewrite(None, dequeue(where)))
     notes = (
         "Run the migration in order (CREATE INDEX CONCURRENTLY on its own, outside a "
         "transaction block). The rewrite is the new dequeue for the application: in the same "

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from qadvisor.model import Finding
+import pytest
+
+from qadvisor.api import btree_bytes
+from qadvisor.model import Finding, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue
@@ -28,6 +31,29 @@ def test_quiet_for_a_right_sized_partial_index() -> None:
     idx = S.index("jobs_pending_created_at", ("created_at",), 2 * MB, predicate=PENDING_PRED,
                   reltuples=50_000)  # fmt: skip
     assert_quiet(S.report("QA102", S.snapshot(S.jobs_table(indexes=(idx,)))), "QA102")
+
+
+@pytest.mark.parametrize(
+    ("ratio", "severity"),
+    [(9.9, None), (10.1, Severity.INFO), (11.9, Severity.INFO), (12.1, Severity.WARNING)],
+)
+def test_a_size_ratio_within_the_margin_of_min_size_ratio_is_info(
+    ratio: float, severity: Severity | None
+) -> None:
+    # The fresh size comes from the index's row estimate, which moves between runs:
+    # min_size_ratio 10 with a 20 % margin, so 10 to 12 times is info on every run.
+    fresh = btree_bytes(S.jobs_table(), ("created_at",), 100_000)
+    idx = S.index("jobs_pending_created_at", ("created_at",), int(fresh * ratio),
+                  predicate=PENDING_PRED, reltuples=100_000)  # fmt: skip
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    found = S.run("QA102", snap)
+    assert found == S.run("QA102", snap)
+    if severity is None:
+        assert not found
+        return
+    (f,) = found
+    assert isinstance(f, Finding) and f.severity is severity, f.message
+    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)
 
 
 def _churn(db: TestDB, rounds: int, batch: int) -> None:

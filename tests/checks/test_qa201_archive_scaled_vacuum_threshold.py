@@ -6,6 +6,7 @@ import dataclasses
 import threading
 
 import psycopg
+import pytest
 
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
@@ -117,6 +118,41 @@ def test_the_fix_note_says_how_the_threshold_was_rounded() -> None:
     assert f.evidence["live_rows"] == 5_292
     assert "autovacuum_vacuum_threshold = 100000" in f.fix.statements[0]
     assert "10x the live set of 5,292 rows is 52,920, rounded up to 100,000" in f.fix.notes
+
+
+@pytest.mark.parametrize(
+    ("ratio", "severity"),
+    [(9.9, None), (10.5, Severity.INFO), (11.9, Severity.INFO), (12.1, Severity.WARNING)],
+)
+def test_a_ratio_within_the_margin_of_min_ratio_is_info(
+    ratio: float, severity: Severity | None
+) -> None:
+    # The trigger (2,000,050) against live rows estimated from pg_stats: min_ratio 10, margin
+    # 20 %, so 10 to 12 times the live set is info on every run.
+    table = S.jobs_table(pending_freq=2_000_050 / ratio / 10_000_000)
+    found = S.run("QA201", S.snapshot(table))
+    assert found == S.run("QA201", S.snapshot(table))
+    if severity is None:
+        assert not found
+        return
+    (f,) = found
+    assert isinstance(f, Finding) and f.severity is severity, f.message
+    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)
+
+
+@pytest.mark.parametrize(("dead_in_10s", "critical"), [(2_500, False), (2_200, True)])
+def test_a_sampled_wait_within_the_margin_of_critical_wait_is_not_critical(
+    dead_in_10s: int, critical: bool
+) -> None:
+    # 1,000,050 dead tuples to go: 250/s is 4,000 s, 220/s 4,546 s. critical_wait_s 3,600
+    # with a 20 % margin: critical only past 4,320 s.
+    first = TableStats(n_dead_tup=1_000_000, n_tup_upd=0, n_tup_ins=0)
+    later = TableStats(n_dead_tup=1_000_000 + dead_in_10s, n_tup_upd=dead_in_10s, n_tup_ins=0)
+    snap = S.snapshot(S.jobs_table(stats=first), sample=Sample(10.0, {"public.jobs": later}))
+    (f,) = S.run("QA201", snap)
+    assert isinstance(f, Finding), f
+    assert f.evidence["seconds_to_autovacuum"] > 3600
+    assert (f.severity is Severity.CRITICAL) is critical, f.message
 
 
 def test_found_fixed_and_gone(shape: Shape) -> None:

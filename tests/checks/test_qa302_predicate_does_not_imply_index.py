@@ -78,6 +78,26 @@ def test_a_negation_is_flagged_even_from_pg_stat_statements_text() -> None:
     assert "$n" in f.fix.notes
 
 
+def test_an_index_that_already_covers_the_proposed_one_is_not_proposed_again() -> None:
+    # The query's own predicate already has an index with its key: building another would
+    # duplicate it; the fix says so and builds nothing.
+    own = S.index("jobs_not_done_created_at", ("created_at", "id"), 1 << 20,
+                  predicate="(status <> 'done'::text)")  # fmt: skip
+    snap = _snap(_claim("status <> 'done'"))
+    snap = dataclasses.replace(snap, tables=(S.jobs_table(indexes=(PARTIAL, own)),))
+    (f,) = _findings(snap)
+    assert f.fix is not None and f.fix.statements == ()
+    assert "Index jobs_not_done_created_at already has the keys" in f.fix.notes
+    # Without it, the index is proposed, and its step names the statement it is for,
+    # derived from the statement's text.
+    (f,) = _findings(_snap(_claim("status <> 'done'")))
+    assert f.fix is not None
+    (step,) = f.fix.steps
+    assert step.sql.endswith("(created_at) WHERE status <> 'done';")
+    assert step.note.startswith("Statements whose WHERE implies")
+    assert "--query 1" in step.note and "not from a plan" in step.note
+
+
 def test_quiet_when_the_predicate_implies_the_index_or_the_plan_uses_it() -> None:
     def quiet(snap: Snapshot) -> None:
         assert_quiet(S.report("QA302", snap), "QA302")

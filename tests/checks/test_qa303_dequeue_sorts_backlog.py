@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from qadvisor.model import Finding, PlanNode, Snapshot, Statement
+from qadvisor.model import Finding, PlanNode, Severity, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue
@@ -117,3 +117,30 @@ def test_found_fixed_and_gone(shape: Shape) -> None:
     after = shape.check("--query", query)
     for code in ("QA301", "QA302", "QA303"):
         assert_quiet(after, code, shape.queue)
+
+
+def _sorting(rows: float) -> PlanNode:
+    """SORTED over an index scan (not the whole table) that returns ``rows``."""
+    scan = dataclasses.replace(SCAN, node_type="Index Scan", index="x", plan_rows=rows)
+    return dataclasses.replace(
+        SORTED, children=(PlanNode("Sort", plan_rows=rows, children=(scan,)),)
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "severity"),
+    [(999, None), (1_000, Severity.INFO), (1_199, Severity.INFO), (1_200, Severity.WARNING)],
+)
+def test_rows_read_within_the_margin_of_min_rows_read_is_info(
+    rows: float, severity: Severity | None
+) -> None:
+    # min_rows_read 1,000, margin 20 %: an estimate that moves with ANALYZE's sample is info
+    # up to 1,200 rows, and the same snapshot twice gives the same answer.
+    found = _findings(_snap(plan=_sorting(rows)))
+    assert found == _findings(_snap(plan=_sorting(rows)))
+    if severity is None:
+        assert not found
+        return
+    (f,) = found
+    assert f.severity is severity, f.message
+    assert (f.evidence["near_threshold"] is not None) == (severity is Severity.INFO)

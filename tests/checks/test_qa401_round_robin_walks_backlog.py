@@ -552,3 +552,19 @@ def test_statistics_fix_runs_as_printed_and_the_walk_is_gone(shape: Shape) -> No
     (scan,) = inner_scans(snapshot_of(shape.checker, RR_FIXED))
     assert scan.index == "jobs_queued_tenant_id"
     assert scan.index_cond is not None and "tenant_id = qt.tenant_id" in scan.index_cond
+
+
+@pytest.mark.parametrize(
+    ("live", "severity"), [(999, Severity.INFO), (1_199, Severity.INFO), (1_200, Severity.WARNING)]
+)
+def test_a_backlog_within_the_margin_of_min_backlog_rows_is_info(
+    live: int, severity: Severity
+) -> None:
+    # min_backlog_rows 1,000 with a 20 % margin: up to 1,200 live rows the walk is info on
+    # every run, whichever side of 1,000 the count fell this time.
+    facts = trap_facts(live_by_tenant=(TenantCount("1", live - 1), TenantCount("2", 1)))
+    snap = rr_snapshot(jobs(FIFO_IDX), walk_plan(), facts=facts)
+    (f,) = findings(snap)
+    assert findings(snap) == [f]
+    assert f.severity is severity, f.message
+    assert ("still cheap" in f.message) == (severity is Severity.INFO)

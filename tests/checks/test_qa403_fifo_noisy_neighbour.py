@@ -207,3 +207,24 @@ def test_quiet_on_a_healthy_round_robin(shape: Shape) -> None:
 def test_quiet_on_an_evenly_shared_fifo_queue(shape: Shape) -> None:
     build_tenant_queue(shape.db, {1: 500, 2: 500, 3: 480}, tenant_index=None)
     assert_quiet(shape.check("--query", FIFO), "QA403", shape.queue)
+
+
+@pytest.mark.parametrize(
+    ("top", "severity"),
+    [(85, None), (100, Severity.INFO), (109, Severity.INFO), (111, Severity.WARNING)],
+)
+def test_a_backlog_within_the_margin_of_min_backlog_is_info(
+    top: int, severity: Severity | None
+) -> None:
+    # One tenant with ``top`` jobs and ten with one each: min_backlog 100, margin 20 %, so a
+    # backlog of 100 to 120 (moving as workers claim) is info on every run.
+    counts = (TenantCount("1", top), *(TenantCount(str(t), 1) for t in range(2, 12)))
+    snap = fifo_snapshot(live_by_tenant=counts)
+    found = run(snap)
+    assert found == run(snap)
+    if severity is None:
+        assert not [f for f in found if isinstance(f, Finding)]
+        return
+    (f,) = found
+    assert isinstance(f, Finding) and f.severity is severity, f.message
+    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)

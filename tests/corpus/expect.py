@@ -19,7 +19,10 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from qadvisor.demo.pgserver import LocalServer
+from tests.corpus.fixwalk import foreign_literals, used_indexes_dropped, verdicts
 from tests.corpus.library import Library, Observed
+from tests.helpers import qadvisor
 
 # The lock checks judge claims only; none of the libraries claims without SKIP LOCKED.
 LOCK_CODES = frozenset({"QA501", "QA502", "QA503"})
@@ -184,6 +187,26 @@ class CorpusSuite:
         assert not skipped, "checks skipped: " + "; ".join(
             f"{s['code']} ({s.get('queue')}): {s['reason']}" for s in skipped
         )
+
+    def test_a_second_run_gives_the_same_findings(
+        self, observed: Observed, corpus_server: LocalServer
+    ) -> None:
+        # Collected again on the unchanged database (the snapshot run in between only read
+        # it): thresholds on noisy counters have margins, so codes, targets and severities
+        # are the same.
+        again = qadvisor("check", corpus_server.dsn(observed.db), "--format", "json")
+        assert again.rc in (0, 1) and again.stdout.startswith("{"), again.stderr
+        first, second = verdicts(observed.report), verdicts(again.report)
+        assert first == second, f"first run {first}\nsecond run {second}" + _findings(observed)
+
+    def test_fixes_write_no_foreign_literal_and_drop_no_index_in_use(
+        self, observed: Observed
+    ) -> None:
+        problems = [
+            *foreign_literals(observed.report, observed.snapshot),
+            *used_indexes_dropped(observed.report, observed.snapshot),
+        ]
+        assert not problems, "\n".join(problems) + _findings(observed)
 
     def test_codes(self, observed: Observed, stage: str) -> None:
         codes = self.expect.codes[stage]

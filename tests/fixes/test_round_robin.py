@@ -274,3 +274,23 @@ def test_a_tenant_column_the_table_lacks_is_typed_bigint_and_descending_order_is
 
 def test_no_fix_without_a_live_predicate() -> None:
     assert round_robin_fix(tenant_jobs(), None, "tenant_id", order("id")) is None
+
+
+def test_a_claim_with_a_bound_status_gets_a_placeholder_not_the_live_value() -> None:
+    # The claim says status = $1: its value reached qadvisor only as $1, so the rewrite
+    # names where it goes and writes no 'queued' the application's statement does not have.
+    # A claim that spells the status keeps its own spelling (an IN list here).
+    from qadvisor.sql.dequeue import analyse
+
+    bound = "SELECT id FROM jobs WHERE status = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    listed = bound.replace("= $1", "IN ('queued', 'retry')")
+    seen = [Statement("--query 1", bound, analyse(bound)),
+            Statement("--query 2", listed, analyse(listed))]  # fmt: skip
+    fix = round_robin_fix(tenant_jobs(), QUEUED, "tenant_id", order("id"), replaces=seen)
+    assert fix is not None
+    first, second = fix.of_kind("rewrite")
+    assert "WHERE tenant_id = qt.tenant_id AND status = <value of $1>\n" in first.sql
+    assert "'queued'" not in first.sql and "<value of $n>" in first.note
+    assert "AND status IN ('queued', 'retry')\n" in second.sql
+    # The per-tenant index stays on the live predicate: that is a migration, not the claim.
+    assert "WHERE status = 'queued';" in fix.statements[-1]
