@@ -275,9 +275,9 @@ def _live_predicate(
     if live is None and bare is not None and not _hidden_status(ev):
         # It takes any row (a table a job enters when it can run and leaves when claimed),
         # and nothing in the table says which rows wait: the whole table is the live set.
-        where = f"claim {bare.label}"
-        return LivePredicate.every_row(f"{where}; it has no condition on {ev.table}"), (
-            f"live set: every row of {ev.table}, which the {where} takes with no condition on it"
+        source = f"claim {bare.label}; it has no condition on {ev.table}"
+        return LivePredicate.every_row(source), (
+            f"live set: every row of {ev.table} (the claim has no condition on it)"
         )
     return live, why
 
