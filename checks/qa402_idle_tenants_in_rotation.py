@@ -185,9 +185,8 @@ def _fix(
     outer = lateral.outer_column if lateral else facts.tenant_column
     inner = facts.tenant_column
     queue = qualified(table.schema, table.name)
-    queued = (
-        f"SELECT 1 FROM {queue} j WHERE j.{ident(inner)} = qt.{ident(outer)} "
-        f"AND j.{predicate_sql(live)}"
+    queued = f"SELECT 1 FROM {queue} j WHERE j.{ident(inner)} = qt.{ident(outer)}" + (
+        "" if live.whole_table else f" AND {predicate_sql(live, 'j')}"
     )
     prune = (
         "DO $prune$\n"

@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qadvisor.api import (
+    DequeueStatement,
     Finding,
     Fix,
     Severity,
     Skip,
     Snapshot,
+    Statement,
     check,
     judgeable_locking,
     rewrite,
@@ -53,12 +55,16 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
 
     ## When it stays quiet
     The locking clause takes rows of the queue table only (`OF` the queue, or a statement
-    that reads no other table at the locking level). A queue whose dequeue statement is not
-    known is reported as skipped.
+    that reads no other table at the locking level), or also the job's own row of another
+    table: one the claim joins one to one, on a unique key of that table and a column that is
+    unique in the queue table (a ready table's unique `job_id` against the jobs table's
+    primary key), which no other job shares. A queue whose dequeue statement is not known is
+    reported as skipped.
     """
     for locking in judgeable_locking(snapshot):
         stmt, parsed, job = locking.statement, locking.parsed, locking.job
-        others = [t for t in parsed.locked_tables if t != job[1]]
+        owned = _own_rows(snapshot, stmt, parsed, job)
+        others = [t for t in parsed.locked_tables if t != job[1] and t not in owned]
         if not others:
             continue
         target = statement_target(snapshot, stmt)
@@ -102,3 +108,34 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
             ),
             fix=fix,
         )
+
+
+def _own_rows(
+    snapshot: Snapshot, stmt: Statement, parsed: DequeueStatement, job: tuple[str | None, str]
+) -> set[str]:
+    """The locked tables whose row is the job's alone: the claim joins it on a unique key of
+    that table and a column unique in the queue table (both from the catalog's unique
+    indexes), so each job has at most one such row and each such row one job."""
+    queue_keys = _unique_keys(snapshot, stmt, stmt.queue or _written(*job))
+    owned = set()
+    for join in parsed.joins:
+        if join.table not in parsed.locked_tables or join.table == job[1]:
+            continue
+        written = _written(join.schema, join.table)
+        keys = _unique_keys(snapshot, stmt, stmt.names.get(written, written))
+        if (join.column,) in keys and (join.queue_column,) in queue_keys:
+            owned.add(join.table)
+    return owned
+
+
+def _unique_keys(snapshot: Snapshot, stmt: Statement, name: str) -> set[tuple[str, ...]]:
+    keys = set(stmt.unique_keys.get(name, ()))
+    table = next((t for t in snapshot.tables if t.qualified == name), None)
+    for idx in table.indexes if table is not None else ():
+        if idx.is_unique and idx.is_valid and idx.predicate is None and all(idx.columns):
+            keys.add(tuple(c for c in idx.columns if c is not None))
+    return keys
+
+
+def _written(schema: str | None, table: str) -> str:
+    return f"{schema}.{table}" if schema else table

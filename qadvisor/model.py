@@ -21,7 +21,7 @@ from qadvisor.sql.dequeue import DequeueStatement, PredicateOp
 SNAPSHOT_FORMAT = 1
 
 # The closed sets of the snapshot and the findings; Snapshot.from_dict refuses other values.
-LiveOp = Literal["in", "not in", "is null", "true", "false", "<", "<=", ">", ">="]
+LiveOp = Literal["in", "not in", "is null", "true", "false", "<", "<=", ">", ">=", "all"]
 HolderKind = Literal["transaction", "prepared transaction", "replication slot", "standby"]
 TargetKind = Literal["table", "index", "statement", "server", "database", "horizon"]
 # "safe": can run as printed on a live system; "review": read the notes first.
@@ -195,7 +195,10 @@ class LivePredicate:
     ``op`` is one of: "in" / "not in" (``values`` are the values of ``column`` that are /
     are not live), "is null", "true" / "false" (a boolean column), or a range "<", "<=",
     ">", ">=" with one value (an enum whose order is the job's life cycle:
-    ``state < 'active'``).
+    ``state < 'active'``), or "all" (``column`` is empty): every row is live, the set of a
+    claim without a condition (a table a job is moved into when it can run and deleted from
+    when it is claimed). A check that reads the live column reads none then, the live rows
+    are the table's, and an index on the live set is a plain one.
     """
 
     column: str
@@ -203,6 +206,19 @@ class LivePredicate:
     values: tuple[str, ...] = ()
     # Where it came from: "partial index <name>", "status values", "queue library <name>".
     source: str = ""
+
+    @classmethod
+    def every_row(cls, source: str = "") -> LivePredicate:
+        return cls("", "all", (), source)
+
+    @property
+    def whole_table(self) -> bool:
+        return self.op == "all"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads: none for the whole table."""
+        return () if self.whole_table else (self.column,)
 
 
 def live_op(op: PredicateOp) -> LiveOp | None:
@@ -313,6 +329,9 @@ class Statement:
     queue: str | None = None
     # Each table name as written ("jobs", "app.tenants") -> the "schema.table" it means.
     names: dict[str, str] = field(default_factory=dict)
+    # The unique keys (column lists of valid, non-partial unique indexes) of each table it
+    # reads, by "schema.table", from the catalog: whether a row it locks is the job's own.
+    unique_keys: dict[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     search_path: str | None = None  # the search_path it was planned under
     resolved_by: str | None = None  # how its names were resolved (whose search_path)
     toplevel: bool | None = None  # pg_stat_statements: run by the client, not nested

@@ -531,6 +531,8 @@ def _value(
     if live is not None and live.column == column.name:
         if live.op in RANGE_OPS and op == live.op:
             return _lit(live.values[0])  # state < $2: the bound of the live range
+        if live.op in ("true", "false") and op == "=":
+            return live.op  # is_available = $3: the value the live set holds
         if live.op == "in" and live.values:
             if op in ("=", "in"):
                 return _lit(live.values[0])

@@ -242,6 +242,7 @@ def _judge(
 ) -> None:
     rel = res.tables[(parsed.schema, parsed.table)]
     resolved = {_written(s, n): r.qualified for (s, n), r in res.tables.items()}
+    keys = {r.qualified: r.unique_keys for r in res.tables.values() if r.unique_keys}
     label = statement_label(stmt)
     if not rel.is_table:
         out.left_out.append(LeftOut(label, stmt.text, f"{rel.qualified} is not a table", None))
@@ -281,6 +282,7 @@ def _judge(
                 stmt,
                 queue=f"{schema}.{table}",
                 names=mine,
+                unique_keys=keys,
                 search_path=res.search_path,
                 resolved_by=res.how,
             )
@@ -295,6 +297,7 @@ def _judge(
                 _skip_locked(parsed),
                 via,
                 stmt.calls,
+                parsed.unconditional,
             )
         )
 

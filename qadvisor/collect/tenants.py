@@ -146,9 +146,16 @@ def tenant_column(table: Table, statements: Iterable[Statement]) -> str | None:
 
 
 def tenant_index(table: Table, tenant: str, live: LivePredicate) -> Index | None:
-    """A valid partial index on the live predicate whose first key is the tenant column."""
+    """A valid partial index on the live predicate whose first key is the tenant column (a
+    plain one when the whole table is the live set)."""
     for idx in table.indexes:
-        if not (idx.is_valid and idx.predicate and idx.columns and idx.columns[0] == tenant):
+        if not (idx.is_valid and idx.columns and idx.columns[0] == tenant):
+            continue
+        if live.whole_table:
+            if idx.predicate is None:
+                return idx
+            continue
+        if not idx.predicate:
             continue
         parsed = parse_index_predicate(idx.predicate)
         if parsed is not None and same_predicate(parsed, live):
@@ -158,9 +165,14 @@ def tenant_index(table: Table, tenant: str, live: LivePredicate) -> Index | None
 
 def live_set_index(table: Table, live: LivePredicate) -> Index | None:
     """An index that reaches the live rows without the archive: a partial index on the live
-    predicate, or one led by the live column."""
+    predicate, or one led by the live column; when the whole table is the live set there is
+    no archive to avoid, and any plain index reaches it."""
     for idx in table.indexes:
         if not idx.is_valid:
+            continue
+        if live.whole_table:
+            if idx.predicate is None:
+                return idx
             continue
         if idx.predicate:
             parsed = parse_index_predicate(idx.predicate)
@@ -239,7 +251,7 @@ class _Collector:
             return None
         columns = [self.tenant]
         if self.queue.live is not None:
-            columns.append(self.queue.live.column)
+            columns += self.queue.live.columns
         durations = self._duration_columns()
         if durations is not None and durations[2] is not None:  # read only through an index
             columns += durations[:2]

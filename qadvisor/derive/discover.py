@@ -5,9 +5,13 @@ The strongest evidence is a claim: a row-locking statement that chooses which jo
 pg_stat_statements, in a ``--query-file`` or in a function's body. A claimed table is a queue
 whatever its columns are called, and the claim's own condition on it is the live predicate:
 status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum range
-(``state < 'active'``). Where the claim compares with a parameter (pg_stat_statements shows
-every constant as ``$n``), the values come from the weaker evidence: a partial index on that
-column, a known library's shape, the column's enum labels or most common values.
+(``state < 'active'``). A claim with no condition on the table takes any row: the whole
+table is its live set, unless the table's structure (below) says which rows wait. Where the
+claim compares with a parameter (pg_stat_statements shows every constant as ``$n``), the
+values come from the weaker evidence: a partial index on that column, a known library's
+shape, the column's enum labels or most common values; a boolean's value from its partial
+indexes only (a value hidden behind ``$n`` is a hypothesis, and only the schema's own index
+says which one waits).
 
 Without a claim, structure is the evidence: a partial index on a live predicate, the shape of
 a known library, status values some waiting and some finished. A partial index on a finished
@@ -24,8 +28,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
-from qadvisor.derive.estimates import parse_index_predicate
+from qadvisor.derive.estimates import boolean_literal, parse_index_predicate
 from qadvisor.derive.predicates import operand_values
 from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
 from qadvisor.sql.dequeue import Predicate
@@ -105,6 +110,8 @@ class Claim:
     skip_locked: bool = True
     via: str | None = None  # "schema.table" it named, when that is its partitioned parent
     calls: int | None = None  # pg_stat_statements calls, when seen there
+    # No condition chooses among its rows (DequeueStatement.unconditional): it takes any.
+    unconditional: bool = False
 
 
 @dataclass(frozen=True)
@@ -229,7 +236,9 @@ def decide(
             # SKIP LOCKED on a table whose rows wait for nothing (a clean-up of stale
             # bookkeeping rows): judging it as a queue would only say "live set unknown".
             if rejected is not None:
+                # A condition that could be one, whose value is not known, says so itself.
                 rejected.append(Rejected(schema, table, (
+                    f"{signals[0]}, but {why}" if why.startswith("the claim ") else
                     f"{signals[0]}, but no condition of the claim on {table} can be a live "
                     "predicate (a status, a boolean, IS NULL) and nothing else marks it as a "
                     "queue"
@@ -254,10 +263,29 @@ def _live_predicate(
     # 0. The claim's own condition on the table.
     # The claim workers run most says what they wait for (a stager or a dependency resolver
     # on the same table claims other states, less often).
+    bare: Claim | None = None  # the most run claim that takes any row
     for claim in sorted(ev.claims, key=lambda c: (not c.skip_locked, -(c.calls or 0))):
+        if claim.unconditional:
+            bare = bare or claim
+            continue
         live, why = _claim_live(ev, claim, all_columns)
         if live is not None or why:
             return live, why
+    live, why = _structural_live(ev, all_columns)
+    if live is None and bare is not None and not _hidden_status(ev):
+        # It takes any row (a table a job enters when it can run and leaves when claimed),
+        # and nothing in the table says which rows wait: the whole table is the live set.
+        source = f"claim {bare.label}; it has no condition on {ev.table}"
+        return LivePredicate.every_row(source), (
+            f"live set: every row of {ev.table} (the claim has no condition on it)"
+        )
+    return live, why
+
+
+def _structural_live(
+    ev: _Evidence, all_columns: dict[int, frozenset[str]] | None
+) -> tuple[LivePredicate | None, str]:
+    """The live predicate the table's own structure shows, without a claim's condition."""
     # 1. A partial index on a status-like or *_at column: the schema says what live means.
     for p, live in ev.partials:
         col = ev.column(live.column)
@@ -383,9 +411,12 @@ def _claim_values(
         return LivePredicate(col.column, pred.op), ""
     literals = operand_values(pred, {})
     if col.type == "boolean" and pred.op == "=":
-        if literals and literals[0].lower() in ("true", "t", "false", "f"):
-            return LivePredicate(col.column, "true" if literals[0][0] in "tT" else "false"), ""
-        return None, "a boolean compared with a parameter"
+        flag = boolean_literal(pred)
+        if flag is None and literals and literals[0].lower() in ("true", "t", "false", "f"):
+            flag = "true" if literals[0][0] in "tT" else "false"
+        if flag is not None:
+            return LivePredicate(col.column, flag), ""
+        return _boolean_value(ev, col)
     op = live_op(pred.op)
     if op is None:  # _rank admits no other condition
         return None, f"{pred.text} is no live predicate"
@@ -394,6 +425,39 @@ def _claim_values(
             return None, "a range with several bounds"
         return LivePredicate(col.column, op, tuple(dict.fromkeys(literals))), ""
     return _inferred(ev, col, op, all_columns, single=pred.op in ("=", "<>"))
+
+
+def _boolean_value(ev: _Evidence, col: CandidateColumn) -> tuple[LivePredicate | None, str]:
+    """The value a claim's ``flag = $n`` waits for: the one the table's partial indexes on
+    that flag select (``WHERE is_available``), when they agree on one."""
+    found: dict[Literal["true", "false"], str] = {}
+    for p, live in ev.partials:
+        value = _flag(live) if live.column == col.column else None
+        if value is not None:
+            found.setdefault(value, p.index)
+    if len(found) == 1:
+        ((value, index),) = found.items()
+        return LivePredicate(col.column, value), f"partial index {index}"
+    if found:
+        return None, (
+            f"a boolean compared with a parameter, and the partial indexes on {col.column} "
+            f"select both values ({', '.join(sorted(found.values()))})"
+        )
+    return None, (
+        f"a boolean compared with a parameter, and no partial index on {col.column} says "
+        "which value waits"
+    )
+
+
+def _flag(live: LivePredicate) -> Literal["true", "false"] | None:
+    """ "true" or "false": the value of a boolean a partial index predicate selects."""
+    if live.op in ("true", "false"):
+        return live.op
+    if live.op in ("in", "not in") and len(live.values) == 1:
+        word = live.values[0].lower()
+        if word in ("true", "t", "false", "f"):
+            return "true" if (word[0] == "t") == (live.op == "in") else "false"
+    return None
 
 
 def _inferred(

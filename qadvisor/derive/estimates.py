@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from qadvisor.derive.predicates import operand_values
 from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table, live_op
-from qadvisor.sql.dequeue import StatementError, condition_predicates
+from qadvisor.sql.dequeue import Predicate, StatementError, condition_predicates
 from qadvisor.sql.printing import RANGE_OPS, qualified
 from qadvisor.units import nice_ceil
 
@@ -64,6 +65,9 @@ def parse_index_predicate(predicate: str) -> LivePredicate | None:
     (pred,) = conditions
     if pred.op in ("is null", "true", "false"):
         return LivePredicate(pred.column, pred.op)
+    flag = boolean_literal(pred)
+    if flag is not None:
+        return LivePredicate(pred.column, flag)
     values = operand_values(pred, {})
     if not values:
         return None
@@ -75,12 +79,27 @@ def parse_index_predicate(predicate: str) -> LivePredicate | None:
     return None
 
 
+def boolean_literal(pred: Predicate) -> Literal["true", "false"] | None:
+    """``flag = true`` (``flag <> false``) as "true", ``flag = false`` as "false"; None for any
+    other condition. PostgreSQL keeps an index predicate as written, ``= true`` included."""
+    if pred.op not in ("=", "<>") or len(pred.operands) != 1:
+        return None
+    operand = pred.operands[0]
+    word = operand.text.strip().lower()
+    if operand.kind != "literal" or word not in ("true", "false"):
+        return None
+    return "true" if (word == "true") == (pred.op == "=") else "false"
+
+
 def same_predicate(a: LivePredicate, b: LivePredicate) -> bool:
     return a.column == b.column and a.op == b.op and set(a.values) == set(b.values)
 
 
 def live_index(table: Table, live: LivePredicate) -> Index | None:
-    """A valid partial index whose predicate is exactly the live predicate."""
+    """A valid partial index whose predicate is exactly the live predicate (none when the
+    whole table is the live set: no partial index holds it)."""
+    if live.whole_table:
+        return None
     for idx in table.indexes:
         if idx.is_valid and idx.predicate:
             parsed = parse_index_predicate(idx.predicate)
@@ -95,6 +114,10 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
         return LiveEstimate(None, "no live predicate is known for this table")
     if table.reltuples < 0:
         return LiveEstimate(None, "the table has never been analyzed (reltuples = -1)")
+    if live.whole_table:
+        return LiveEstimate(
+            table.reltuples, "reltuples of the table: the claim takes any of its rows", 1.0
+        )
     idx = live_index(table, live)
     # VACUUM counts a partial index's entries exactly and ANALYZE estimates them from its
     # sample, so the live-set index is the best statistic there is.

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from qadvisor.model import Index, LivePredicate, Table
 from qadvisor.sql.dequeue import (
+    Param,
     Predicate,
     StatementError,
     array_values,
@@ -50,6 +51,8 @@ def predicate_implies(
     value leaves an ``=``/``IN``/``ANY`` undecided (None). ``<>``, ``NOT IN``, ranges and other
     forms never prove an equality or IN predicate; only ``IS NULL`` proves ``IS NULL``.
     """
+    if target.whole_table:
+        return ValueJudgement(True, ())  # every row: any condition implies it
     on_column = tuple(p for p in predicates if p.column == target.column)
     if not on_column:
         return ValueJudgement(False, on_column)
@@ -57,6 +60,18 @@ def predicate_implies(
     for pred in on_column:
         if target.op == "is null":
             if pred.op == "is null":
+                return ValueJudgement(True, on_column)
+            continue
+        if target.op in ("true", "false"):
+            # ``WHERE is_available`` is proved by ``is_available`` and ``is_available = true``
+            if pred.op == target.op:
+                return ValueJudgement(True, on_column)
+            if pred.op != "=" or len(pred.operands) != 1:
+                continue
+            value = _boolean(pred.operands[0], values or {})
+            if value is None:
+                undecided = True
+            elif value == (target.op == "true"):
                 return ValueJudgement(True, on_column)
             continue
         if pred.op not in ("=", "in", "any"):
@@ -140,3 +155,19 @@ def predicate_words(preds: Sequence[Predicate], values: dict[str, str] | None = 
             found = list(arr) if arr is not None else [literal_value(text)]
             words += [prefix + v for v in found if v is not None]
     return words[:3]
+
+
+def _boolean(operand: Param, values: dict[str, str]) -> bool | None:
+    """A boolean operand's value (``true``, ``'t'``, a parameter bound to ``false``), None
+    when it is not known."""
+    text = operand.text
+    if operand.kind == "parameter":
+        text = values.get(str(operand.index), "")
+    elif operand.kind != "literal":
+        return None
+    word = text.strip().split("::")[0].strip("'").lower()
+    if word in ("true", "t", "yes", "on", "1"):
+        return True
+    if word in ("false", "f", "no", "off", "0"):
+        return False
+    return None

@@ -26,7 +26,13 @@ from qadvisor.model import (
     live_op,
 )
 from qadvisor.sql.dequeue import OrderItem, Predicate
-from qadvisor.sql.printing import ident, index_name, live_words, predicate_sql, qualified
+from qadvisor.sql.printing import (
+    ident,
+    index_name,
+    index_where,
+    live_words,
+    qualified,
+)
 
 # CREATE INDEX CONCURRENTLY, DROP INDEX CONCURRENTLY and REINDEX CONCURRENTLY refuse to run
 # inside a transaction block (their reference pages), and a failed concurrent build or
@@ -203,7 +209,7 @@ def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) 
     """The index on ``keys`` under the queue's live predicate, named by the predicate's values:
     every check that proposes an index on the live rows names it so, so two fixes never build
     the same index twice under two names."""
-    return IndexFix(table, tuple(keys), predicate_sql(live), tuple(live_words(live)))
+    return IndexFix(table, tuple(keys), index_where(live), tuple(live_words(live)))
 
 
 def implies(narrow: LivePredicate, wide: LivePredicate) -> bool:
@@ -250,7 +256,7 @@ def existing_index(
         stored = idx.descending or (False,) * len(idx.columns)
         if tuple(stored[: len(columns)]) != directions:
             continue
-        if live is None:
+        if live is None or live.whole_table:
             if idx.predicate is None:
                 return idx
             continue

@@ -118,7 +118,11 @@ def round_robin_fix(
     rot_name = rotation_name(table)
     rotation = qualified(table.schema, rot_name)
     t = ident(tenant)
-    where = predicate_sql(live)
+    # The whole table as the live set adds no condition (TRUE AND ... says nothing).
+    live_and = "" if live.whole_table else f"{predicate_sql(live)} AND "
+    # The claim's own condition on the live column, else the live predicate's (none for the
+    # whole table).
+    where = "" if live.whole_table else predicate_sql(live)
     rr_order = tenant_order(table, tenant, order)
     keys = (tenant, *(o.column for o in rr_order))
     steps: list[FixStep] = [
@@ -136,7 +140,7 @@ def round_robin_fix(
         ),
         migration(
             f"INSERT INTO {rotation} ({t})\nSELECT DISTINCT {t} FROM {queue}\n"
-            f" WHERE {where} AND {t} IS NOT NULL\nON CONFLICT DO NOTHING;",
+            f" WHERE {live_and}{t} IS NOT NULL\nON CONFLICT DO NOTHING;",
             "ROW EXCLUSIVE",
             note=f"ROW EXCLUSIVE on {rot_name}; it reads {table.name} under ACCESS SHARE, so "
             "workers and enqueues go on.",
@@ -155,7 +159,7 @@ def round_robin_fix(
             f"FROM {rotation} qt\n"
             "CROSS JOIN LATERAL (\n"
             f"  SELECT {inner_cols} FROM {queue}\n"
-            f"  WHERE {t} = qt.{t} AND {condition}\n"
+            f"  WHERE {t} = qt.{t}{' AND ' + condition if condition else ''}\n"
             + (f"  ORDER BY {order_sql}\n" if order_sql else "")
             + "  LIMIT 1\n"
             "  FOR UPDATE SKIP LOCKED\n"

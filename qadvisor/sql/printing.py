@@ -52,9 +52,13 @@ def array_literal(values: Iterable[str]) -> str:
     return literal("{" + items + "}").strip()
 
 
-def predicate_sql(live: LivePredicate) -> str:
-    """The live predicate as a WHERE clause body, e.g. ``status = 'pending'``."""
-    col = ident(live.column)
+def predicate_sql(live: LivePredicate, alias: str | None = None) -> str:
+    """The live predicate as a WHERE clause body, e.g. ``status = 'pending'``, its column
+    qualified with ``alias`` when given (``NOT j.done``); ``TRUE`` for the whole table (an
+    index on it is no partial one: see ``index_where``)."""
+    if live.whole_table:
+        return "TRUE"
+    col = ident(live.column) if alias is None else f"{ident(alias)}.{ident(live.column)}"
     if live.op == "is null":
         return f"{col} IS NULL"
     if live.op == "true":
@@ -73,9 +77,17 @@ def predicate_sql(live: LivePredicate) -> str:
 RANGE_OPS = ("<", "<=", ">", ">=")
 
 
+def index_where(live: LivePredicate) -> str | None:
+    """The predicate of an index on the live set, None when that index is a plain one (the
+    whole table is the live set)."""
+    return None if live.whole_table else predicate_sql(live)
+
+
 def live_words(live: LivePredicate, limit: int = 2) -> list[str]:
     """Words for an index name from a live predicate: ``pending``, ``finished_at_null``,
-    ``not_done``, ``is_available``, ``state_lt_active``."""
+    ``not_done``, ``is_available``, ``state_lt_active``; none for the whole table."""
+    if live.whole_table:
+        return []
     if live.op == "is null":
         return [f"{live.column}_null"]
     if live.op == "true":

@@ -3,8 +3,11 @@ servers, fixed with the printed rewrite."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from qadvisor.model import Snapshot
 from qadvisor.sql.dequeue import LockClause, analyse
 from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
@@ -60,6 +63,51 @@ def test_quiet_when_only_the_job_is_locked() -> None:
         "select id from jobs where status = 'queued' limit 1 for update skip locked",
     )
     assert_quiet(S.report("QA502", snap), "QA502")
+
+
+# The claim reads each job's own row of job_details (job_details.job_id is unique): FOR
+# UPDATE without OF locks it too, one row per job.
+DETAILS = (
+    "select j.id, d.payload from jobs j join job_details d on d.job_id = j.id "
+    "where j.status = 'queued' order by j.id limit 1 for update skip locked"
+)
+
+
+def with_keys(sql: str, keys: dict[str, tuple[tuple[str, ...], ...]]) -> Snapshot:
+    snap = with_statements(sql)
+    (stmt,) = snap.statements
+    names = {"job_details": "public.job_details", "jobs": "public.jobs"}
+    stmt = dataclasses.replace(stmt, queue="public.jobs", names=names, unique_keys=keys)
+    return dataclasses.replace(snap, statements=(stmt,))
+
+
+def test_a_lock_of_the_jobs_own_row_of_another_table_is_no_tenant_lock() -> None:
+    # jobs.id is the snapshot's primary key; job_details.job_id unique in the catalog.
+    own = with_keys(DETAILS, {"public.job_details": (("job_id",),), "public.jobs": (("id",),)})
+    assert_quiet(S.report("QA502", own), "QA502")
+    # Without the jobs table's key in the statement's catalog facts, its indexes say it.
+    assert_quiet(S.report("QA502", with_keys(DETAILS, {"public.job_details": (("job_id",),)})),
+                 "QA502")  # fmt: skip
+
+
+def test_a_lock_of_a_row_several_jobs_can_share_is_a_tenant_lock() -> None:
+    # Several detail rows per job (no unique key on job_id): not the job's own row.
+    (f,) = findings("QA502", with_keys(DETAILS, {"public.job_details": (("id",),)}))
+    assert f.evidence["locked_tables"] == ["jobs", "job_details"]
+    # A batch's row, keyed by its primary key, is shared by every job of the batch: batch_id
+    # is not unique in jobs.
+    batch = (
+        "select j.id from jobs j join batches b on b.id = j.batch_id "
+        "where j.status = 'queued' order by j.id limit 1 for update skip locked"
+    )
+    snap = with_statements(batch)
+    (stmt,) = snap.statements
+    stmt = dataclasses.replace(
+        stmt, queue="public.jobs", names={"batches": "public.batches"},
+        unique_keys={"public.batches": (("id",),)},
+    )  # fmt: skip
+    (f,) = findings("QA502", dataclasses.replace(snap, statements=(stmt,)))
+    assert "serialized per batches row" in f.message
 
 
 # --- on real servers --------------------------------------------------------------------------

@@ -49,7 +49,10 @@ def test_orders_with_a_status_column_are_not_a_queue() -> None:
 def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
     parsed = analyse(sql)
     assert parsed is not None
-    return Claim(hash(table) & 0xFFFF, "public", table, label, parsed.predicates)
+    return Claim(
+        hash(table) & 0xFFFF, "public", table, label, parsed.predicates,
+        unconditional=parsed.unconditional,
+    )  # fmt: skip
 
 
 def test_a_skip_locked_claim_is_evidence_and_its_condition_the_live_predicate() -> None:
@@ -302,3 +305,90 @@ def test_only_tables_that_looked_like_queues_are_listed_as_rejected() -> None:
     rejected: list[Rejected] = []
     assert discover.decide([users, outbox, hidden], [], [], rejected=rejected) == []
     assert sorted(r.table for r in rejected) == ["mail", "outbox"], rejected
+
+
+# --- claims, not shapes, decide ---------------------------------------------------------------
+
+READY = (
+    "SELECT id, job_id FROM ready_executions ORDER BY priority, job_id LIMIT $1 "
+    "FOR UPDATE SKIP LOCKED"
+)
+
+
+def test_a_claim_without_a_condition_makes_the_whole_table_its_live_set() -> None:
+    # No status, no partial index, no library shape: the claim alone makes it a queue.
+    columns = [col("ready_executions", "job_id", type="bigint")]
+    (d,) = discover.decide(columns, [], [claim("ready_executions", READY)])
+    assert d.live is not None and d.live.whole_table and d.live.columns == ()
+    assert "every row of ready_executions" in d.reason
+    assert d.live.source == "claim --query 1; it has no condition on ready_executions"
+    # A join to the job's own row and a condition on the joined row choose no ready row.
+    joined = (
+        "SELECT r.id FROM ready_executions r JOIN jobs j ON j.id = r.job_id "
+        "WHERE j.queue_name = $1 ORDER BY r.priority LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide(columns, [], [claim("ready_executions", joined)])
+    assert d.live is not None and d.live.whole_table
+
+
+def test_a_claim_with_a_condition_that_is_no_live_predicate_is_still_rejected() -> None:
+    # A condition on the queue table's own column chooses rows: not the whole table.
+    sql = "SELECT id FROM sessions WHERE seen_at < now() - interval '1 day' FOR UPDATE SKIP LOCKED"
+    rejected: list[Rejected] = []
+    seen = col("sessions", "seen_at", None, type="timestamp with time zone")
+    assert discover.decide([seen], [], [claim("sessions", sql)], rejected=rejected) == []
+    assert "no condition of the claim on sessions can be a live predicate" in rejected[0].reason
+
+
+def flag_index(predicate: str, name: str = "jobs_main_index") -> PartialIndex:
+    return PartialIndex("public", "jobs", hash("jobs") & 0xFFFF, name, predicate)
+
+
+FLAG = (
+    "SELECT id FROM jobs WHERE jobs.is_available = $3 AND run_at <= now() "
+    "ORDER BY priority, run_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def test_a_boolean_compared_with_a_parameter_takes_its_value_from_the_partial_index() -> None:
+    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
+    for predicate in ("(is_available = true)", "is_available", "(is_available <> false)"):
+        (d,) = discover.decide([flag], [flag_index(predicate)], [claim("jobs", FLAG)])
+        assert d.live is not None and (d.live.column, d.live.op) == ("is_available", "true")
+        assert d.live.source == "claim --query 1; values from partial index jobs_main_index"
+        assert "jobs.is_available = $3 with partial index jobs_main_index" in d.reason
+    (d,) = discover.decide([flag], [flag_index("(NOT is_available)")], [claim("jobs", FLAG)])
+    assert d.live is not None and d.live.op == "false"
+
+
+def test_a_boolean_parameter_no_partial_index_decides_is_no_live_predicate() -> None:
+    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
+    # Never a value no index names: without one, or with indexes on both values, no guess.
+    for partials in ([], [flag_index("is_available"), flag_index("(NOT is_available)", "b")]):
+        (d,) = discover.decide(
+            [flag], partials, [claim("jobs", FLAG)], explicit=[("public", "jobs", 1)]
+        )
+        assert d.live is None
+        assert "a boolean compared with a parameter" in d.reason
+
+
+def test_a_rejected_boolean_claim_says_which_value_was_not_known() -> None:
+    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
+    rejected: list[Rejected] = []
+    assert discover.decide([flag], [], [claim("jobs", FLAG)], rejected=rejected) == []
+    (r,) = rejected
+    assert "the claim --query 1 waits for jobs.is_available = $3" in r.reason
+    assert "no partial index on is_available says which value waits" in r.reason
+
+
+def test_a_claim_without_a_condition_on_a_table_with_waiting_and_finished_states() -> None:
+    # The table says which rows wait: its status values, not every row, are the live set.
+    status = col("jobs", "status", ("pending", "done"))
+    bare = "SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([status], [], [claim("jobs", bare)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("status", ("pending",))
+    # A status its role cannot read is no all-clear for every row either.
+    hidden = col("jobs", "status", None, readable=False)
+    rejected: list[Rejected] = []
+    (d,) = discover.decide([hidden], [], [claim("jobs", bare)], rejected=rejected)
+    assert d.live is None and "hidden from this role" in d.reason

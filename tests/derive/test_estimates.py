@@ -28,6 +28,7 @@ from qadvisor.derive.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
+from qadvisor.derive.predicates import predicate_implies
 from qadvisor.model import (
     Column,
     ColumnStats,
@@ -37,6 +38,8 @@ from qadvisor.model import (
     Table,
     TableStats,
 )
+from qadvisor.sql.dequeue import analyse
+from qadvisor.sql.printing import index_where, live_words, predicate_sql
 from tests import snapshots as S
 
 NO_SAMPLE_NOTE = (
@@ -479,3 +482,37 @@ def test_the_threshold_statement_quotes_names_and_turns_scaling_off() -> None:
         'ALTER TABLE "Tenant 42".jobs SET '
         "(autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000);"
     )
+
+
+def test_the_whole_table_as_the_live_set() -> None:
+    every = LivePredicate.every_row("claim --query 1; it has no condition on jobs")
+    table = S.jobs_table(reltuples=12_000, pending_freq=None)
+    est = live_rows(table, every)
+    assert (est.rows, est.fraction) == (12_000, 1.0)
+    assert "reltuples of the table" in est.source
+    assert live_index(table, every) is None
+    assert predicate_sql(every) == "TRUE" and index_where(every) is None
+    assert live_words(every) == [] and every.columns == ()
+    # Any condition implies every row: a claim's own index fix is a plain one.
+    assert predicate_implies((), every).implies is True
+
+
+def test_a_boolean_partial_index_as_postgresql_keeps_it() -> None:
+    assert parse_index_predicate("(is_available = true)") == LivePredicate("is_available", "true")
+    assert parse_index_predicate("(is_available = false)") == LivePredicate("is_available", "false")
+    assert parse_index_predicate("(is_available <> true)") == LivePredicate("is_available", "false")
+    flag = LivePredicate("is_available", "true")
+    for claim, proved in (
+        ("jobs.is_available = true", True),
+        ("is_available", True),
+        ("is_available = false", False),
+        ("NOT is_available", False),
+    ):
+        parsed = analyse(f"SELECT id FROM jobs WHERE {claim} FOR UPDATE SKIP LOCKED")
+        assert parsed is not None
+        assert predicate_implies(parsed.predicates, flag).implies is proved, claim
+    parsed = analyse("SELECT id FROM jobs WHERE is_available = $1 FOR UPDATE SKIP LOCKED")
+    assert parsed is not None
+    assert predicate_implies(parsed.predicates, flag).implies is None  # a hypothesis
+    assert predicate_implies(parsed.predicates, flag, {"1": "true"}).implies is True
+    assert predicate_implies(parsed.predicates, flag, {"1": "false"}).implies is False

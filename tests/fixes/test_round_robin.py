@@ -294,3 +294,19 @@ def test_a_claim_with_a_bound_status_gets_a_placeholder_not_the_live_value() -> 
     assert "AND status IN ('queued', 'retry')\n" in second.sql
     # The per-tenant index stays on the live predicate: that is a migration, not the claim.
     assert "WHERE status = 'queued';" in fix.statements[-1]
+
+
+def test_a_whole_table_live_set_adds_no_condition_and_a_plain_index() -> None:
+    every = LivePredicate.every_row("claim --query 1; it has no condition on jobs")
+    order = (OrderItem("enqueued_at"),)
+    name, sql = tenant_index_sql(tenant_jobs(), every, "tenant_id", order)
+    assert sql == (f"CREATE INDEX CONCURRENTLY {name} ON public.jobs (tenant_id, enqueued_at);")
+    assert name == "jobs_tenant_id_enqueued_at_idx"
+    plain = S.index(name, ("tenant_id", "enqueued_at"), 8192)
+    assert existing_tenant_index(tenant_jobs(plain), every, ("tenant_id", "enqueued_at")) == plain
+    fix = round_robin_fix(tenant_jobs(plain), every, "tenant_id", order)
+    assert fix is not None
+    text = "\n".join(s.sql for s in fix.steps)
+    assert "TRUE" not in text and "WHERE" in text  # the tenant's own conditions stay
+    assert " WHERE tenant_id IS NOT NULL" in text and "WHERE tenant_id = qt.tenant_id\n" in text
+    assert "CREATE INDEX CONCURRENTLY" not in text  # the plain index already serves it

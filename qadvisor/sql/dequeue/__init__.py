@@ -22,6 +22,7 @@ as PostgreSQL does, quoted ones keep their spelling, so names compare equal to c
 
 from qadvisor.sql.dequeue.analysis import (
     DequeueStatement,
+    JoinKey,
     Lateral,
     LockClause,
     LockLevel,
@@ -68,6 +69,7 @@ from qadvisor.sql.dequeue.screening import (
 
 __all__ = [
     "DequeueStatement",
+    "JoinKey",
     "KeyNotReturned",
     "Lateral",
     "LockClause",

@@ -103,6 +103,18 @@ class Lateral:
 
 
 @dataclass(frozen=True)
+class JoinKey:
+    """An equality of the claim's level between a queue-table column and a column of another
+    table it reads there (``ON j.id = r.job_id``): whether a lock of that table's row is a
+    lock of many jobs or of this job's own row depends on the keys on both sides."""
+
+    schema: str | None  # the other table as written
+    table: str
+    column: str  # of the other table
+    queue_column: str
+
+
+@dataclass(frozen=True)
 class DequeueStatement:
     text: str  # the statement as given
     kind: StatementKind  # of the main statement (WITH resolved to its body)
@@ -125,6 +137,10 @@ class DequeueStatement:
     # Set when the statement tidies the queue table rather than claiming from it (a reaper,
     # a pruner): see qadvisor.sql.dequeue.maintenance.
     maintenance: Maintenance | None = None
+    joins: tuple[JoinKey, ...] = ()  # the claim level's equalities with other tables
+    # No condition chooses its rows, from the locking level down to the queue table's (join
+    # equalities aside): the claim takes any row of the table.
+    unconditional: bool = False
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -337,7 +353,75 @@ def analyse(sql: str) -> DequeueStatement | None:
         parameters=tuple(sorted({parameter_index(p) for p in tree.find_all(exp.Parameter)})),
         relations=_relations(tree, ctes),
         maintenance=recognise(tree, select, queue_table, predicates),
+        joins=_joins(owner, queue_key, ctes),
+        unconditional=_unconditional(select, owner, queue_key),
     )
+
+
+def _unconditional(select: exp.Select, owner: exp.Select, key: str) -> bool:
+    """No condition chooses among the queue table's rows: none at its own level mentions its
+    columns (a join equality aside; ``NOT q.paused`` is about the joined table's rows), and
+    none sits at a level between it and the lock (``WHERE n > $6`` over a ranking of it)."""
+
+    def ours(node: exp.Expr) -> bool:
+        # Its columns at this level, and those a sub-select correlates with it (EXISTS).
+        nested = (c for c in node.find_all(exp.Column) if qualifier(c) == key)
+        return any(qualifier(c) in (key, None) for c in own_columns(node)) or any(nested)
+
+    for level in _levels(select, owner):
+        for conjunct in filters(level):
+            if _chooses(conjunct) and (level is not owner or ours(conjunct)):
+                return False
+    return True
+
+
+def _levels(select: exp.Select, owner: exp.Select) -> Iterator[exp.Select]:
+    """The query levels from the queue table's up to the locking one."""
+    level: exp.Expr | None = owner
+    while isinstance(level, exp.Select):
+        yield level
+        if level is select:
+            return
+        level = level.parent.find_ancestor(exp.Select) if level.parent else None
+
+
+def _chooses(conjunct: exp.Expr) -> bool:
+    """A condition that chooses rows: anything but an equality of two columns (a join)."""
+    if not isinstance(conjunct, exp.EQ):
+        return True
+    return not all(
+        isinstance(unwrap(side), exp.Column) for side in (conjunct.this, conjunct.expression)
+    )
+
+
+def _joins(owner: exp.Select, key: str, ctes: set[str]) -> tuple[JoinKey, ...]:
+    """Equalities of ``owner``'s filters between a column of the queue table (``key``) and a
+    column of another base table of that level, both qualified (no catalog here to say which
+    table an unqualified column is of)."""
+    tables = {source_key(s): s for s in sources(owner) if is_base_table(s, ctes)}
+    found = []
+    for conjunct in filters(owner):
+        if not isinstance(conjunct, exp.EQ):
+            continue
+        sides = [unwrap(conjunct.this), unwrap(conjunct.expression)]
+        if not all(isinstance(c, exp.Column) and isinstance(c.this, exp.Identifier) for c in sides):
+            continue
+        for ours, theirs in (sides, sides[::-1]):
+            assert isinstance(ours, exp.Column) and isinstance(theirs, exp.Column)
+            other = qualifier(theirs)
+            if qualifier(ours) != key or other is None or other == key or other not in tables:
+                continue
+            table = tables[other]
+            assert isinstance(table, exp.Table)
+            found.append(
+                JoinKey(
+                    folded_name(table.args.get("db")),
+                    table_name(table),
+                    column_name(theirs),
+                    column_name(ours),
+                )
+            )
+    return tuple(dict.fromkeys(found))
 
 
 def _relations(tree: exp.Expr, ctes: set[str]) -> tuple[tuple[str | None, str], ...]:
