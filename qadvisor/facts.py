@@ -145,7 +145,7 @@ FACTS: dict[str, Fact] = {
             "what holds back the xmin horizon",
             "pg_stat_activity, pg_prepared_xacts, pg_replication_slots, pg_stat_replication",
             "pg_read_all_stats (part of pg_monitor): without it other roles' sessions show "
-            "no transaction ids",
+            "their transaction ids but not their state, type or start",
             {"read_all_stats": _READ_ALL_STATS},
         ),
         Fact(

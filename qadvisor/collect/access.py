@@ -310,8 +310,8 @@ class Guard:
         return self._hidden(
             "horizon",
             None,
-            f"sessions of other roles show {ident(self.role)} no transaction ids in "
-            f"pg_stat_activity, so a transaction holding the xmin horizon would go unseen: "
-            f"{grant} (pg_monitor includes it)",
+            f"sessions of other roles show {ident(self.role)} their transaction ids in "
+            "pg_stat_activity but not their state, type or start, so a transaction holding "
+            f"the xmin horizon cannot be judged: {grant} (pg_monitor includes it)",
             (grant,),
         )
