@@ -13,6 +13,7 @@ from qadvisor.model import (
     Report,
     Sample,
     ServerInfo,
+    Severity,
     Snapshot,
     Table,
     TableStats,
@@ -115,3 +116,17 @@ def run(check_code: str, snap: Snapshot) -> list[Any]:
     """Findings and unmet reasons of one check."""
     out = report(check_code, snap)
     return [*out.findings, *out.skipped]
+
+
+def assert_margin_answer(found: list[Any], again: list[Any], severity: Any) -> None:
+    """One snapshot judged twice near a threshold with a margin: the same answer both times;
+    no finding (``severity`` None), info that names the threshold it is near, or the check's
+    severity past the margin."""
+    assert found == again
+    findings = [f for f in found if hasattr(f, "severity") and hasattr(f, "evidence")]
+    if severity is None:
+        assert not findings, findings
+        return
+    (f,) = found
+    assert f in findings and f.severity is severity, f.message
+    assert bool(f.evidence.get("near_threshold")) == (severity is Severity.INFO)

@@ -268,11 +268,4 @@ def test_a_size_ratio_within_the_margin_of_min_size_ratio_is_info(
     fresh = btree_bytes(table, ("created_at",), 500_000)
     idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(fresh * ratio))
     snap = S.snapshot(S.jobs_table(pending_freq=0.05, indexes=(idx,)))
-    found = S.run("QA101", snap)
-    assert found == S.run("QA101", snap)
-    if severity is None:
-        assert not found
-        return
-    (f,) = found
-    assert isinstance(f, Finding) and f.severity is severity, f.message
-    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)
+    S.assert_margin_answer(S.run("QA101", snap), S.run("QA101", snap), severity)

@@ -130,14 +130,9 @@ def test_a_ratio_within_the_margin_of_min_ratio_is_info(
     # The trigger (2,000,050) against live rows estimated from pg_stats: min_ratio 10, margin
     # 20 %, so 10 to 12 times the live set is info on every run.
     table = S.jobs_table(pending_freq=2_000_050 / ratio / 10_000_000)
-    found = S.run("QA201", S.snapshot(table))
-    assert found == S.run("QA201", S.snapshot(table))
-    if severity is None:
-        assert not found
-        return
-    (f,) = found
-    assert isinstance(f, Finding) and f.severity is severity, f.message
-    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)
+    S.assert_margin_answer(
+        S.run("QA201", S.snapshot(table)), S.run("QA201", S.snapshot(table)), severity
+    )
 
 
 @pytest.mark.parametrize(("dead_in_10s", "critical"), [(2_500, False), (2_200, True)])

@@ -136,11 +136,5 @@ def test_rows_read_within_the_margin_of_min_rows_read_is_info(
 ) -> None:
     # min_rows_read 1,000, margin 20 %: an estimate that moves with ANALYZE's sample is info
     # up to 1,200 rows, and the same snapshot twice gives the same answer.
-    found = _findings(_snap(plan=_sorting(rows)))
-    assert found == _findings(_snap(plan=_sorting(rows)))
-    if severity is None:
-        assert not found
-        return
-    (f,) = found
-    assert f.severity is severity, f.message
-    assert (f.evidence["near_threshold"] is not None) == (severity is Severity.INFO)
+    once, again = _findings(_snap(plan=_sorting(rows))), _findings(_snap(plan=_sorting(rows)))
+    S.assert_margin_answer(once, again, severity)

@@ -220,11 +220,4 @@ def test_a_backlog_within_the_margin_of_min_backlog_is_info(
     # backlog of 100 to 120 (moving as workers claim) is info on every run.
     counts = (TenantCount("1", top), *(TenantCount(str(t), 1) for t in range(2, 12)))
     snap = fifo_snapshot(live_by_tenant=counts)
-    found = run(snap)
-    assert found == run(snap)
-    if severity is None:
-        assert not [f for f in found if isinstance(f, Finding)]
-        return
-    (f,) = found
-    assert isinstance(f, Finding) and f.severity is severity, f.message
-    assert ("near_threshold" in f.evidence) == (severity is Severity.INFO)
+    S.assert_margin_answer(run(snap), run(snap), severity)
