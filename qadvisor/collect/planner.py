@@ -90,6 +90,10 @@ def plan_statements(
 class PlanError(Exception):
     """One step of planning failed; the message is one line, safe to print."""
 
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate  # the server's error code, when the server refused
+
 
 @dataclass
 class _Result:
@@ -206,7 +210,7 @@ class _Planner:
         try:
             with self.conn.transaction(force_rollback=True):
                 self._set_path(job.search_path)
-                self._prepare(job.text, types)
+                declared = self._prepare_typed(job.text, types)
                 prepared = True
                 resolved = self._parameter_types() if job.count else []
                 resolved += [_TypeInfo("unknown")] * (job.count - len(resolved))
@@ -219,7 +223,7 @@ class _Planner:
                 result.custom_plan = self._explain_execute(values, "custom plan")
                 if not job.count:
                     result.generic_plan = result.custom_plan  # one plan: nothing to bind
-                elif self.version >= GENERIC_PLAN_VERSION and not any(job.given):
+                elif self.version >= GENERIC_PLAN_VERSION and not any(job.given) and not declared:
                     result.generic_plan = self._explain_generic(job.text)
                 else:
                     # Types given beforehand (a function's variables) only PREPARE can take.
@@ -357,6 +361,41 @@ class _Planner:
         # The statement text is the user's, checked to be one plannable statement.
         self._execute(head + sql.SQL(" AS ") + _raw(text), "PREPARE")
 
+    def _prepare_typed(self, text: str, types: list[str]) -> bool:
+        """PREPARE with the types known, the others left to the server. Where the server
+        cannot type a parameter from its context alone (``attempts + CASE ... THEN $2 ELSE
+        $3 END`` resolves the CASE to text; ``run_at < now() - $2`` makes $2 a timestamp)
+        the application's driver or its literal had given the type: the types the error
+        names are tried on the parameters left to the server, one parameter at a time, each
+        attempt in a savepoint, at most MAX_TYPE_TRIES. True when a type was declared so
+        (then only PREPARE can plan the text generically); the first error when none plans.
+        """
+        try:
+            with self.conn.transaction():
+                self._prepare(text, types)
+            return False
+        except PlanError as exc:
+            first = exc
+            if exc.sqlstate not in _TYPE_ERRORS:
+                raise
+        tries = 0
+        for k, given in enumerate(types):
+            if given != "unknown":
+                continue
+            for candidate in _types_named(str(first)):
+                if tries == MAX_TYPE_TRIES:
+                    raise first
+                tries += 1
+                attempt = [*types[:k], candidate, *types[k + 1 :]]
+                try:
+                    with self.conn.transaction():
+                        self._prepare(text, attempt)
+                    return True
+                except PlanError as exc:
+                    if exc.sqlstate not in _TYPE_ERRORS:
+                        raise
+        raise first
+
     def _parameter_types(self) -> list[_TypeInfo]:
         """The types the server resolved for the prepared statement's parameters, with the
         labels of enums and the base type of domains (a value must be one of them)."""
@@ -437,7 +476,7 @@ class _Planner:
         except psycopg.Error as exc:
             if self.conn.closed:
                 raise
-            raise PlanError(f"{what} failed: {first_line(exc)}") from None
+            raise PlanError(f"{what} failed: {first_line(exc)}", exc.sqlstate) from None
 
 
 def _raw(text: str) -> sql.Composable:
@@ -474,6 +513,25 @@ def _parameters(planned: dequeue.DequeueStatement, table: Table | None) -> dict[
             if operand.kind == "parameter" and operand.index and operand.index not in out:
                 out[operand.index] = _Param(column, pred.op)
     return out
+
+
+# The server's codes for "cannot resolve this operator/function/expression for these types".
+_TYPE_ERRORS = {"42883", "42804", "42725"}
+MAX_TYPE_TRIES = 12
+_BUILTIN_TYPE = re.compile(
+    r"\b(smallint|integer|bigint|numeric|real|double precision|boolean|interval|uuid|jsonb?|"
+    r"date|time(?:stamp)?(?: with(?:out)? time zone)?)\b"
+)
+
+
+def _types_named(message: str) -> list[str]:
+    """Types a type error names that a parameter may have had (``integer`` of
+    ``operator does not exist: integer + text``), with ``interval`` where a date or time is
+    named (``timestamptz - $2`` is a timestamp minus an interval)."""
+    named = list(dict.fromkeys(_BUILTIN_TYPE.findall(message.split(":", 1)[-1])))
+    if any(t.startswith(("date", "time")) for t in named) and "interval" not in named:
+        named.append("interval")
+    return named
 
 
 def _prepare_type(param: _Param | None) -> str:
