@@ -26,6 +26,7 @@ from qadvisor.api import (
     indexes_used,
     judgeable_dequeues,
     operand_values,
+    over_bindings,
     parse_index_predicate,
     plan_outline,
     predicate_implies,
@@ -84,52 +85,67 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     its values, an IN list inside its list, `IS NULL` for `IS NULL`); the statement has no
     condition on the predicate's column; or its values are unknown (`status IN ($1, $2)` in
     pg_stat_statements text). When the planner's answer is not clear (it chose another index
-    with the same key), the statement is reported as skipped.
+    with the same key), the statement is reported as skipped. Values pg_stat_statements hid
+    are bound from the evidence for their column (a partial index whose keys supply the
+    ORDER BY, the queue's live values; never a value no row holds), each plausible binding
+    is planned, and a predicate only some bindings cannot prove is info naming the binding
+    (`binding`).
     """
     for d in judgeable_dequeues(snapshot):
-        stmt, queue, table = d.statement, d.queue, d.table
+        stmt, queue = d.statement, d.queue
         if stmt.custom_plan is None:
             if not stmt.plan_error:  # a plan error was reported as a skip already
                 yield Skip(f"{statement_id(stmt)}: no custom plan was made", queue.qualified)
             continue
-        used = set(indexes_used(stmt.custom_plan, table.schema, table.name))
-        if any(i.is_partial and i.name in used for i in table.indexes):
-            continue
-        probes = stmt.index_probes
-        if any(answer == "proved" for answer in probes.values()):
-            continue  # usable: the plan chose another path for its cost
-        candidates = []
-        usable = False  # some partial index is provably usable: not using it is a cost choice
-        for idx in table.indexes:
-            target = parse_index_predicate(idx.predicate) if idx.predicate else None
-            if not idx.is_valid or target is None or not selects_waiting(target):
-                continue  # a pruner's index on finished states is not one a claim should use
-            judged = predicate_implies(d.parsed.predicates, target, stmt.custom_values)
-            usable = usable or judged.implies is True
-            if (
-                judged.implies is False
-                and judged.predicates
-                and _meant_for(target, judged.predicates, queue.live, stmt.custom_values)
-            ):
-                candidates.append((idx, target, judged.predicates))
-        if usable or not candidates:
-            continue
-        # Only the planner's own "no" counts: the forms it proves go beyond simple ones.
-        confirmed = [c for c in candidates if probes.get(c[0].name) == "not proved"]
-        if not confirmed:
-            answers = "; ".join(
-                f"{c[0].name}: {probes.get(c[0].name, 'not asked')}" for c in candidates
-            )
-            yield Skip(
-                f"{statement_label(stmt)}: whether its conditions can use the partial index "
-                f"is not clear ({answers})",
-                queue.qualified,
-            )
-            continue
-        # The live set's own index first: that is the one the dequeue was meant to use.
-        confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
-        idx, target, preds = confirmed[0]
-        yield _finding(snapshot, d, stmt.custom_plan, idx, target, preds)
+        # Values pg_stat_statements hid are hypotheses: each plausible binding is judged.
+        answer = over_bindings(d, lambda v: _judge(snapshot, v))
+        if answer is not None:
+            yield answer
+
+
+def _judge(snapshot: Snapshot, d: Dequeue) -> Finding | Skip | None:
+    """The finding about the dequeue's custom plan and probes, a skip when the planner's
+    answer is not clear, or None."""
+    stmt, queue, table = d.statement, d.queue, d.table
+    if stmt.custom_plan is None:
+        return None
+    used = set(indexes_used(stmt.custom_plan, table.schema, table.name))
+    if any(i.is_partial and i.name in used for i in table.indexes):
+        return None
+    probes = stmt.index_probes
+    if any(answer == "proved" for answer in probes.values()):
+        return None  # usable: the plan chose another path for its cost
+    candidates = []
+    usable = False  # some partial index is provably usable: not using it is a cost choice
+    for idx in table.indexes:
+        target = parse_index_predicate(idx.predicate) if idx.predicate else None
+        if not idx.is_valid or target is None or not selects_waiting(target):
+            continue  # a pruner's index on finished states is not one a claim should use
+        judged = predicate_implies(d.parsed.predicates, target, stmt.custom_values)
+        usable = usable or judged.implies is True
+        if (
+            judged.implies is False
+            and judged.predicates
+            and _meant_for(target, judged.predicates, queue.live, stmt.custom_values)
+        ):
+            candidates.append((idx, target, judged.predicates))
+    if usable or not candidates:
+        return None
+    # Only the planner's own "no" counts: the forms it proves go beyond simple ones.
+    confirmed = [c for c in candidates if probes.get(c[0].name) == "not proved"]
+    if not confirmed:
+        answers = "; ".join(
+            f"{c[0].name}: {probes.get(c[0].name, 'not asked')}" for c in candidates
+        )
+        return Skip(
+            f"{statement_label(stmt)}: whether its conditions can use the partial index "
+            f"is not clear ({answers})",
+            queue.qualified,
+        )
+    # The live set's own index first: that is the one the dequeue was meant to use.
+    confirmed.sort(key=lambda c: (queue.live is None or c[1] != queue.live, c[0].name))
+    idx, target, preds = confirmed[0]
+    return _finding(snapshot, d, stmt.custom_plan, idx, target, preds)
 
 
 def _meant_for(

@@ -29,6 +29,7 @@ from qadvisor.api import (
     index_keys,
     judgeable_dequeues,
     live_set_index,
+    over_bindings,
     parse_index_predicate,
     plan_outline,
     predicate_implies,
@@ -83,9 +84,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows. The rows
     are the planner's estimates, which move with ANALYZE's sample: up to `margin` (20 %)
     past `min_rows_read` the finding is info, so two runs give the same severity.
+    Values pg_stat_statements hid (`state = ANY($4)`) are hypotheses: each plausible binding
+    (the values of a partial index whose keys supply the ORDER BY, the queue's live values)
+    is planned; a sort that only some bindings have is info naming the binding (`binding`)
+    and those without it.
     """
     for d in judgeable_dequeues(snapshot):
-        stmt, parsed, table = d.statement, d.parsed, d.table
+        stmt, parsed = d.statement, d.parsed
         if not parsed.order_by:
             continue
         if stmt.custom_plan is None:
@@ -94,14 +99,25 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             continue
         if parsed.limit is None and not parsed.limit_is_parameter:
             continue
-        sorts = sorts_over(stmt.custom_plan, table.schema, table.name)
-        if not sorts:
-            continue
-        sort, scan = sorts[0]
-        read = _rows_read(scan, table)
-        if max(read, sort.plan_rows) < options.min_rows_read:
-            continue
-        yield _finding(snapshot, d, stmt.custom_plan, (sort, scan), read, options)
+        # Values pg_stat_statements hid are hypotheses: each plausible binding is judged.
+        answer = over_bindings(d, lambda v: _judge(snapshot, v, options))
+        if answer is not None:
+            yield answer
+
+
+def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
+    """The finding about the dequeue's custom plan, if it sorts enough rows."""
+    stmt, table = d.statement, d.table
+    if stmt.custom_plan is None:
+        return None
+    sorts = sorts_over(stmt.custom_plan, table.schema, table.name)
+    if not sorts:
+        return None
+    sort, scan = sorts[0]
+    read = _rows_read(scan, table)
+    if max(read, sort.plan_rows) < options.min_rows_read:
+        return None
+    return _finding(snapshot, d, stmt.custom_plan, (sort, scan), read, options)
 
 
 def _rows_read(scan: PlanNode, table: Table) -> float:

@@ -299,6 +299,17 @@ class PlanNode:
 
 
 @dataclass(frozen=True)
+class Binding:
+    """One plausible set of values for parameters pg_stat_statements hid, and its custom
+    plan: another hypothesis than the statement's own ``custom_values``."""
+
+    binding: str  # where the values came from: "state: 'available' (the queue's live values)"
+    custom_values: dict[str, str] = field(default_factory=dict)
+    custom_plan: PlanNode | None = None
+    index_probes: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Statement:
     """A dequeue statement found in pg_stat_statements or given with --query / --query-file."""
 
@@ -342,6 +353,13 @@ class Statement:
     # The planner asked, per partial index of the queue table: can the statement's conditions
     # use it? "proved", "not proved", or "undecided: ..." (see collect/planner.py).
     index_probes: dict[str, str] = field(default_factory=dict)
+    # Where custom_values came from where the text hid them and the evidence offered values
+    # for the column (a partial index's predicate, the live values); "" when nothing was
+    # hypothesised.
+    binding: str = ""
+    # The other plausible bindings, each planned: a check warns only when all have the
+    # problem.
+    other_bindings: tuple[Binding, ...] = ()
 
 
 @dataclass(frozen=True)

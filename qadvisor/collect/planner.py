@@ -46,10 +46,20 @@ import psycopg
 from psycopg import sql
 
 from qadvisor.collect.queries import Read, first_line
+from qadvisor.derive.estimates import parse_index_predicate
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
 from qadvisor.derive.predicates import index_predicate_columns
-from qadvisor.model import Column, HiddenFact, LivePredicate, PlanNode, Queue, Statement, Table
+from qadvisor.model import (
+    Binding,
+    Column,
+    HiddenFact,
+    LivePredicate,
+    PlanNode,
+    Queue,
+    Statement,
+    Table,
+)
 from qadvisor.sql import dequeue
 from qadvisor.sql.printing import RANGE_OPS, array_literal, ident, literal
 
@@ -59,6 +69,9 @@ PREPARED_NAME = "qadvisor_stmt"
 GENERIC_PLAN_VERSION = 160000
 # Partial indexes probed per statement: each probe is one EXPLAIN.
 MAX_PROBES = 8
+# Plausible bindings of hidden values planned per statement (each is one custom plan, and
+# its probes).
+MAX_BINDINGS = 3
 _EXPLAIN = "VERBOSE, FORMAT JSON"
 # --analyze takes ACCESS SHARE on the tables it reads: it waits at most this long for one.
 ANALYZE_LOCK_TIMEOUT_MS = 50
@@ -90,10 +103,26 @@ def plan_statements(
 class PlanError(Exception):
     """One step of planning failed; the message is one line, safe to print."""
 
+    def __init__(self, message: str, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        self.sqlstate = sqlstate  # the server's error code, when the server refused
+
+
+@dataclass
+class _Alternative:
+    """Another plausible binding of the planned text's parameters, and its plans."""
+
+    values: list[str]
+    binding: str
+    custom_plan: PlanNode | None = None
+    probes: dict[str, str] = field(default_factory=dict)
+
 
 @dataclass
 class _Result:
     values: list[str] = field(default_factory=list)  # by parameter number of the planned text
+    binding: str = ""  # where the hidden values came from ("" when nothing was hypothesised)
+    alternatives: list[_Alternative] = field(default_factory=list)
     custom_plan: PlanNode | None = None
     generic_plan: PlanNode | None = None
     analyzed_plan: PlanNode | None = None
@@ -179,9 +208,20 @@ class _Planner:
             self.cache[key] = result
         # Recorded against the statement's own parameter numbers; a LIMIT $n put back to 1
         # shows as "1".
-        custom_values = {str(n): "1" for n in stmt.parsed.parameters}
-        for k, value in enumerate(result.values, 1):
-            custom_values[renumbered[k].lstrip("$")] = value
+        own = stmt.parsed.parameters
+
+        def by_own_numbers(values: list[str]) -> dict[str, str]:
+            out = {str(n): "1" for n in own}
+            for k, value in enumerate(values, 1):
+                out[renumbered[k].lstrip("$")] = value
+            return out
+
+        custom_values = by_own_numbers(result.values)
+        others = tuple(
+            Binding(a.binding, by_own_numbers(a.values), a.custom_plan, dict(a.probes))
+            for a in result.alternatives
+            if a.custom_plan is not None
+        )
         planned_stmt = replace(
             stmt,
             custom_values=custom_values if result.values or result.custom_plan else {},
@@ -191,6 +231,8 @@ class _Planner:
             analyzed_ms=result.analyzed_ms,
             index_probes=dict(result.probes),
             plan_error="; ".join(result.errors) or None,
+            binding=result.binding if result.custom_plan else "",
+            other_bindings=others if result.custom_plan else (),
         )
         return planned_stmt, None
 
@@ -206,7 +248,7 @@ class _Planner:
         try:
             with self.conn.transaction(force_rollback=True):
                 self._set_path(job.search_path)
-                self._prepare(job.text, types)
+                declared = self._prepare_typed(job.text, types)
                 prepared = True
                 resolved = self._parameter_types() if job.count else []
                 resolved += [_TypeInfo("unknown")] * (job.count - len(resolved))
@@ -214,12 +256,23 @@ class _Planner:
                     _value(params.get(k), resolved[k - 1], job.queue, job.table)
                     for k in range(1, job.count + 1)
                 ]
+                bindings = _bindings(job, params, values)
+                values, result.binding = bindings[0]
                 result.values = values
                 self._set_mode("force_custom_plan")
                 result.custom_plan = self._explain_execute(values, "custom plan")
+                for other, why in bindings[1:]:
+                    alternative = _Alternative(other, why)
+                    try:
+                        # A savepoint: a binding the server refuses costs only itself.
+                        with self.conn.transaction():
+                            alternative.custom_plan = self._explain_execute(other, why)
+                    except PlanError:
+                        continue
+                    result.alternatives.append(alternative)
                 if not job.count:
                     result.generic_plan = result.custom_plan  # one plan: nothing to bind
-                elif self.version >= GENERIC_PLAN_VERSION and not any(job.given):
+                elif self.version >= GENERIC_PLAN_VERSION and not any(job.given) and not declared:
                     result.generic_plan = self._explain_generic(job.text)
                 else:
                     # Types given beforehand (a function's variables) only PREPARE can take.
@@ -229,6 +282,8 @@ class _Planner:
                 prepared = False
                 # Last: the probes switch plan types off for the rest of the transaction.
                 result.probes = self._probes(job, values)
+                for alternative in result.alternatives:
+                    alternative.probes = self._probes(job, alternative.values)
         except PlanError as exc:
             result.errors.append(str(exc))
         except psycopg.Error as exc:  # the transaction itself (BEGIN/ROLLBACK) failed
@@ -357,6 +412,41 @@ class _Planner:
         # The statement text is the user's, checked to be one plannable statement.
         self._execute(head + sql.SQL(" AS ") + _raw(text), "PREPARE")
 
+    def _prepare_typed(self, text: str, types: list[str]) -> bool:
+        """PREPARE with the types known, the others left to the server. Where the server
+        cannot type a parameter from its context alone (``attempts + CASE ... THEN $2 ELSE
+        $3 END`` resolves the CASE to text; ``run_at < now() - $2`` makes $2 a timestamp)
+        the application's driver or its literal had given the type: the types the error
+        names are tried on the parameters left to the server, one parameter at a time, each
+        attempt in a savepoint, at most MAX_TYPE_TRIES. True when a type was declared so
+        (then only PREPARE can plan the text generically); the first error when none plans.
+        """
+        try:
+            with self.conn.transaction():
+                self._prepare(text, types)
+            return False
+        except PlanError as exc:
+            first = exc
+            if exc.sqlstate not in _TYPE_ERRORS:
+                raise
+        tries = 0
+        for k, given in enumerate(types):
+            if given != "unknown":
+                continue
+            for candidate in _types_named(str(first)):
+                if tries == MAX_TYPE_TRIES:
+                    raise first
+                tries += 1
+                attempt = [*types[:k], candidate, *types[k + 1 :]]
+                try:
+                    with self.conn.transaction():
+                        self._prepare(text, attempt)
+                    return True
+                except PlanError as exc:
+                    if exc.sqlstate not in _TYPE_ERRORS:
+                        raise
+        raise first
+
     def _parameter_types(self) -> list[_TypeInfo]:
         """The types the server resolved for the prepared statement's parameters, with the
         labels of enums and the base type of domains (a value must be one of them)."""
@@ -437,7 +527,7 @@ class _Planner:
         except psycopg.Error as exc:
             if self.conn.closed:
                 raise
-            raise PlanError(f"{what} failed: {first_line(exc)}") from None
+            raise PlanError(f"{what} failed: {first_line(exc)}", exc.sqlstate) from None
 
 
 def _raw(text: str) -> sql.Composable:
@@ -466,14 +556,130 @@ def _parse(data: Any, what: str) -> tuple[PlanNode, float | None]:
 
 
 def _parameters(planned: dequeue.DequeueStatement, table: Table | None) -> dict[int, _Param]:
-    """Parameter number -> the queue-table column it is compared with (first comparison)."""
+    """Parameter number -> the queue-table column it is compared with (first comparison),
+    an arm of an OR of comparisons (``state = $4 OR state = $5``) included."""
     out: dict[int, _Param] = {}
-    for pred in planned.predicates:
-        column = table.column(pred.column) if table is not None else None
-        for operand in pred.operands:
-            if operand.kind == "parameter" and operand.index and operand.index not in out:
-                out[operand.index] = _Param(column, pred.op)
+    for conjunct in planned.predicates:
+        arms = dequeue.disjuncts(conjunct.text) if conjunct.op == "other" else (conjunct,)
+        for pred in arms:
+            column = table.column(pred.column) if table is not None else None
+            for operand in pred.operands:
+                if operand.kind == "parameter" and operand.index and operand.index not in out:
+                    out[operand.index] = _Param(column, pred.op)
     return out
+
+
+# --- hidden values as hypotheses ---------------------------------------------------------------
+
+_HYPOTHESISED_OPS = ("=", "in", "any")
+
+
+def _bindings(
+    job: _Job, params: dict[int, _Param], plain: list[str]
+) -> list[tuple[list[str], str]]:
+    """The plausible bindings of the planned text's parameters, most plausible first, at
+    most MAX_BINDINGS, each with where its values came from.
+
+    ``plain`` is the binding made parameter by parameter (``_value``). A parameter the text
+    hid that is compared with a column for equality (``=``, ``IN``, ``= ANY``, an arm of an
+    OR) is a hypothesis: its column's evidence in this statement offers value sets (the
+    predicate of a partial index whose keys supply the ORDER BY, then the queue's live
+    values); every parameter on the column takes values from one set, so two OR-ed
+    equalities take both values of an index's IN list and never a value no row holds. The
+    first binding takes each column's first set; each further one changes one column to its
+    next set."""
+    if job.table is None or not params:
+        return [(plain, "")]
+    on_column: dict[str, list[int]] = {}
+    for k in sorted(params):
+        param = params[k]
+        if param.column is not None and param.op in _HYPOTHESISED_OPS:
+            on_column.setdefault(param.column.name, []).append(k)
+    offered = {c: _value_sets(c, job) for c in on_column}
+    offered = {c: sets for c, sets in offered.items() if sets}
+    if not offered:
+        return [(plain, "")]
+
+    def bound(choice: dict[str, int]) -> tuple[list[str], str]:
+        values = list(plain)
+        said = []
+        for column, j in choice.items():
+            chosen, why = offered[column][j]
+            numbers = on_column[column]
+            for i, k in enumerate(numbers):
+                if params[k].op == "any":
+                    values[k - 1] = array_literal(chosen)
+                else:
+                    values[k - 1] = _lit(chosen[i % len(chosen)])
+            shown = ", ".join(_lit(v) for v in chosen)
+            said.append(f"{column}: {shown} ({why})")
+        return values, "; ".join(said)
+
+    first = {c: 0 for c in offered}
+    out = [bound(first)]
+    for column, sets in offered.items():
+        for j in range(1, len(sets)):
+            candidate = bound({**first, column: j})
+            if len(out) < MAX_BINDINGS and all(candidate[0] != v for v, _ in out):
+                out.append(candidate)
+    return out
+
+
+def _value_sets(column: str, job: _Job) -> list[tuple[tuple[str, ...], str]]:
+    """Sets of values the evidence offers for a hidden parameter on ``column``, strongest
+    first: the predicate of a valid partial index on the column whose keys supply the
+    statement's ORDER BY (the index the statement was written for), the queue's live
+    values. Each is a set of values rows hold or are meant to hold, never a default."""
+    table, planned = job.table, job.planned
+    out: list[tuple[tuple[str, ...], str]] = []
+    if table is None:
+        return out
+    for idx in sorted(table.indexes, key=lambda i: i.name):
+        target = parse_index_predicate(idx.predicate) if idx.predicate else None
+        if not idx.is_valid or target is None or target.column != column:
+            continue
+        if target.op != "in" or not target.values or not _supplies_order(idx.columns, planned):
+            continue
+        out.append((target.values, f"partial index {idx.name}, whose keys supply the ORDER BY"))
+    live = job.queue.live if job.queue is not None else None
+    if live is not None and live.column == column and live.op == "in" and live.values:
+        out.append((live.values, "the queue's live values"))
+    unique: dict[tuple[str, ...], str] = {}
+    for values, why in out:
+        unique.setdefault(values, why)
+    return list(unique.items())
+
+
+def _supplies_order(keys: Sequence[str | None], planned: dequeue.DequeueStatement) -> bool:
+    """An index on ``keys`` returns the statement's ORDER BY order: its keys, after those
+    the statement pins by equality, begin with the ORDER BY's columns."""
+    order = [o.column for o in planned.order_by]
+    if not order:
+        return False
+    pinned = {p.column for p in planned.predicates if p.op == "="}
+    rest = list(keys)
+    while rest and rest[0] in pinned and rest[0] not in order:
+        rest.pop(0)
+    return rest[: len(order)] == order
+
+
+# The server's codes for "cannot resolve this operator/function/expression for these types".
+_TYPE_ERRORS = {"42883", "42804", "42725"}
+MAX_TYPE_TRIES = 12
+_BUILTIN_TYPE = re.compile(
+    r"\b(smallint|integer|bigint|numeric|real|double precision|boolean|interval|uuid|jsonb?|"
+    r"date|time(?:stamp)?(?: with(?:out)? time zone)?)\b"
+)
+
+
+def _types_named(message: str) -> list[str]:
+    """Types a type error names that a parameter may have had (``integer`` of
+    ``operator does not exist: integer + text``), with ``interval`` where a date or time is
+    named (``timestamptz - $2`` is a timestamp minus an interval)."""
+    named = list(dict.fromkeys(_BUILTIN_TYPE.findall(message.split(":", 1)[-1])))
+    if any(t.startswith(("date", "time")) for t in named) and "interval" not in named:
+        named.append("interval")
+    return named
 
 
 def _prepare_type(param: _Param | None) -> str:

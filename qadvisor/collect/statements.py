@@ -95,7 +95,8 @@ def found_statements(
         else:
             top.append(r)
     in_functions, left_out = _from_functions(function_claims, nested, calls)
-    return [*_from_pg_stat_statements(top), *in_functions, *_from_queries(queries)], left_out
+    recorded, unread = _from_pg_stat_statements(top)
+    return [*recorded, *in_functions, *_from_queries(queries)], [*unread, *left_out]
 
 
 def _from_functions(
@@ -342,14 +343,23 @@ def _skip_locked(parsed: dequeue.DequeueStatement) -> bool:
 # --- finding them ---------------------------------------------------------------------------
 
 
-def _from_pg_stat_statements(rows: Sequence[Mapping[str, Any]]) -> list[Statement]:
+def _from_pg_stat_statements(
+    rows: Sequence[Mapping[str, Any]],
+) -> tuple[list[Statement], list[LeftOut]]:
+    """The recorded row-locking statements, and those that cannot be analysed, left out
+    with why (a statement the server ran is never dropped without a trace)."""
     out = []
+    left_out = []
     for r in rows:
-        text = strip_prepare(str(r["query"]))
+        recorded = strip_prepare(str(r["query"]))
+        # A typed literal whose string became $n (timestamptz $2) is the cast it means.
+        text = dequeue.typed_placeholders(recorded)
         try:
             parsed = dequeue.analyse(text)
             fingerprint = dequeue.fingerprint(text)
-        except dequeue.StatementError:
+        except dequeue.StatementError as exc:
+            where = f"pg_stat_statements {r['queryid']}"
+            left_out.append(LeftOut(where, recorded, f"not analysed: {exc}", None))
             continue
         if parsed is None:
             continue
@@ -375,7 +385,7 @@ def _from_pg_stat_statements(rows: Sequence[Mapping[str, Any]]) -> list[Statemen
                 toplevel=r.get("toplevel"),
             )
         )
-    return out
+    return out, left_out
 
 
 def _from_queries(queries: Sequence[tuple[str, str]]) -> list[Statement]:

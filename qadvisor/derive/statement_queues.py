@@ -9,12 +9,12 @@ without a resolved queue is :func:`queues_named`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
-from qadvisor.model import Queue, Snapshot, Statement, Table, Target
-from qadvisor.registry import Skip
+from qadvisor.model import Queue, Severity, Snapshot, Statement, Table, Target
+from qadvisor.registry import Finding, Skip
 from qadvisor.sql.dequeue import DequeueStatement
 
 
@@ -241,3 +241,57 @@ def statement_target(snapshot: Snapshot, stmt: Statement) -> Target:
     table = job_table(snapshot, stmt)
     schema, name = table if table is not None else (None, None)
     return Target("statement", schema, name, statement_id(stmt))
+
+
+def over_bindings(
+    d: Dequeue, judge: Callable[[Dequeue], Finding | Skip | None]
+) -> Finding | Skip | None:
+    """``judge`` of the dequeue under each plausible binding of the values pg_stat_statements
+    hid (``Statement.other_bindings``), its own first; one answer.
+
+    A problem every binding has is the check's finding, its evidence naming the binding
+    (``binding``). A problem only some have is info that names the binding with it and
+    those without (``bindings_without_it``): the values are hypotheses, and the application
+    may never send the ones with the problem. No binding with a problem: the statement's own
+    answer (nothing, or its skip)."""
+    stmt = d.statement
+    variants = [d]
+    for b in stmt.other_bindings:
+        other = replace(
+            stmt,
+            custom_values=dict(b.custom_values),
+            custom_plan=b.custom_plan,
+            index_probes=dict(b.index_probes),
+            binding=b.binding,
+            other_bindings=(),
+        )
+        variants.append(replace(d, statement=other))
+    answers = [judge(v) for v in variants]
+    found = [
+        (a, v.statement.binding)
+        for a, v in zip(answers, variants, strict=True)
+        if isinstance(a, Finding)
+    ]
+    if not found:
+        return answers[0]
+    first, binding = found[0]
+    if not binding:
+        return first
+    evidence = {**first.evidence, "binding": binding}
+    if len(found) == len(answers):
+        return replace(first, evidence=evidence)
+    without = [
+        v.statement.binding
+        for a, v in zip(answers, variants, strict=True)
+        if not isinstance(a, Finding)
+    ]
+    message = (
+        f"{first.message} Only with the values bound as {binding}: with {'; or '.join(without)}"
+        " it does not, and pg_stat_statements does not say which the application sends."
+    )
+    return replace(
+        first,
+        severity=Severity.INFO,
+        message=message,
+        evidence={**evidence, "bindings_without_it": without},
+    )

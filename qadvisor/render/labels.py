@@ -35,6 +35,8 @@ LABELS: Mapping[str, str] = {
     "autovacuum_vacuum_scale_factor": "autovacuum_vacuum_scale_factor",
     "autovacuum_vacuum_threshold": "autovacuum_vacuum_threshold",
     "backlog_ahead_of_new_job": "Backlog ahead of a new job",
+    "binding": "Values bound where the text hid them",
+    "bindings_without_it": "Other plausible bindings, without the problem",
     "calls": "Calls",
     "confirmed_by": "Confirmed by",
     "contradicted_by": "Contradicted by",

@@ -14,6 +14,7 @@ from qadvisor.derive.statement_queues import (
     job_table,
     locking_statements,
     lockings,
+    over_bindings,
     queues_named,
     statement_evidence,
     statement_id,
@@ -22,8 +23,8 @@ from qadvisor.derive.statement_queues import (
     statement_start,
     statement_target,
 )
-from qadvisor.model import Queue, Snapshot, Statement, Target
-from qadvisor.registry import Skip
+from qadvisor.model import Binding, PlanNode, Queue, Severity, Snapshot, Statement, Target
+from qadvisor.registry import Finding, Skip
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 
@@ -228,3 +229,57 @@ def test_the_lock_checks_judge_a_statement_whatever_its_plan() -> None:
     ]
     # The plan checks skip the refused statement: it has no plan to judge.
     assert next(dequeues(snap)) == Skip("--query 1: FOR UPDATE is not allowed", "public.jobs")
+
+
+# --- hidden values bound more than one way ---------------------------------------------------
+
+HIDDEN = "SELECT id FROM jobs WHERE status = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+SORTS = PlanNode("Sort", plan_rows=5000)
+READS = PlanNode("Index Scan", plan_rows=1)
+
+
+def _hidden(plan: PlanNode, *others: tuple[str, PlanNode]) -> Dequeue:
+    stmt = Statement(
+        "pg_stat_statements", HIDDEN, parsed=analyse(HIDDEN), custom_plan=plan,
+        custom_values={"1": "'pending'"}, binding="status: 'pending' (the queue's live values)",
+        other_bindings=tuple(Binding(b, {"1": "'held'"}, p) for b, p in others),
+    )  # fmt: skip
+    table = S.jobs_table()
+    assert stmt.parsed is not None
+    return Dequeue(stmt, stmt.parsed, Queue("public", "jobs", None, "test"), table)
+
+
+def _sorts(d: Dequeue) -> Finding | None:
+    plan = d.statement.custom_plan
+    found = plan is not None and plan.node_type == "Sort"
+    return Finding(Target("statement", "public", "jobs", "x"), "sorts.", {}) if found else None
+
+
+def test_a_problem_every_binding_has_is_the_finding_naming_the_binding() -> None:
+    f = over_bindings(_hidden(SORTS, ("status: 'held' (partial index i)", SORTS)), _sorts)
+    assert isinstance(f, Finding) and f.severity is None  # the check's own severity
+    assert f.evidence["binding"].startswith("status: 'pending'")
+    assert "bindings_without_it" not in f.evidence
+
+
+def test_a_problem_only_some_bindings_have_is_info_naming_both() -> None:
+    for d in (
+        _hidden(SORTS, ("status: 'held' (partial index i)", READS)),
+        _hidden(READS, ("status: 'held' (partial index i)", SORTS)),
+    ):
+        f = over_bindings(d, _sorts)
+        assert isinstance(f, Finding) and f.severity is Severity.INFO
+        with_it = f.evidence["binding"]
+        (without,) = f.evidence["bindings_without_it"]
+        assert {with_it[:15], without[:15]} == {"status: 'pendin", "status: 'held' "}
+        assert with_it in f.message and without in f.message
+
+
+def test_no_binding_with_a_problem_and_no_hypothesis_change_nothing() -> None:
+    assert (
+        over_bindings(_hidden(READS, ("status: 'held' (partial index i)", READS)), _sorts) is None
+    )
+    plain = _hidden(SORTS)
+    plain = dataclasses.replace(plain, statement=dataclasses.replace(plain.statement, binding=""))
+    f = over_bindings(plain, _sorts)
+    assert isinstance(f, Finding) and "binding" not in f.evidence

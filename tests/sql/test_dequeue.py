@@ -750,3 +750,25 @@ def test_the_columns_of_the_queue_table_a_statement_reads(
     sql: str, read: frozenset[str] | None
 ) -> None:
     assert queue_columns_read(sql, "jobs") == read
+
+
+def test_a_typed_literal_whose_string_became_a_parameter_is_the_cast_it_means() -> None:
+    from qadvisor.sql.dequeue import typed_placeholders
+
+    text = "SELECT 1 FROM jobs WHERE a > timestamptz $2 AND b < now() - interval $12 LIMIT $3"
+    assert typed_placeholders(text) == (
+        "SELECT 1 FROM jobs WHERE a > $2::timestamptz AND b < now() - $12::interval LIMIT $3"
+    )
+    assert typed_placeholders("SELECT $1 FROM jobs") == "SELECT $1 FROM jobs"
+
+
+def test_the_arms_of_an_or_of_comparisons_are_predicates() -> None:
+    from qadvisor.sql.dequeue import disjuncts
+
+    arms = disjuncts("(j.state = $4 OR (state = ANY($5)))")
+    assert [(p.column, p.op, p.operands[0].index) for p in arms] == [
+        ("state", "=", 4),
+        ("state", "any", 5),
+    ]
+    assert disjuncts("state = $4") == ()
+    assert disjuncts("state = $4 OR lower(state) = $5") == ()

@@ -203,6 +203,40 @@ def condition_predicates(condition: str) -> tuple[Predicate, ...]:
     return tuple(_predicates(select, "qadvisor_condition"))
 
 
+def disjuncts(condition: str) -> tuple[Predicate, ...]:
+    """The arms of an OR of comparisons (``state = $4 OR j.state = $5``), each as a
+    predicate on its column however qualified; () when the condition is no OR or an arm is
+    not a comparison of a column. What a parameter in such an arm is compared with."""
+    try:
+        tree = parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
+    except StatementError:
+        return ()
+    select = main_statement(tree)
+    where = select.args.get("where") if isinstance(select, exp.Select) else None
+    node = where.this if where is not None else None
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if not isinstance(node, exp.Or):
+        return ()
+    arms: list[exp.Expr] = []
+    pending: list[exp.Expr] = [node]
+    while pending:
+        item = pending.pop()
+        while isinstance(item, exp.Paren):
+            item = item.this
+        if isinstance(item, exp.Or):
+            pending += [item.expression, item.this]
+        else:
+            arms.append(item)
+
+    def is_column(n: exp.Expr) -> bool:
+        n = unwrap(n)
+        return isinstance(n, exp.Column) and isinstance(n.this, exp.Identifier)
+
+    out = [_predicate(arm, is_column) for arm in arms]
+    return tuple(p for p in out if p is not None) if all(out) else ()
+
+
 def condition_columns(condition: str) -> frozenset[str]:
     """The names of the columns a condition mentions, however qualified (``status``,
     ``tenant_id`` of ``qt.tenant_id``), as PostgreSQL folds them; values, types and function

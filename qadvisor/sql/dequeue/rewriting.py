@@ -77,7 +77,26 @@ def normalise_for_planning(sql: str) -> tuple[str, dict[int, str]]:
 
 # Type names that take a string constant after them (typed-literal syntax: DATE '2024-01-01').
 _TYPED_LITERALS = {TokenType.INTERVAL, TokenType.DATE, TokenType.TIME, TokenType.TIMESTAMP,
-                   TokenType.TIMESTAMPTZ}  # fmt: skip
+                   TokenType.TIMESTAMPTZ, TokenType.TIMETZ, TokenType.UUID, TokenType.JSON,
+                   TokenType.JSONB, TokenType.INET}  # fmt: skip
+
+
+def typed_placeholders(sql: str) -> str:
+    """pg_stat_statements text with each typed literal whose string became ``$n``
+    (``timestamptz $2``, ``interval $5``) written as the cast it means (``$2::timestamptz``),
+    its numbers kept. Only a string may follow a type name there, so the text as recorded
+    neither parses nor plans; the cast types the parameter as the literal was typed."""
+    tokens = tokenize(sql)
+    edits: list[tuple[int, int, str]] = []
+    for i, (dollar, number) in enumerate(itertools.pairwise(tokens)):
+        if not is_placeholder(dollar, number) or not i:
+            continue
+        typed = tokens[i - 1]
+        if typed.token_type in _TYPED_LITERALS and typed.end + 1 <= dollar.start:
+            edits.append((typed.start, number.end + 1, f"${number.text}::{typed.text.lower()}"))
+    for start, end, replacement in reversed(edits):
+        sql = sql[:start] + replacement + sql[end:]
+    return sql
 
 
 def _counts_rows(tokens: list[Token], i: int) -> bool:
