@@ -47,6 +47,7 @@ from qadvisor.sql.dequeue.analysis import (
 from qadvisor.sql.dequeue.rewriting import (
     KeyNotReturned,
     index_probe,
+    locking_level,
     normalise_for_planning,
     read_only_scan,
     value_placeholder,
@@ -55,6 +56,7 @@ from qadvisor.sql.dequeue.rewriting import (
     with_order_by,
     with_placeholders,
     with_skip_locked,
+    without_locks,
 )
 from qadvisor.sql.dequeue.screening import (
     StatementError,
@@ -92,6 +94,7 @@ __all__ = [
     "index_probe",
     "is_placeholder",
     "literal_value",
+    "locking_level",
     "normalise_for_planning",
     "parse",
     "queue_columns_read",
@@ -108,4 +111,5 @@ __all__ = [
     "with_order_by",
     "with_placeholders",
     "with_skip_locked",
+    "without_locks",
 ]
