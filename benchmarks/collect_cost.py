@@ -23,8 +23,9 @@ reports:
 
 qadvisor connects as its own role ``qadvisor_bench`` with ``pg_monitor`` and
 ``pg_read_all_data`` (so pg_stats shows it every table: the most work discovery can get), and
-UPDATE on the queue table, without which EXPLAIN of the ``UPDATE ... FOR UPDATE SKIP LOCKED``
-dequeue fails with "permission denied" (``--no-update-grant`` measures that case).
+UPDATE on the queue table, so the ``UPDATE ... FOR UPDATE SKIP LOCKED`` dequeue is planned as
+written (``--no-update-grant`` measures a role without it, whose dequeue is planned as the scan
+under its row locks).
 
 Run it from the repository root::
 

@@ -30,6 +30,8 @@ class Fact:
     # conflicts with it, held or requested, keeps the fact from being read.
     lock: str = ""
     when_locked: str = ""  # what happens then
+    # Grants needed only in a case that the words say (by kind): the smallest role has none.
+    only_when: dict[str, str] = field(default_factory=dict)
 
     def grant(
         self,
@@ -107,18 +109,23 @@ FACTS: dict[str, Fact] = {
             "plans",
             "custom and generic plans of the dequeue statements",
             "PREPARE and EXPLAIN in a rolled-back read-only transaction",
-            "USAGE on the schema, SELECT on the columns the statement reads, and UPDATE on "
-            "the queue table for a row-locking claim (PostgreSQL checks a statement's "
-            "privileges for EXPLAIN too; the session stays read-only)",
+            "USAGE on the schema and SELECT on the columns the claim's locking level reads "
+            "(PostgreSQL checks a statement's privileges for EXPLAIN too; the session stays "
+            "read-only). With UPDATE on the queue table the claim is planned as written; "
+            "without it, its locking level alone without its row locks (the scan its "
+            "LockRows reads, the same plan); a select list that reads columns the role may "
+            "not SELECT is left out of the plan. UPDATE is needed only for a claim that "
+            "locks its rows in no SELECT (a plain UPDATE ... WHERE)",
             {
                 "usage": _USAGE,
                 "select": "GRANT SELECT ON {table} TO {role};",
                 "columns": _SELECT_COLUMNS,
                 "update": "GRANT UPDATE ON {table} TO {role};",
             },
-            lock="ROW SHARE (ROW EXCLUSIVE for an UPDATE or DELETE claim) on the table and "
-            "its indexes",
+            lock="ROW SHARE (ROW EXCLUSIVE for an UPDATE or DELETE claim planned as written, "
+            "ACCESS SHARE for a scan planned without its row locks) on the table and its indexes",
             when_locked="the statement is not planned, and a skip names the lock",
+            only_when={"update": "for a claim that locks its rows in no SELECT"},
         ),
         Fact(
             "tenant_counts",

@@ -333,6 +333,9 @@ class Statement:
     analyzed_plan: PlanNode | None = None  # --analyze: custom plan with actual numbers
     analyzed_ms: float | None = None
     plan_error: str | None = None  # why a plan could not be made
+    # What of it was planned when the role could not plan it whole (its locking level alone,
+    # without its row locks or its select list), and why; None: planned as written.
+    planned_as: str | None = None
     # Its shape's hash (dequeue.fingerprint): the same for pg_stat_statements text, a file's
     # literal text, a restored copy and another major version. Finding keys use it.
     fingerprint: str = ""

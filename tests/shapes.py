@@ -95,8 +95,8 @@ def documented_grants(
     for name in facts:
         fact = FACTS[name]
         for kind, template in fact.grants.items():
-            if kind in GIVEN_BY_PG_MONITOR:
-                continue
+            if kind in GIVEN_BY_PG_MONITOR or kind in fact.only_when:
+                continue  # the smallest role has neither
             if kind == "columns":
                 continue  # SELECT on some columns: the narrower form of the table's SELECT
             if kind == "usage":

@@ -11,7 +11,7 @@ Checks that require the fact then report a skip for that queue naming it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
@@ -25,15 +25,108 @@ from qadvisor.collect.locks import (
     Locks,
     describe_all,
 )
+from qadvisor.collect.planner import PlanForm
 from qadvisor.derive import discover
 from qadvisor.derive.estimates import live_index
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
-from qadvisor.sql.dequeue import DequeueStatement, queue_columns_read, tables_named
+from qadvisor.sql.dequeue import (
+    DequeueStatement,
+    locking_level,
+    queue_columns_read,
+    tables_named,
+)
 from qadvisor.sql.printing import ident, qualified
 
 Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class _Plannable:
+    """One text of a claim that can be planned, and what planning it needs."""
+
+    form: PlanForm | None  # None: the statement as written
+    what: str  # for a refusal's reason
+    columns: frozenset[str] | None  # of the queue table, that EXPLAIN checks SELECT on
+    update: bool  # EXPLAIN checks UPDATE on the queue table
+    mode: str  # the table lock planning takes
+
+    def unreadable(self, acc: TableAccess) -> list[str]:
+        wanted = acc.columns if self.columns is None else self.columns & acc.columns
+        return sorted(wanted - acc.readable)
+
+    def lacks(self, acc: TableAccess) -> list[tuple[str, str]]:
+        """What the role lacks to plan it: (what, grant kind) pairs."""
+        table = qualified(acc.schema, acc.table)
+        missing: list[tuple[str, str]] = []
+        if not acc.schema_usage:
+            missing.append((f"USAGE on schema {ident(acc.schema)}", "usage"))
+        hidden = self.unreadable(acc)
+        if not acc.any_select and (not hidden or len(hidden) == len(acc.columns)):
+            missing.append((f"SELECT on {table}", "select"))
+        elif hidden:
+            listed = ", ".join(ident(c) for c in hidden)
+            missing.append((f"SELECT on {listed} of {table}", "columns"))
+        if self.update and not acc.any_update:
+            missing.append((f"UPDATE on {table}", "update"))
+        return missing
+
+    def cost(self, acc: TableAccess) -> tuple[int, int]:
+        return (len(self.lacks(acc)), len(self.unreadable(acc)))
+
+
+def _plan_forms(parsed: DequeueStatement, acc: TableAccess | None, role: str) -> list[_Plannable]:
+    """The texts of a claim this role could plan, best first: the statement as written, then
+    its locking level alone (without its locks when the role lacks UPDATE), then that level
+    with its select list replaced."""
+    whole = _Plannable(
+        None,
+        "a row-locking statement",
+        queue_columns_read(parsed.text, parsed.table),
+        True,
+        ROW_EXCLUSIVE if parsed.kind in ("update", "delete") else ROW_SHARE,
+    )
+    if acc is None:
+        return [whole]
+    strip = not acc.any_update
+    out = [whole]
+    for projection in (True, False):
+        level = locking_level(parsed.text, projection=projection)
+        if level is None:
+            continue
+        columns = queue_columns_read(level, acc.table)
+        candidate = _Plannable(
+            PlanForm(strip, projection, ""),
+            "the scan that finds its rows" if strip else "its locking level",
+            columns,
+            not strip,
+            ACCESS_SHARE if strip else ROW_SHARE,
+        )
+        out.append(replace(candidate, form=_form(candidate, whole, acc, role)))
+    return out
+
+
+def _form(level: _Plannable, whole: _Plannable, acc: TableAccess, role: str) -> PlanForm:
+    """The form with its reason for the report."""
+    assert level.form is not None
+    table = qualified(acc.schema, acc.table)
+    reasons = []
+    if level.form.strip_locks:
+        reasons.append(
+            f"without its row locks: {ident(role)} lacks UPDATE on {table}, so the plan is of "
+            "the scan the claim's LockRows reads"
+        )
+    hidden = [c for c in whole.unreadable(acc) if c not in level.unreadable(acc)]
+    if hidden:
+        spelled = ", ".join(ident(c) for c in hidden)
+        where = "its select list" if not level.form.projection else "what it returns or assigns"
+        reasons.append(
+            f"{where} left out: {ident(role)} may not SELECT {spelled} of {table}, which the "
+            "plan of the rows it finds does not read"
+        )
+    why = "its locking level alone" + (", " if reasons else "") + "; ".join(reasons)
+    return replace(level.form, why=why)
 
 
 @dataclass(frozen=True)
@@ -132,38 +225,37 @@ class Guard:
             return self._locked("index_definitions", queue.qualified, "indexes not read", blocking)
         return None
 
-    def plan_refusal(self, queue: Queue, parsed: DequeueStatement) -> HiddenFact | None:
-        """Why a statement on this queue must not be planned now (its ``reason``), or None."""
+    def plan_refusal(self, queue: Queue, parsed: DequeueStatement) -> HiddenFact | PlanForm | None:
+        """Why a statement on this queue must not be planned now (its ``reason``), what of it
+        this role plans instead (a :class:`PlanForm`), or None: planned as written.
+
+        EXPLAIN checks a statement's privileges as running it would: SELECT on each column it
+        names, UPDATE for a row lock or an assignment. What the checks read is the plan of the
+        claim's locking level, so a role that may not plan the statement whole plans that
+        level alone: without its locking clauses when it lacks UPDATE, with its select list
+        replaced when only that names columns it may not SELECT. When no form can be planned,
+        the GRANTs named are those of the form that needs the fewest."""
         relid = self.relids.get(queue.qualified)
         if relid is None:
             return None
-        mode = ROW_EXCLUSIVE if parsed.kind in ("update", "delete") else ROW_SHARE
-        blocking = self.locks.on_table(relid, mode)
+        acc = self.access.get(relid) if self.access is not None else None
+        forms = _plan_forms(parsed, acc, self.role)
+        chosen = next((f for f in forms if acc is None or not f.lacks(acc)), None)
+        judged = chosen or min(forms, key=lambda f: f.cost(acc) if acc is not None else 0)
+        blocking = self.locks.on_table(relid, judged.mode)
         if blocking:
             return self._locked("plans", queue.qualified, "not planned", blocking)
-        acc = self.access.get(relid) if self.access is not None else None
-        if acc is None:
-            return None
+        if chosen is not None:
+            return chosen.form
+        assert acc is not None  # without privileges read, the first form is chosen
         fact = FACTS["plans"]
-        missing: list[tuple[str, str]] = []
-        if not acc.schema_usage:
-            missing.append((f"USAGE on schema {ident(acc.schema)}", "usage"))
-        if not acc.any_select:
-            missing.append((f"SELECT on {qualified(acc.schema, acc.table)}", "select"))
-        if not acc.any_update:
-            missing.append((f"UPDATE on {qualified(acc.schema, acc.table)}", "update"))
-        # EXPLAIN checks SELECT on each column the statement reads, not on the table.
-        read = queue_columns_read(parsed.text, acc.table)
-        wanted = acc.columns if read is None else read & acc.columns
-        hidden = sorted(wanted - acc.readable)
-        if acc.any_select and hidden:
-            listed = ", ".join(ident(c) for c in hidden)
-            missing.append((f"SELECT on {listed} of {qualified(acc.schema, acc.table)}", "columns"))
-        if not missing:
-            return None
-        grants = [fact.grant(kind, self.role, acc.schema, acc.table, hidden) for _, kind in missing]
+        missing = judged.lacks(acc)
+        grants = [
+            fact.grant(kind, self.role, acc.schema, acc.table, judged.unreadable(acc))
+            for _, kind in missing
+        ]
         reason = (
-            f"not planned: EXPLAIN of a row-locking statement needs "
+            f"not planned: EXPLAIN of {judged.what} needs "
             f"{', '.join(m for m, _ in missing)}, which {ident(self.role)} lacks: "
             + " ".join(grants)
         )

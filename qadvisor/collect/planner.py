@@ -29,6 +29,13 @@ executed, and says so.
 A plan that fails (statement_timeout, lock_timeout, any error) leaves a one-line
 ``plan_error`` on that statement; the others are still planned.
 
+A role that may not plan the claim whole (``Guard.plan_refusal`` returns a :class:`PlanForm`)
+gets the plan of its locking level as a statement of its own (``dequeue.locking_level``):
+without its locking clauses when the role lacks UPDATE on the queue table (the scan under the
+claim's LockRows; index-only and parallel scans, which a row lock rules out, are switched off
+so that the scan is the one the claim runs), and with its select list replaced when only that
+reads columns the role may not SELECT. ``Statement.planned_as`` says so.
+
 Names: a statement is planned under the search_path its names were resolved with
 (``Statement.search_path``: ``SET LOCAL`` in the same rolled-back transaction), so an
 unqualified ``FROM jobs`` means the table the application's session meant.
@@ -75,8 +82,23 @@ MAX_BINDINGS = 3
 _EXPLAIN = "VERBOSE, FORMAT JSON"
 # --analyze takes ACCESS SHARE on the tables it reads: it waits at most this long for one.
 ANALYZE_LOCK_TIMEOUT_MS = 50
-# Why a statement on a queue must not be planned now: the fact that is hidden, or None.
-Refuse = Callable[[Queue, dequeue.DequeueStatement], HiddenFact | None]
+
+
+@dataclass(frozen=True)
+class PlanForm:
+    """What of a claim a role that may not plan it whole plans instead: its locking level
+    alone, without its locking clauses (``strip_locks``: no UPDATE privilege) and with its
+    select list replaced (``projection`` False: it reads columns the role may not SELECT).
+    ``why`` says so in the report."""
+
+    strip_locks: bool
+    projection: bool
+    why: str
+
+
+# Why a statement on a queue must not be planned now (the fact that is hidden), what of it
+# may be planned instead, or None: planned as written.
+Refuse = Callable[[Queue, dequeue.DequeueStatement], HiddenFact | PlanForm | None]
 
 
 def plan_statements(
@@ -142,6 +164,9 @@ class _Job:
     table: Table | None
     search_path: str | None
     given: tuple[str, ...]  # PREPARE types known beforehand, by planned number ('' unknown)
+    # What is PREPAREd and planned when it is not ``text``: ``text`` without its locking
+    # clauses (``text`` keeps them for the index probes and --analyze).
+    plan_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -183,32 +208,44 @@ class _Planner:
         """The statement planned, or why not; and the fact ``refuse`` hid, if it did."""
         if stmt.parsed is None or stmt.queue is None:
             return stmt, None  # not a claim on a table its names resolve to: nothing to plan
+        queue = next((q for q in self.queues if q.qualified == stmt.queue), None)
+        if queue is None:
+            return stmt, None  # its table is not a queue of this report (--table named others)
+        decided = self.refuse(queue, stmt.parsed) if self.refuse else None
+        if isinstance(decided, HiddenFact):
+            return replace(stmt, plan_error=decided.reason), decided
+        form = decided
+        source = stmt.parsed.text
+        plan_text = None
         try:
-            text, renumbered = dequeue.normalise_for_planning(stmt.parsed.text)
+            if form is not None:
+                level = dequeue.locking_level(source, projection=form.projection)
+                if level is None:  # the guard asks for a form only where there is a level
+                    return replace(stmt, plan_error=f"not planned: {form.why}"), None
+                source = level
+            text, renumbered = dequeue.normalise_for_planning(source)
             planned = dequeue.analyse(text)
+            if form is not None and form.strip_locks:
+                plan_text = dequeue.without_locks(text)
         except dequeue.StatementError as exc:
             return replace(stmt, plan_error=f"cannot be planned: {exc}"), None
         if planned is None:
             vanished = "cannot be planned: the lock vanished in planning"
             return replace(stmt, plan_error=vanished), None
-        queue = next((q for q in self.queues if q.qualified == stmt.queue), None)
-        if queue is None:
-            return stmt, None  # its table is not a queue of this report (--table named others)
-        refused = self.refuse(queue, stmt.parsed) if self.refuse else None
-        if refused is not None:
-            return replace(stmt, plan_error=refused.reason), refused
         table = _table_of(queue, self.tables)
         given = _given_types(stmt, renumbered)
-        key = (text, stmt.search_path or "", stmt.queue or "", given)
+        key = (plan_text or text, stmt.search_path or "", stmt.queue or "", given)
         result = self.cache.get(key)
         if result is None:
-            result = self._plan_text(
-                _Job(text, len(renumbered), planned, queue, table, stmt.search_path, given)
+            job = _Job(
+                text, len(renumbered), planned, queue, table, stmt.search_path, given, plan_text
             )
+            result = self._plan_text(job)
             self.cache[key] = result
         # Recorded against the statement's own parameter numbers; a LIMIT $n put back to 1
-        # shows as "1".
-        own = stmt.parsed.parameters
+        # shows as "1". A parameter outside the level planned has no value.
+        level_planned = dequeue.analyse(source) if form is not None else stmt.parsed
+        own = (level_planned or stmt.parsed).parameters
 
         def by_own_numbers(values: list[str]) -> dict[str, str]:
             out = {str(n): "1" for n in own}
@@ -233,6 +270,7 @@ class _Planner:
             plan_error="; ".join(result.errors) or None,
             binding=result.binding if result.custom_plan else "",
             other_bindings=others if result.custom_plan else (),
+            planned_as=form.why if form is not None else None,
         )
         return planned_stmt, None
 
@@ -249,6 +287,27 @@ class _Planner:
             with self.conn.transaction(force_rollback=True):
                 self._set_path(job.search_path)
                 declared = self._prepare_typed(job.text, types)
+                if job.plan_text is not None:
+                    # PREPARE checks no privilege, and refuses what PostgreSQL refuses of the
+                    # claim with its locks (FOR UPDATE with a window function): that verdict,
+                    # and the types the server gave its parameters, are the claim's; its scan
+                    # is prepared with those types.
+                    prepared = True
+                    types = [t.name for t in self._parameter_types()] if job.count else []
+                    self._execute(
+                        sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED_NAME)),
+                        "DEALLOCATE",
+                    )
+                    prepared = False
+                    declared = True
+                    # A row lock keeps index-only and parallel scans out of the claim's plan;
+                    # without it the planner could choose either for the same scan.
+                    for setting in ("enable_indexonlyscan", "max_parallel_workers_per_gather"):
+                        self._execute(
+                            sql.SQL("SET LOCAL {} = 0").format(sql.Identifier(setting)),
+                            "planning the scan without its row locks",
+                        )
+                    self._prepare(job.plan_text, types)
                 prepared = True
                 resolved = self._parameter_types() if job.count else []
                 resolved += [_TypeInfo("unknown")] * (job.count - len(resolved))
@@ -516,9 +575,9 @@ class _Planner:
             raise PlanError(f"{what}: statement_timeout expired") from None
         except psycopg.errors.InsufficientPrivilege as exc:
             raise PlanError(
-                f"{what}: {first_line(exc)}; EXPLAIN of a row-locking statement needs the "
-                "privilege the statement would use (UPDATE on the queue table, e.g. "
-                "GRANT UPDATE ON <table> TO <role>); qadvisor's session stays read-only"
+                f"{what}: {first_line(exc)}; EXPLAIN checks the privileges the statement "
+                "would use (SELECT on each column it reads, UPDATE for a row lock: see "
+                "docs/privileges.md); qadvisor's session stays read-only"
             ) from None
         except psycopg.errors.LockNotAvailable:
             raise PlanError(

@@ -81,11 +81,14 @@ def statement_start(statement: Statement, width: int = 100) -> str:
 
 def statement_evidence(statement: Statement) -> dict[str, Any]:
     """What a finding about a statement shows of it: where it was seen, the start of its
-    text, and the search_path it was planned under."""
+    text, the search_path it was planned under, and what of it was planned when the role
+    could not plan it whole."""
     out: dict[str, Any] = {"statement": statement_label(statement)}
     out["statement_text"] = statement_start(statement)
     if statement.search_path is not None:
         out["planned_with_search_path"] = statement.search_path
+    if statement.planned_as is not None:
+        out["planned_as"] = statement.planned_as
     return out
 
 

@@ -191,10 +191,13 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
     for chk in checks:
         facts = [FACTS[name] for name in chk.requires]
         grants = dict.fromkeys(
-            g for f in facts for kind, g in f.grants.items() if kind != "read_all_stats"
+            f"`{g}`" + (f" ({f.only_when[kind]})" if kind in f.only_when else "")
+            for f in facts
+            for kind, g in f.grants.items()
+            if kind != "read_all_stats"
         )
         reads = ", ".join(f"`{f.name}`" for f in facts) or "nothing"
-        need = "<br>".join(f"`{g}`" for g in grants) or "none"
+        need = "<br>".join(grants) or "none"
         lines.append(f"| {chk.code} {chk.name} | {reads} | {need} |")
     lines += [
         "",
@@ -230,25 +233,47 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
         "SELECT that finds a claim's rows with its locking clause removed, in a read-only",
         "transaction: it takes no row lock and waits for none.",
         "",
-        "## A monitoring role",
+        "## The smallest role",
+        "",
+        "What every check needs, and nothing it does not:",
         "",
         "```sql",
-        "CREATE ROLE monitor LOGIN IN ROLE pg_monitor;  -- statistics, statement texts, sessions",
-        "-- For each queue table (app.jobs here), what the report asks for:",
-        "GRANT USAGE ON SCHEMA app TO monitor;          -- plans and tenant probes name the table",
-        "GRANT SELECT ON app.jobs TO monitor;           -- pg_stats of its columns, plans, probes",
-        "GRANT UPDATE ON app.jobs TO monitor;           -- EXPLAIN of a row-locking claim",
+        "CREATE ROLE monitor LOGIN IN ROLE pg_read_all_stats;  -- or pg_monitor, which has it",
+        "-- For each queue table (app.jobs here):",
+        "GRANT USAGE ON SCHEMA app TO monitor;",
+        "GRANT SELECT (status, created_at, tenant_id, started_at, finished_at)",
+        "    ON app.jobs TO monitor;",
         "-- The rotation table of a round-robin dequeue (QA401 plans it, QA402 probes it):",
         "GRANT SELECT ON app.queue_tenants TO monitor;",
         "```",
         "",
-        "`SELECT` on single columns is enough where the report names them (the live column for",
-        "the live-set estimate, the tenant and job-duration columns for the tenant probes);",
-        "planning needs `SELECT` on every column the statement reads, in every table it reads",
-        "(a skip names the columns a claim reads that the role may not, as one column GRANT).",
-        "PostgreSQL checks a statement's privileges for `EXPLAIN` too, which is why planning a",
-        "claim needs `UPDATE`: qadvisor's session stays read-only",
-        "(`default_transaction_read_only`), so the grant lets it plan the claim, never run it.",
+        "| grant | what it shows |",
+        "|---|---|",
+        "| `pg_read_all_stats` | other roles' statements in pg_stat_statements (the claims "
+        "the application runs) and the state of their sessions in pg_stat_activity (the "
+        "transaction that holds the xmin horizon) |",
+        "| `USAGE` on the schema | the table by name: plans, the tenant probes and the "
+        "rotation probe name it |",
+        "| `SELECT` on the live column (`status`) | pg_stats of it: which values wait and how "
+        "many rows hold them, where no partial index counts the live rows |",
+        "| `SELECT` on the columns the claim's conditions and ORDER BY read | the claim's "
+        "custom and generic plans |",
+        "| `SELECT` on the tenant and job-time columns | live rows per tenant, recent job "
+        "durations (QA403) |",
+        "| `SELECT` on the rotation table | its idle tenants (QA402), the round-robin claim's "
+        "plan (QA401) |",
+        "",
+        "The column list is the application's: a report run without it names, in each skip,",
+        "the columns a fact needs as one column GRANT, and only those the role lacks. No grant",
+        "of the job's payload is needed: a claim's select list (`SELECT *`, `RETURNING *`) is",
+        "left out of the plan when the role may not read it, since the plan of the rows a claim",
+        "finds does not depend on it. No `UPDATE` is needed: PostgreSQL checks a statement's",
+        "privileges for `EXPLAIN` too, so without `UPDATE` qadvisor plans the claim's locking",
+        "level alone without its row locks, the scan the claim's LockRows reads (index-only and",
+        "parallel scans, which a row lock rules out, switched off), and the report says so",
+        "beside the plan. `UPDATE` lets it plan the claim as written, and is needed for a",
+        "claim that locks its rows in no SELECT (a plain `UPDATE ... WHERE`). qadvisor's",
+        "session stays read-only (`default_transaction_read_only`) whatever it is granted.",
         "Without these grants the report still comes: the checks that need no hidden fact judge,",
         "the others are skipped with the GRANT.",
         "",

@@ -45,6 +45,7 @@ LABELS: Mapping[str, str] = {
     "custom_plan_cost": "Custom plan cost",
     "custom_plan_scan": "Custom plan scan",
     "custom_values": "Custom plan values",
+    "planned_as": "Planned as",
     "dead_tuples_per_s": "Dead tuples per second (sampled)",
     "estimate_basis": "Estimate based on",
     "estimated_fresh_bytes": "Size once rebuilt (estimate)",

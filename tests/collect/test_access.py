@@ -24,9 +24,10 @@ from qadvisor.collect import queries as q
 from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.locks import Locks, read_locks
+from qadvisor.collect.planner import PlanForm
 from qadvisor.derive import discover
 from qadvisor.model import HiddenFact, Index, LivePredicate, Queue, Statement, Table, TableStats
-from qadvisor.sql.dequeue import DequeueStatement, analyse
+from qadvisor.sql.dequeue import DequeueStatement, analyse, locking_level, without_locks
 from tests.conftest import TestDB
 from tests.shapes import RoleDB
 
@@ -237,47 +238,58 @@ def test_no_tables_no_privileges(shop: Shop) -> None:
 # --- planning a claim ------------------------------------------------------------------------
 
 
+def explain_of(claim: DequeueStatement, form: PlanForm | HiddenFact | None) -> str:
+    """The EXPLAIN the planner sends for ``claim`` in ``form`` (None: as written)."""
+    if not isinstance(form, PlanForm):
+        return f"EXPLAIN {claim.text}"
+    level = locking_level(claim.text, projection=form.projection)
+    assert level is not None
+    return "EXPLAIN " + (without_locks(level) if form.strip_locks else level)
+
+
 def test_a_claim_is_planned_only_with_what_explain_needs_and_the_grants_say_it(
     shop: Shop,
 ) -> None:
     role = '"' + shop.role + '"'
+    # Neither table's UPDATE is needed: the scan under the claim's LockRows is planned, and
+    # of its columns only those its conditions and ORDER BY read (its select list is left out).
+    columns = f"GRANT SELECT (created_at, status) ON app.archive TO {role};"
+    usage = f"GRANT USAGE ON SCHEMA hidden TO {role};"
     cases = {
-        "app.archive": (
-            f"SELECT on app.archive, UPDATE on app.archive, which {role} lacks: "
-            f"GRANT SELECT ON app.archive TO {role}; GRANT UPDATE ON app.archive TO {role};"
-        ),
-        "hidden.jobs": (
-            f"USAGE on schema hidden, UPDATE on hidden.jobs, which {role} lacks: "
-            f"GRANT USAGE ON SCHEMA hidden TO {role}; GRANT UPDATE ON hidden.jobs TO {role};"
-        ),
-    }
+        "app.archive": (f"SELECT on created_at, status of app.archive, which {role} lacks: "
+                        + columns, (columns,)),
+        "hidden.jobs": (f"USAGE on schema hidden, which {role} lacks: " + usage, (usage,)),
+    }  # fmt: skip
     guard = shop.guard()
-    refusals = []
-    for table, needs in cases.items():
+    for table, (needs, grants) in cases.items():
         for kind in ("select", "update"):
             claim, explain = claim_on(table, kind)
-            reason = f"not planned: EXPLAIN of a row-locking statement needs {needs}"
+            reason = f"not planned: EXPLAIN of the scan that finds its rows needs {needs}"
             refusal = guard.plan_refusal(queue(table), claim)
-            assert refusal is not None and refusal.reason == reason
+            assert isinstance(refusal, HiddenFact) and refusal.reason == reason
             assert (refusal.fact, refusal.queue, refusal.blocker_pid) == ("plans", table, None)
-            refusals.append(refusal)
+            assert refusal.grants == grants
             assert str(shop.refused(explain)).startswith("permission denied for "), explain
     open_claim, open_explain = claim_on("app.open_jobs", "update")
-    assert guard.plan_refusal(queue("app.open_jobs"), open_claim) is None
+    assert guard.plan_refusal(queue("app.open_jobs"), open_claim) is None  # as written
     assert shop.refused(open_explain) is None
-    assert refusals[0].grants == (
-        f"GRANT SELECT ON app.archive TO {role};",
-        f"GRANT UPDATE ON app.archive TO {role};",
-    )
 
-    for grant in dict.fromkeys(g for r in refusals for g in r.grants):
-        shop.db.execute(grant)  # as printed
+    for _, grants in cases.values():
+        for grant in grants:
+            shop.db.execute(grant)  # as printed
     after = shop.guard()
     for table in cases:
         for kind in ("select", "update"):
             claim, explain = claim_on(table, kind)
-            assert after.plan_refusal(queue(table), claim) is None
-            assert shop.refused(explain) is None
+            form = after.plan_refusal(queue(table), claim)
+            assert isinstance(form, PlanForm) and form.strip_locks, form
+            assert form.why.startswith(
+                f"its locking level alone, without its row locks: {role} lacks UPDATE on {table}"
+            )
+            # What the planner sends in that form, the server lets the role plan; the claim
+            # as written it still refuses.
+            assert shop.refused(explain_of(claim, form)) is None
+            assert str(shop.refused(explain)).startswith("permission denied for "), explain
 
 
 def test_a_claim_reading_a_column_the_role_may_not_select_is_not_planned(shop: Shop) -> None:
@@ -287,10 +299,10 @@ def test_a_claim_reading_a_column_the_role_may_not_select_is_not_planned(shop: S
         claim, explain = claim_on("app.jobs", kind)
         assert shop.refused(explain) == "permission denied for table jobs"
         refusal = shop.guard().plan_refusal(queue("app.jobs"), claim)
-        # The role may read id and tenant_id: the grant names the columns the claim reads
-        # beyond those, and nothing it already has.
+        # The role may read id and tenant_id: the grant names the columns the claim's locking
+        # level reads beyond those, and nothing it already has.
         grant = f"GRANT SELECT (created_at, status) ON app.jobs TO {role};"
-        assert refusal is not None and refusal.grants == (grant,), refusal
+        assert isinstance(refusal, HiddenFact) and refusal.grants == (grant,), refusal
         assert refusal.reason == (
             "not planned: EXPLAIN of a row-locking statement needs SELECT on created_at, "
             f"status of app.jobs, which {role} lacks: {grant}"
@@ -300,6 +312,42 @@ def test_a_claim_reading_a_column_the_role_may_not_select_is_not_planned(shop: S
         claim, explain = claim_on("app.jobs", kind)
         assert shop.guard().plan_refusal(queue("app.jobs"), claim) is None
         assert shop.refused(explain) is None
+
+
+def test_a_select_list_the_role_may_not_read_is_left_out_of_the_plan(shop: Shop) -> None:
+    role = '"' + shop.role + '"'
+    # UPDATE and the columns of the conditions, not those the claim returns.
+    shop.db.execute(f"GRANT UPDATE ON app.jobs TO {role}")
+    shop.db.execute(f"GRANT SELECT (status, created_at) ON app.jobs TO {role}")
+    shop.db.execute(f"REVOKE SELECT (id, tenant_id) ON app.jobs FROM {role}")
+    select = (
+        "SELECT * FROM app.jobs WHERE status = 'queued' ORDER BY created_at LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    update = (
+        f"UPDATE app.jobs SET status = 'doing' WHERE id = ({select.replace('*', 'id', 1)}) "
+        "RETURNING *"
+    )
+    for sql in (select, update):
+        claim = parsed(sql)
+        form = shop.guard().plan_refusal(queue("app.jobs"), claim)
+        assert isinstance(form, PlanForm), form
+        assert (form.strip_locks, form.projection) == (False, False)
+        assert form.why == (
+            f"its locking level alone, its select list left out: {role} may not SELECT "
+            "finished_at, id, tenant_id of app.jobs, which the plan of the rows it finds "
+            "does not read"
+        )
+        assert shop.refused(f"EXPLAIN {sql}") == "permission denied for table jobs"
+        assert shop.refused(explain_of(claim, form)) is None
+    # A select list the ORDER BY refers to stays: nothing can be planned without it.
+    aliased = parsed(
+        "SELECT id AS job, created_at AS t FROM app.jobs WHERE status = 'queued' ORDER BY t "
+        "LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    refusal = shop.guard().plan_refusal(queue("app.jobs"), aliased)
+    assert isinstance(refusal, HiddenFact)
+    assert refusal.grants == (f"GRANT SELECT (id) ON app.jobs TO {role};",)
 
 
 def test_a_table_the_guard_was_not_told_of_is_planned_as_usual(shop: Shop) -> None:

@@ -6,19 +6,24 @@ guard refuses is not sent, and the refused fact comes back with the plans."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
+from dataclasses import replace as replace_node
 
 import psycopg
 import pytest
 
+from qadvisor.collect.access import Guard, read_access
 from qadvisor.collect.connect import SessionLimits, connect
+from qadvisor.collect.locks import Locks
 from qadvisor.collect.planner import PREPARED_NAME, Refuse, plan_statements
 from qadvisor.collect.queries import Read
 from qadvisor.collect.snapshot import collect
-from qadvisor.model import HiddenFact, Queue, Statement, Table
+from qadvisor.model import HiddenFact, PlanNode, Queue, Statement, Table
 from qadvisor.sql.dequeue import DequeueStatement, analyse
 from tests.conftest import TestDB
+from tests.shapes import RoleDB
 
 CLAIM = "SELECT id FROM jobs WHERE status = $1 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
 UPDATE_CLAIM = (
@@ -288,3 +293,94 @@ def test_the_session_stays_read_only_when_planning_fails(db: TestDB) -> None:
         # The connection is still good for the rest of collection, and still read-only.
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("CREATE TABLE t (id int)")
+
+
+# --- a role without UPDATE plans the scan under the claim's LockRows ---------------------------
+
+SCAN_SHAPES = {
+    "select": CLAIM,
+    "update =": UPDATE_CLAIM,
+    "update in": (
+        "UPDATE jobs SET status = 'running' WHERE id IN (SELECT id FROM jobs WHERE status = $1 "
+        "ORDER BY created_at LIMIT 10 FOR UPDATE SKIP LOCKED) RETURNING *"
+    ),
+    "cte": (
+        "WITH next AS (SELECT id FROM jobs WHERE status = $1 ORDER BY created_at LIMIT 5 "
+        "FOR UPDATE SKIP LOCKED) UPDATE jobs SET status = 'running' FROM next "
+        "WHERE jobs.id = next.id RETURNING jobs.*"
+    ),
+    "select *": (
+        "SELECT * FROM jobs WHERE status = $1 AND created_at < now() ORDER BY created_at "
+        "LIMIT 3 FOR NO KEY UPDATE SKIP LOCKED"
+    ),
+}
+
+
+def _shape(node: PlanNode) -> tuple[object, ...]:
+    """A plan subtree as its choices: node types, relations, indexes, index conditions, keys
+    and estimated rows. Not its filters: a row lock keeps a partial index's implied conditions
+    as a filter, to recheck a row that changed while it waited (EvalPlanQual), and a plan
+    without one leaves them out; nor costs, which a LockRows node adds to. Names are taken
+    without their alias (in an UPDATE the planner calls the sub-select's table ``jobs_1``), and
+    ``now()`` as the printed level spells it (CURRENT_TIMESTAMP, the same function)."""
+
+    def unaliased(text: str | None) -> str | None:
+        if text is None:
+            return None
+        return re.sub(r"\b\w+\.", "", text).replace("CURRENT_TIMESTAMP", "now()")
+
+    return (
+        node.node_type,
+        node.relation,
+        node.index,
+        unaliased(node.index_cond),
+        tuple(unaliased(k) for k in node.sort_key),
+        node.plan_rows,
+        tuple(_shape(c) for c in node.children),
+    )
+
+
+def _without_lockrows(node: PlanNode) -> PlanNode:
+    children = [_without_lockrows(c) for c in node.children]
+    if node.node_type == "LockRows":
+        (child,) = children
+        return child
+    return replace_node(node, children=tuple(children))
+
+
+def test_without_update_the_plan_is_the_claim_s_own_below_its_row_locks(db: TestDB) -> None:
+    """The role lacks UPDATE: each claim is planned as its locking level without its locking
+    clauses, and the server's plan of that is, node for node, the plan it makes of the claim
+    itself (planned by a role that may) with the LockRows node taken out, custom and generic."""
+    build(db)
+    role = f"{db.name}_reader"
+    db.execute(
+        f"CREATE ROLE {role} LOGIN IN ROLE pg_read_all_stats; GRANT SELECT ON jobs TO {role}"
+    )
+    try:
+        reader = RoleDB(db.name, db.server, role)
+        statements = [claim(sql) for sql in SCAN_SHAPES.values()]
+        full = plan(db, statements).value
+        queues, tables = facts(db)
+        with connect(reader.dsn, SessionLimits()) as conn:
+            relids = {"public.jobs": int(db.execute("SELECT 'jobs'::regclass::oid")[0][0])}
+            guard = Guard(role, Locks(), read_access(conn, list(relids.values())), relids)
+            read = plan_statements(conn, statements, queues, tables, False, guard.plan_refusal)
+        assert read.hidden == ()
+        for name, whole, scan in zip(SCAN_SHAPES, full, read.value, strict=True):
+            assert whole.planned_as is None and whole.plan_error is None, name
+            assert scan.plan_error is None, (name, scan.plan_error)
+            assert scan.planned_as is not None and "without its row locks" in scan.planned_as
+            for which in ("custom_plan", "generic_plan"):
+                mine, theirs = getattr(scan, which), getattr(whole, which)
+                assert mine is not None and theirs is not None
+                assert not any(n.node_type == "LockRows" for n in mine.walk()), name
+                below = {_shape(n) for n in _without_lockrows(theirs).walk()}
+                assert _shape(mine) in below, (name, which)
+            # The values bound are the claim's own, for the parameters the level has.
+            assert scan.custom_values == {
+                k: v for k, v in whole.custom_values.items() if k in scan.custom_values
+            }
+            assert scan.custom_values["1"] == "'queued'"
+    finally:
+        db.execute(f"DROP OWNED BY {role}; DROP ROLE {role}")

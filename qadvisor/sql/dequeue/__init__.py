@@ -48,6 +48,7 @@ from qadvisor.sql.dequeue.analysis import (
 from qadvisor.sql.dequeue.rewriting import (
     KeyNotReturned,
     index_probe,
+    locking_level,
     normalise_for_planning,
     read_only_scan,
     typed_placeholders,
@@ -57,6 +58,7 @@ from qadvisor.sql.dequeue.rewriting import (
     with_order_by,
     with_placeholders,
     with_skip_locked,
+    without_locks,
 )
 from qadvisor.sql.dequeue.screening import (
     StatementError,
@@ -95,6 +97,7 @@ __all__ = [
     "index_probe",
     "is_placeholder",
     "literal_value",
+    "locking_level",
     "normalise_for_planning",
     "parse",
     "queue_columns_read",
@@ -112,4 +115,5 @@ __all__ = [
     "with_order_by",
     "with_placeholders",
     "with_skip_locked",
+    "without_locks",
 ]

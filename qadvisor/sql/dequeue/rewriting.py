@@ -380,25 +380,86 @@ def read_only_scan(sql: str, values: Mapping[int, str]) -> str | None:
     name. None when the statement locks no rows in a SELECT (a plain ``UPDATE ... WHERE``):
     nothing of it can be executed without writing.
     """
-    tree = parse(sql)
-    if not any(isinstance(n, _WRITES) for n in tree.walk()):
-        scan = tree.copy()
-    else:
-        select = levels.locking_select(tree)
-        if select is None:
+    scan = _locking_level(parse(sql))
+    if scan is None:
+        return None
+    _remove_locks(scan)
+    return _pretty(_bound(scan, values))
+
+
+def locking_level(sql: str, projection: bool = True) -> str | None:
+    """The query of a claim that finds and locks its rows, as a statement of its own: what
+    :func:`read_only_scan` executes, with its locking clauses and its ``$n`` kept. A role may
+    plan it with less than the claim needs (no UPDATE for an UPDATE's assignments, no SELECT
+    on what only its RETURNING reads); its plan is the claim's plan below the data-modifying
+    node.
+
+    Without ``projection`` its select list is ``1``: PostgreSQL checks SELECT privilege on every
+    column a statement names, and the select list of a level with a locking clause changes
+    nothing in its plan (the row lock keeps index-only scans out). Only a list of columns,
+    stars and constants that nothing else of the level refers to (an ORDER BY by position or
+    output name) is replaced; else None. None also when no SELECT locks rows.
+    """
+    scan = _locking_level(parse(sql))
+    if scan is None:
+        return None
+    if not projection:
+        if not isinstance(scan, exp.Select) or not _projection_replaceable(scan):
             return None
-        scan = select.copy()
-        with_ = tree.args.get("with_")
-        if with_ is not None and scan.args.get("with_") is None:
-            reads = [
-                c.copy()
-                for c in with_.expressions
-                if not any(isinstance(n, _WRITES) for n in c.walk()) and c.this is not select
-            ]
-            if reads:
-                recursive = with_.args.get("recursive")
-                scan.set("with_", exp.With(expressions=reads, recursive=recursive))
-    for node in scan.walk():
+        scan.set("expressions", [exp.Literal.number(1)])
+    return _pretty(scan)
+
+
+def without_locks(sql: str) -> str:
+    """``sql`` with every locking clause removed, its ``$n`` kept: the scan a claim's LockRows
+    reads, which a role without UPDATE on the queue table may plan (and ``SELECT ... FOR
+    UPDATE`` may not)."""
+    tree = parse(sql)
+    _remove_locks(tree)
+    return _pretty(tree)
+
+
+def _locking_level(tree: exp.Expr) -> exp.Expr | None:
+    if not any(isinstance(n, _WRITES) for n in tree.walk()):
+        return tree.copy()
+    select = levels.locking_select(tree)
+    if select is None:
+        return None
+    scan = select.copy()
+    with_ = tree.args.get("with_")
+    if with_ is not None and scan.args.get("with_") is None:
+        reads = [
+            c.copy()
+            for c in with_.expressions
+            if not any(isinstance(n, _WRITES) for n in c.walk()) and c.this is not select
+        ]
+        if reads:
+            recursive = with_.args.get("recursive")
+            scan.set("with_", exp.With(expressions=reads, recursive=recursive))
+    return scan
+
+
+def _remove_locks(tree: exp.Expr) -> None:
+    for node in tree.walk():
         if isinstance(node, exp.Select) and node.args.get("locks"):
             node.set("locks", None)
-    return _pretty(_bound(scan, values))
+
+
+def _projection_replaceable(select: exp.Select) -> bool:
+    if select.args.get("distinct") or select.args.get("group") or select.args.get("having"):
+        return False
+    names: set[str] = set()
+    for item in select.expressions:
+        inner = item.this if isinstance(item, exp.Alias) else item
+        if not isinstance(inner, (exp.Star, exp.Column, exp.Literal, exp.Null)):
+            return False
+        if isinstance(item, exp.Alias):
+            names.add(item.alias.lower())
+    order = select.args.get("order")
+    for ordered in order.expressions if order is not None else ():
+        key = ordered.this
+        if isinstance(key, exp.Literal) and not key.is_string:
+            return False  # ORDER BY 2: a position in the select list
+        if isinstance(key, exp.Column) and not key.table and key.name.lower() in names:
+            return False  # ORDER BY an output name
+    return True
