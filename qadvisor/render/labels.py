@@ -49,6 +49,8 @@ LABELS: Mapping[str, str] = {
     "estimated_ms_per_dequeue": "Time per dequeue (estimate)",
     "estimated_partial_bytes": "Partial index size (estimate)",
     "estimated_wait_s_per_worker": "Wait per worker (estimate)",
+    "existing_partial_index": "Partial index already there",
+    "existing_partial_index_use": "Its use by claims",
     "fifo_statements": "FIFO claims",
     "filter": "Filter",
     "from_pg_stat_statements": "From pg_stat_statements",
