@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -135,6 +136,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             continue
         for idx in candidates:
             finding = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options)
+            if finding is not None and est.stale:
+                finding = dataclasses.replace(
+                    finding, evidence={**finding.evidence, "live_rows_stale": est.stale}
+                )
             if finding is not None:
                 yield finding
 

@@ -90,6 +90,7 @@ LABELS: Mapping[str, str] = {
     "limit": "LIMIT",
     "live_predicate": "Live predicate",
     "live_rows": "Live rows",
+    "live_rows_stale": "Live rows: statistics older than the changes since",
     "lock_level": "Locking level",
     "lock_of": "Locked with OF",
     "lock_strength": "Lock strength",
