@@ -252,3 +252,35 @@ def test_an_incremental_sort_whose_first_group_is_the_backlog_is_a_backlog_sort(
 
     shape.apply_fix(f)
     assert_quiet(shape.check("--query", claim), "QA303", shape.queue)
+
+
+def _incremental_snap(null_frac: float, nulls_first: bool) -> Snapshot:
+    """A claim ordered by (finished_at, id) over an index on finished_at alone: an
+    Incremental Sort presorted on finished_at, 5,000 rows from the scan."""
+    order = "finished_at NULLS FIRST, id" if nulls_first else "finished_at, id"
+    text = (
+        f"SELECT id FROM jobs WHERE status = 'pending' ORDER BY {order} LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    first_key = "jobs.finished_at NULLS FIRST" if nulls_first else "jobs.finished_at"
+    scan = dataclasses.replace(SCAN, node_type="Index Scan", index=PARTIAL.name)
+    plan = PlanNode("Limit", children=(PlanNode(
+        "Incremental Sort", sort_key=(first_key, "jobs.id"), plan_rows=5000,
+        presorted_key=("jobs.finished_at",), children=(scan,),
+    ),))  # fmt: skip
+    snap = _snap(text, plan)
+    (table,) = snap.tables
+    stats = S.ColumnStats("finished_at", null_frac, -0.9, 8)
+    table = dataclasses.replace(table, column_stats=(*table.column_stats, stats))
+    return dataclasses.replace(snap, tables=(table,))
+
+
+def test_an_incremental_sort_is_judged_by_the_first_group_pg_stats_gives_it() -> None:
+    # NULLs first, and 1 % of 10 M rows NULL: up to all 5,000 rows the scan returns are in
+    # the first group.
+    (f,) = _findings(_incremental_snap(0.01, nulls_first=True))
+    assert f.evidence["first_group_rows"] == 5000
+    assert f.evidence["first_group_rows_source"].startswith("pg_stats: finished_at is NULL in")
+    # NULLs last (or none): 9 M distinct values over 5,000 rows, groups of one row.
+    assert _findings(_incremental_snap(0.01, nulls_first=False)) == []
+    assert _findings(_incremental_snap(0.0, nulls_first=True)) == []
