@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -95,6 +96,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     ORDER BY: the CREATE INDEX step names the claims it matches, derived from their text
     (not a plan: the index does not exist yet). The evidence lists what was checked.
 
+    When the partial index exists already, the fix says it serves the live set only with
+    evidence that claims use it: a recorded claim's plan reads it, or its `idx_scan` is above
+    0. Without that (a claim whose OR branch the predicate does not cover passes it over),
+    the DROP of the old index is for review, and the note says why.
+
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);
     the index is under `min_index_bytes`; or a partial replacement already exists for a
@@ -130,6 +136,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             continue
         for idx in candidates:
             finding = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options)
+            if finding is not None and est.stale:
+                finding = dataclasses.replace(
+                    finding, evidence={**finding.evidence, "live_rows_stale": est.stale}
+                )
             if finding is not None:
                 yield finding
 
@@ -183,6 +193,7 @@ def _judge(
     kept = keeps_constraint or bool(use.users) or bool(stuck)
     if kept and existing is not None:
         return None
+    serving = _serving(snapshot, table, existing) if existing is not None else None
     where = predicate_sql(live)
     notes = [
         f"The dequeue query must say {where} with a literal, or the planner cannot use the "
@@ -196,10 +207,17 @@ def _judge(
     elif stuck:
         notes.insert(0, _kept_for_claims(idx.name, build.name, stuck))
     steps: list[FixStep] = [] if existing is not None else [build.step(snapshot)]
-    if existing is not None:
-        notes.insert(0, f"The partial index {existing.name} already serves the live set.")
+    if existing is not None and serving is not None:
+        notes.insert(
+            0, f"The partial index {existing.name} already serves the live set: {serving}."
+        )
+    elif existing is not None:
+        notes.insert(0, _unproven(existing, idx.name))
     if not kept:
-        steps.append(_drop(table, idx, use, notes, scans_known=not snapshot.server.is_standby))
+        drop = _drop(table, idx, use, notes, scans_known=not snapshot.server.is_standby)
+        if existing is not None and serving is None and drop.kind == "migration":
+            drop = review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note)
+        steps.append(drop)
     near = at_least(ratio, options.min_size_ratio, options.margin) is None
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
@@ -222,6 +240,14 @@ def _judge(
             "estimated_partial_bytes": estimated,
             "size_ratio": round(ratio, 1),
             "idx_scan": idx.idx_scan,
+            **(
+                {
+                    "existing_partial_index": existing.name,
+                    "existing_partial_index_use": serving or "none seen",
+                }
+                if existing is not None
+                else {}
+            ),
             "statements_checked": len(use.checked),
             "statements_reading_index": [stakeholder_label(s) for s in use.users],
             "claims_reading_index": [statement_label(s) for s in stuck],
@@ -242,6 +268,30 @@ def _judge(
             "grows with the archive while the dequeue only ever needs the live rows."
         ),
         fix=Fix(notes=" ".join(notes), safety="review", steps=tuple(steps)),
+    )
+
+
+def _serving(snapshot: Snapshot, table: Table, existing: Index) -> str | None:
+    """What shows that claims use ``existing``: a claim's plan reads it, or it has been
+    scanned; None when nothing does (it may exist and still be passed over, as for a claim
+    whose OR branch its predicate does not cover)."""
+    readers = _claims_reading(snapshot, table, existing.name)
+    if readers:
+        listed = "; ".join(statement_label(s) for s in readers[:3])
+        return f"the plans of {len(readers)} claim(s) read it ({listed})"
+    if existing.idx_scan and not snapshot.server.is_standby:
+        return f"it has been scanned {existing.idx_scan:,} times since statistics were reset"
+    return None
+
+
+def _unproven(existing: Index, name: str) -> str:
+    scans = "unknown" if existing.idx_scan is None else f"{existing.idx_scan:,}"
+    return (
+        f"The partial index {existing.name} has this key and predicate, but nothing shows that "
+        f"a claim uses it: no recorded claim's plan reads it and idx_scan is {scans}. A claim "
+        "whose WHERE does not imply its predicate (an OR branch, a parameter: see QA302, "
+        f"QA301) keeps reading {name}, so dropping {name} is for review until the claim's plan "
+        f"reads {existing.name}."
     )
 
 

@@ -10,6 +10,7 @@ from qadvisor.api import (
     NOISE_MARGIN,
     Finding,
     Fix,
+    LiveEstimate,
     Rates,
     Severity,
     Skip,
@@ -82,6 +83,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     queue with no worker running): the finding keeps its severity and says to sample while
     workers run.
 
+    The live set comes from the live-set partial index's reltuples (every ANALYZE
+    re-estimates it from the sample pg_stats is taken from, and a VACUUM that scans it
+    counts it), else from pg_stats of the live column; the evidence says which, and as of
+    which VACUUM or ANALYZE. When more rows were inserted, updated or deleted since the
+    table's last ANALYZE than that estimate holds, the evidence and the fix say the live
+    set is stale, and that an ANALYZE gives a current one.
+
     ## When it stays quiet
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
     completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
@@ -103,21 +111,22 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         ratio = trigger.value / max(est.rows, 1.0)
         if ratio < options.min_ratio:
             continue
-        yield _finding(snapshot, table, trigger, (est.rows, est.source), ratio, options)
+        yield _finding(snapshot, table, trigger, est, ratio, options)
 
 
 def _finding(
     snapshot: Snapshot,
     table: Table,
     trigger: VacuumTrigger,
-    live: tuple[float, str],
+    live: LiveEstimate,
     ratio: float,
     options: Options,
 ) -> Finding:
     """A table whose trigger the archive sets, ``ratio`` times its live rows (``live``: how
-    many, and how that was estimated); with --sample, when autovacuum fires."""
+    many, how that was estimated, and whether the statistics are older than the table's
+    changes since); with --sample, when autovacuum fires."""
     stats = table.stats
-    rows, source = live
+    rows, source = live.rows or 0.0, live.source
     evidence: dict[str, object] = {
         "n_dead_tup": stats.n_dead_tup,
         "vacuum_trigger": round(trigger.value),
@@ -128,6 +137,7 @@ def _finding(
         "autovacuum_vacuum_max_threshold": trigger.max_threshold,
         "live_rows": round(rows),
         "live_rows_source": source,
+        **({"live_rows_stale": live.stale} if live.stale else {}),
         "trigger_to_live_ratio": round(ratio, 1),
         "autovacuum_count": stats.autovacuum_count,
         "last_autovacuum": stats.last_autovacuum,
@@ -171,8 +181,10 @@ def _finding(
             "trigger to the archive while dead tuples come from throughput."
         ),
         fix=Fix(
-            notes=f"Threshold {n:,}: {basis}. Autovacuum picks the new trigger up on its "
-            "next round" + _dead_now(table.qualified, stats.n_dead_tup, n),
+            notes=f"Threshold {n:,}: {basis}. "
+            + (f"The live set is an estimate: {live.stale}. " if live.stale else "")
+            + "Autovacuum picks the new trigger up on its next round"
+            + _dead_now(table.qualified, stats.n_dead_tup, n),
             safety="safe",
             steps=(table_setting(vacuum_threshold_sql(table, n)),),
         ),

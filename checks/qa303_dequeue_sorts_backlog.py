@@ -18,12 +18,14 @@ from qadvisor.api import (
     Severity,
     Skip,
     Snapshot,
+    SortInput,
     Table,
     Target,
     analyze,
     at_least,
     check,
     describe_node,
+    distinct_values,
     existing_index,
     human_count,
     index_keys,
@@ -35,7 +37,7 @@ from qadvisor.api import (
     predicate_implies,
     predicate_text,
     predicate_words,
-    sorts_over,
+    sort_inputs,
     statement_evidence,
     statement_id,
     statement_label,
@@ -61,7 +63,15 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     ## What it finds
     A dequeue statement with ORDER BY and LIMIT whose custom plan (made with the live value)
     has a Sort above a scan of the queue table: a top-N heapsort over every queued row the
-    scan returns, or over a sequential scan of the whole table, archive included.
+    scan returns, or over a sequential scan of the whole table, archive included. An
+    `Incremental Sort` counts too when the first group of its presorted key is the backlog:
+    it sorts that whole group before returning a row, and a key that is NULL for most
+    waiting rows, sorted NULLS FIRST, puts them all in the first group, however many
+    distinct values the planner counts over the table. The group is sized by `--analyze`
+    when given (the rows the scan returned to the sort), else from pg_stats of the key
+    (its null fraction when NULLs come first, else the rows over its distinct values).
+    The evidence shows what pg_stat_statements measured for the statement (calls, mean
+    time, shared blocks per call) beside the plan.
 
     ## Why it matters
     A claim wants one row (or a few). Without an index that returns rows in the ORDER BY's
@@ -80,8 +90,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     leading keys, a predicate the new one implies) is not proposed.
 
     ## When it stays quiet
-    An index (or an Incremental Sort on an index prefix) supplies the order; the statement
-    has no ORDER BY or no LIMIT; the sort reads fewer than `min_rows_read` rows. The rows
+    An index supplies the order, or an index prefix does and the Incremental Sort's first
+    group is small; the sort's input is bounded per group (a `CROSS JOIN LATERAL` whose
+    branches each end in `LIMIT n` over an ordered index scan: the Sort above gets at most
+    groups x n rows, whatever the inner scan's estimate; a branch with a Sort of its own
+    under the LIMIT is judged as any sort); the statement has no ORDER BY or no LIMIT; the
+    sort reads fewer than `min_rows_read` rows. A presorted key NULL mostly in the archive
+    looks, to pg_stats, like one NULL in the backlog: `--analyze` measures it. The rows
     are the planner's estimates, which move with ANALYZE's sample: up to `margin` (20 %)
     past `min_rows_read` the finding is info, so two runs give the same severity.
     Values pg_stat_statements hid (`state = ANY($4)`) are hypotheses: each plausible binding
@@ -106,18 +121,108 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 
 
 def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
-    """The finding about the dequeue's custom plan, if it sorts enough rows."""
+    """The finding about the dequeue's custom plan, if one of its sorts sorts enough rows."""
     stmt, table = d.statement, d.table
     if stmt.custom_plan is None:
         return None
-    sorts = sorts_over(stmt.custom_plan, table.schema, table.name)
-    if not sorts:
+    measured = sort_inputs(stmt.analyzed_plan, table.schema, table.name)
+    for at, sorted_input in enumerate(sort_inputs(stmt.custom_plan, table.schema, table.name)):
+        if sorted_input.limit is not None:
+            # Every way down to the table passes a LIMIT (a LATERAL branch per group, each
+            # an ordered scan that stops after n rows): the sort gets at most loops x n
+            # rows, and no index on the table would shrink that.
+            continue
+        analysed = _same_node(sorted_input, measured, at)
+        sorting = _sorting(sorted_input, analysed, table)
+        if sorting is None or sorting.rows < options.min_rows_read:
+            continue
+        return _finding(snapshot, d, stmt.custom_plan, sorting, options)
+    return None
+
+
+@dataclass(frozen=True)
+class _Sorting:
+    """What one claim sorts: ``rows`` (the whole input of a Sort, or an Incremental Sort's
+    first group), ``read`` (what the scan visits), and where the numbers come from."""
+
+    node: SortInput
+    analysed: SortInput | None
+    rows: float
+    read: float
+    group_source: str | None = None  # an Incremental Sort's first group: how it was sized
+
+
+def _same_node(node: SortInput, measured: list[SortInput], at: int) -> SortInput | None:
+    """The --analyze plan's node for ``node`` (the same plan run): the one at the same place
+    with the same type and key, else the first with that type and key."""
+    same = [
+        m
+        for m in measured
+        if m.sort.node_type == node.sort.node_type and m.sort.sort_key == node.sort.sort_key
+    ]
+    if at < len(measured) and measured[at] in same:
+        return measured[at]
+    return same[0] if same else None
+
+
+def _sorting(node: SortInput, analysed: SortInput | None, table: Table) -> _Sorting | None:
+    if not node.incremental:
+        read = _rows_read(node.scan, table)
+        return _Sorting(node, analysed, max(read, node.sort.plan_rows), read)
+    group = _first_group(node, analysed, table)
+    if group is None:
         return None
-    sort, scan = sorts[0]
-    read = _rows_read(scan, table)
-    if max(read, sort.plan_rows) < options.min_rows_read:
+    rows, source = group
+    return _Sorting(node, analysed, rows, rows, source)
+
+
+def _first_group(
+    node: SortInput, analysed: SortInput | None, table: Table
+) -> tuple[float, str] | None:
+    """Rows in the first group of an Incremental Sort's presorted key, all of which it sorts
+    before returning a row, and how that is known: measured by --analyze (the rows the scan
+    returned), else from pg_stats of a one-column presorted key; None when neither tells.
+
+    The planner takes every group to be of average size; a key NULL for most waiting rows,
+    sorted NULLS FIRST, puts the backlog in one first group."""
+    if analysed is not None and analysed.scan.actual_rows is not None:
+        rows = analysed.scan.actual_rows * (analysed.scan.actual_loops or 1)
+        return rows, (
+            f"measured by --analyze: the scan returned {rows:,.0f} rows to the Incremental "
+            "Sort for one claim"
+        )
+    sort = node.sort
+    if len(sort.presorted_key) != 1 or not sort.sort_key:
         return None
-    return _finding(snapshot, d, stmt.custom_plan, (sort, scan), read, options)
+    column = _plain_column(sort.presorted_key[0])
+    stats = table.stats_of(column) if column is not None else None
+    distinct = distinct_values(table, column) if column is not None else None
+    if column is None or stats is None or distinct is None:
+        return None
+    scan_rows = node.scan.plan_rows
+    groups = max(distinct + (1 if stats.null_frac > 0 else 0), 1.0)
+    average = scan_rows / groups
+    first = sort.sort_key[0].upper()
+    nulls_first = "NULLS FIRST" in first or (" DESC" in first and "NULLS LAST" not in first)
+    nulls = stats.null_frac * max(table.reltuples, 0.0)
+    if nulls_first and min(nulls, scan_rows) > average:
+        rows = min(nulls, scan_rows)
+        return rows, (
+            f"pg_stats: {column} is NULL in {stats.null_frac:.1%} of the table's "
+            f"{human_count(table.reltuples)} rows and NULLs sort first, so the first group "
+            f"holds up to {human_count(rows)} of the {human_count(scan_rows)} rows the scan "
+            "returns"
+        )
+    return average, (
+        f"pg_stats: {distinct:,.0f} distinct values of {column} over the "
+        f"{human_count(scan_rows)} rows the scan returns"
+    )
+
+
+def _plain_column(key: str) -> str | None:
+    """The column of a sort key as EXPLAIN VERBOSE prints it (``jobs.schedule_at``)."""
+    name = key.rsplit(".", 1)[-1]
+    return name if name.isidentifier() and name.islower() else None
 
 
 def _rows_read(scan: PlanNode, table: Table) -> float:
@@ -131,27 +236,35 @@ def _finding(
     snapshot: Snapshot,
     d: Dequeue,
     custom_plan: PlanNode,
-    sorted_scan: tuple[PlanNode, PlanNode],
-    read: float,
+    sorting: _Sorting,
     options: Options,
 ) -> Finding:
-    """The custom plan sorts what a scan (``sorted_scan``: the sort, the scan) reads, ``read``
-    rows, to return the statement's LIMIT."""
+    """The custom plan sorts what a scan reads (``sorting``) to return the statement's LIMIT."""
     stmt, table = d.statement, d.table
-    sort, scan = sorted_scan
+    sort, scan, read = sorting.node.sort, sorting.node.scan, sorting.read
     name = statement_id(stmt)
     label = statement_label(stmt)
     limit = d.parsed.limit or 1
     archive = scan.node_type == "Seq Scan" or (
         scan.index is not None and not _is_partial(table, scan.index)
     )
-    message = (
-        f"{label} sorts {human_count(sort.plan_rows)} rows (Sort Key: "
-        f"{', '.join(sort.sort_key)}) from {describe_node(scan)} to return {limit}: no index "
-        f"supplies its ORDER BY under its predicate, so each claim reads "
-        f"{human_count(read)} rows" + (", archive included." if archive else ".")
-    )
-    rows = max(read, sort.plan_rows)
+    if sorting.group_source is None:
+        message = (
+            f"{label} sorts {human_count(sort.plan_rows)} rows (Sort Key: "
+            f"{', '.join(sort.sort_key)}) from {describe_node(scan)} to return {limit}: no "
+            f"index supplies its ORDER BY under its predicate, so each claim reads "
+            f"{human_count(read)} rows" + (", archive included." if archive else ".")
+        )
+    else:
+        presorted = ", ".join(sort.presorted_key)
+        message = (
+            f"{label} sorts about {human_count(sorting.rows)} rows per claim to return "
+            f"{limit}: {describe_node(scan)} supplies only {presorted} of its ORDER BY "
+            f"(Incremental Sort, Sort Key: {', '.join(sort.sort_key)}), and the first group "
+            f"of equal {presorted} is sorted whole before a row comes out "
+            f"({sorting.group_source})."
+        )
+    rows = sorting.rows
     near = at_least(rows, options.min_rows_read, options.margin) is None
     if near:
         message += (
@@ -168,7 +281,7 @@ def _finding(
         "sort_key": list(sort.sort_key),
         "scan_node": describe_node(scan),
         "scan_filter": scan.filter,
-        "rows_sorted": round(sort.plan_rows),
+        "rows_sorted": round(sort.plan_rows if sorting.group_source is None else rows),
         "rows_read": round(read),
         "rows_read_per_row_returned": round(read / limit, 1),
         "custom_values": dict(stmt.custom_values),
@@ -180,16 +293,30 @@ def _finding(
         if near
         else None,
     }
-    if stmt.analyzed_plan is not None:
-        analysed = sorts_over(stmt.analyzed_plan, table.schema, table.name)
-        if analysed:
-            a_sort, a_scan = analysed[0]
-            evidence |= {
-                "analyzed_rows_read": a_scan.actual_rows,
-                "analyzed_rows_removed_by_filter": a_scan.rows_removed_by_filter,
-                "analyzed_ms": stmt.analyzed_ms,
-                "analyzed_sort_node": describe_node(a_sort),
-            }
+    if sorting.group_source is not None:
+        evidence |= {
+            "presorted_key": list(sort.presorted_key),
+            "first_group_rows": round(rows),
+            "first_group_rows_source": sorting.group_source,
+        }
+    # What the claim cost as it ran, beside the plan that explains it.
+    evidence |= {
+        k: v
+        for k, v in (
+            ("calls", stmt.calls),
+            ("mean_exec_ms", stmt.mean_exec_ms),
+            ("shared_blks_per_call", stmt.shared_blks_per_call),
+        )
+        if v is not None
+    }
+    analysed = sorting.analysed
+    if analysed is not None:
+        evidence |= {
+            "analyzed_rows_read": analysed.scan.actual_rows,
+            "analyzed_rows_removed_by_filter": analysed.scan.rows_removed_by_filter,
+            "analyzed_ms": stmt.analyzed_ms,
+            "analyzed_sort_node": describe_node(analysed.sort),
+        }
     return Finding(
         target=Target("statement", table.schema, table.name, name),
         severity=Severity.INFO if near else None,

@@ -42,10 +42,12 @@ from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import (
+    SortInput,
     describe_node,
     indexes_used,
     plan_outline,
     scans,
+    sort_inputs,
     sorts_over,
 )
 from qadvisor.derive.predicates import (
@@ -248,14 +250,17 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "statement_queue",
     "statement_target",
     # 7. plans. parse_explain makes a PlanNode tree of EXPLAIN (FORMAT JSON) output, for a
-    # pack's tests with plans saved from a server; PlanCacheMode is what plan_cache_mode returns.
+    # pack's tests with plans saved from a server; PlanCacheMode is what plan_cache_mode returns,
+    # SortInput what sort_inputs returns.
     "PlanCacheMode",
+    "SortInput",
     "describe_node",
     "indexes_used",
     "parse_explain",
     "plan_cache_mode",
     "plan_outline",
     "scans",
+    "sort_inputs",
     "sorts_over",
     # 8. predicates. ValueJudgement is what predicate_implies returns.
     "ValueJudgement",

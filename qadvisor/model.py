@@ -279,6 +279,8 @@ class PlanNode:
     index_cond: str | None = None
     filter: str | None = None
     sort_key: tuple[str, ...] = ()
+    # An Incremental Sort's leading sort keys that its input already arrives in.
+    presorted_key: tuple[str, ...] = ()
     parent_relationship: str | None = None
     subplan_name: str | None = None
     startup_cost: float = 0.0

@@ -5,12 +5,20 @@ Everything here is a pure function of snapshot data; none of it reads a table.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 from qadvisor.derive.predicates import operand_values
-from qadvisor.model import ColumnStats, Index, LivePredicate, Snapshot, Table, live_op
+from qadvisor.model import (
+    ColumnStats,
+    Index,
+    LivePredicate,
+    Snapshot,
+    Table,
+    live_op,
+)
 from qadvisor.sql.dequeue import Predicate, StatementError, condition_predicates
 from qadvisor.sql.printing import RANGE_OPS, qualified
 from qadvisor.units import nice_ceil
@@ -41,6 +49,9 @@ class LiveEstimate:
     rows: float | None
     source: str  # how it was estimated, or why it could not be
     fraction: float | None = None
+    # Said when the statistics are older than the table's changes since: more rows were
+    # inserted, updated or deleted since its last ANALYZE than the estimate holds.
+    stale: str = ""
 
     @property
     def known(self) -> bool:
@@ -119,11 +130,57 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
             table.reltuples, "reltuples of the table: the claim takes any of its rows", 1.0
         )
     idx = live_index(table, live)
-    # VACUUM counts a partial index's entries exactly and ANALYZE estimates them from its
-    # sample, so the live-set index is the best statistic there is.
+    by_stats = _stats_estimate(table, live)
+    # Every ANALYZE (alone, in VACUUM ANALYZE or autovacuum's) re-estimates a partial index's
+    # entries from the sample pg_stats comes from, and a VACUUM that scans the index counts
+    # them exactly: the live-set index's reltuples is never older than pg_stats.
     if idx is not None and idx.reltuples >= 0:
         frac = idx.reltuples / table.reltuples if table.reltuples > 0 else None
-        return LiveEstimate(idx.reltuples, f"reltuples of partial index {idx.name}", frac)
+        source = f"reltuples of partial index {idx.name}{_as_of(table, vacuum=True)}"
+        other = by_stats.rows
+        if other is not None and not _agree(idx.reltuples, other):
+            source += f"; pg_stats of {live.column} says {other:,.0f}"
+        return LiveEstimate(idx.reltuples, source, frac, _stale(table, idx.reltuples))
+    if by_stats.rows is not None:
+        return dataclasses.replace(by_stats, stale=_stale(table, by_stats.rows))
+    return by_stats
+
+
+def _agree(a: float, b: float) -> bool:
+    """Two estimates of one count within a factor of two (or a handful of rows) of each
+    other: ANALYZE's sample of a small live set is that noisy."""
+    return abs(a - b) <= 10 or max(a, b) <= 2 * min(a, b)
+
+
+def _as_of(table: Table, *, vacuum: bool) -> str:
+    """When the table's statistics were last refreshed, as ", as of ..." (nothing when
+    pg_stat_all_tables knows no time): its last ANALYZE, or with ``vacuum`` its last
+    VACUUM or ANALYZE."""
+    s = table.stats
+    times = [s.last_analyze, s.last_autoanalyze]
+    if vacuum:
+        times += [s.last_vacuum, s.last_autovacuum]
+    known = sorted(t for t in times if t)
+    if not known:
+        return ""
+    what = "VACUUM or ANALYZE" if vacuum else "ANALYZE"
+    return f", as of the table's last {what} ({known[-1]})"
+
+
+def _stale(table: Table, rows: float) -> str:
+    """A sentence when more rows changed since the last ANALYZE than the estimate holds."""
+    changed = table.stats.n_mod_since_analyze
+    if changed <= max(rows, 100.0):
+        return ""
+    return (
+        f"{changed:,} rows were inserted, updated or deleted since the table's last ANALYZE, "
+        f"more than the {rows:,.0f} live rows the statistics hold: the live set may be far "
+        f"from that now (ANALYZE {table.qualified} for a current estimate)"
+    )
+
+
+def _stats_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
+    """The live rows from pg_stats of the live column, times reltuples."""
     stats = table.stats_of(live.column)
     if stats is None:
         if not table.stats_visible:
@@ -152,7 +209,8 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
         )
     else:
         frac = _value_fraction(stats, live.values, table.reltuples)
-    return LiveEstimate(frac * table.reltuples, f"pg_stats of {live.column}", frac)
+    source = f"pg_stats of {live.column}{_as_of(table, vacuum=False)}"
+    return LiveEstimate(frac * table.reltuples, source, frac)
 
 
 def _range_labels(table: Table, live: LivePredicate) -> tuple[str, ...] | None:

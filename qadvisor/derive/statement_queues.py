@@ -267,6 +267,9 @@ def over_bindings(
             index_probes=dict(b.index_probes),
             binding=b.binding,
             other_bindings=(),
+            # --analyze ran the first binding's plan, not this one.
+            analyzed_plan=None,
+            analyzed_ms=None,
         )
         variants.append(replace(d, statement=other))
     answers = [judge(v) for v in variants]

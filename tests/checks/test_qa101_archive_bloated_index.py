@@ -269,3 +269,30 @@ def test_a_size_ratio_within_the_margin_of_min_size_ratio_is_info(
     idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(fresh * ratio))
     snap = S.snapshot(S.jobs_table(pending_freq=0.05, indexes=(idx,)))
     S.assert_margin_answer(S.run("QA101", snap), S.run("QA101", snap), severity)
+
+
+@pytest.mark.judges("QA101", reads=("plans",))
+def test_a_partial_index_serves_the_live_set_only_when_something_shows_it(shape: Shape) -> None:
+    # Both indexes exist; nothing has read the partial one yet (idx_scan 0) and no claim is
+    # known, so nothing shows the dequeue uses it: the old index's DROP is for review.
+    build_archive_queue(shape.db, partial=True)
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    (f,) = shape.check().findings("QA101")
+    notes, ev = f["fix"]["notes"], f["evidence"]
+    assert "already serves" not in notes, notes
+    assert "nothing shows that a claim uses it" in notes and "idx_scan is 0" in notes
+    assert ev["existing_partial_index"] == "jobs_pending_created_at"
+    assert ev["existing_partial_index_use"] == "none seen"
+    (drop,) = f["fix"]["steps"]
+    assert drop["sql"].startswith("DROP INDEX") and drop["kind"] == "review"
+
+    # The claim's plan reads the partial index: now it is known to serve the live set, and
+    # the DROP is a migration again.
+    (f,) = shape.check("--query", CLAIM).findings("QA101")
+    assert (
+        "jobs_pending_created_at already serves the live set: the plans of 1 claim(s)"
+        in (f["fix"]["notes"])
+    )
+    (drop,) = f["fix"]["steps"]
+    assert drop["kind"] == "migration"

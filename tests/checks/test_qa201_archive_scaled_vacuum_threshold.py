@@ -234,3 +234,30 @@ def test_quiet_when_rows_are_deleted_on_completion(shape: Shape) -> None:
     run = shape.check("--table", shape.queue)
     assert run.report["queues"][0]["live_predicate"] == "status = 'pending'"
     assert_quiet(run, "QA201", shape.queue)
+
+
+def test_a_live_set_from_statistics_older_than_the_backlog_is_said_to_be_stale(
+    shape: Shape,
+) -> None:
+    # Statistics taken with 100 pending jobs; then 2,000 more arrive and a plain VACUUM runs
+    # (it refreshes the table's reltuples, not pg_stats, and leaves the partial index's count
+    # as the last ANALYZE estimated it, having nothing to remove from it).
+    db = shape.db
+    build_archive_queue(db, live=100, composite=False, partial=True)
+    db.execute("INSERT INTO jobs (status) SELECT 'pending' FROM generate_series(1, 2000)")
+    db.execute("VACUUM jobs")
+    db.wait_for_stats("jobs", lambda r: r["n_mod_since_analyze"] >= 2000)
+    (f,) = shape.check().findings("QA201")
+    ev = f["evidence"]
+    assert ev["live_rows"] < 1000  # the statistics' count, far under the 2,100 there are
+    assert ev["live_rows_source"].startswith(
+        "reltuples of partial index jobs_pending_created_at, as of the table's last VACUUM"
+    )
+    assert ev["live_rows_stale"].startswith("2,000 rows were inserted, updated or deleted")
+    assert "The live set is an estimate: 2,000 rows were" in f["fix"]["notes"]
+
+    db.execute("ANALYZE jobs")
+    (f,) = shape.check().findings("QA201")
+    ev = f["evidence"]
+    assert 1000 <= ev["live_rows"] <= 3500 and "live_rows_stale" not in ev
+    assert "The live set is an estimate" not in f["fix"]["notes"]

@@ -11,6 +11,7 @@ import dataclasses
 
 import pytest
 
+from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.model import Finding, PlanNode, Severity, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
@@ -138,3 +139,148 @@ def test_rows_read_within_the_margin_of_min_rows_read_is_info(
     # up to 1,200 rows, and the same snapshot twice gives the same answer.
     once, again = _findings(_snap(plan=_sorting(rows))), _findings(_snap(plan=_sorting(rows)))
     S.assert_margin_answer(once, again, severity)
+
+
+ENTRYPOINTS = ("default", "emails", "reports")
+
+
+def _build_entrypoint_queue(shape: Shape) -> None:
+    """20,000 jobs over three entrypoints, 6,000 of them queued (2,000 each) with no
+    schedule_at; the finished ones each have their own. The claim's index is
+    ``jobs_ep_prio_id_idx (entrypoint, priority DESC, id) WHERE status = 'queued'``."""
+    shape.db.execute(
+        """
+        CREATE TABLE jobs (
+            id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            entrypoint    text        NOT NULL,
+            priority      int         NOT NULL DEFAULT 0,
+            status        text        NOT NULL DEFAULT 'queued',
+            execute_after timestamptz NOT NULL DEFAULT now(),
+            schedule_at   timestamptz,
+            created_at    timestamptz NOT NULL DEFAULT now()
+        ) WITH (autovacuum_enabled = false);
+        INSERT INTO jobs (entrypoint, priority, status, execute_after, schedule_at, created_at)
+        SELECT (ARRAY['default', 'emails', 'reports'])[1 + g % 3], g % 5,
+               CASE WHEN g % 10 < 3 THEN 'queued' ELSE 'done' END,
+               now() - interval '1 hour',
+               CASE WHEN g % 10 >= 3 THEN now() - make_interval(secs => g) END,
+               now() - make_interval(secs => 20000 - g)
+          FROM generate_series(1, 20000) AS g;
+        CREATE INDEX jobs_ep_prio_id_idx ON jobs (entrypoint, priority DESC, id)
+            WHERE status = 'queued';
+        ANALYZE jobs;
+        """
+    )
+
+
+def _lateral_claim(inner_order: str) -> str:
+    """pgqueuer's claim, by hand: for each entrypoint a LATERAL branch that takes its first
+    10 queued jobs in ``inner_order``, then the union ordered by priority."""
+    return (
+        "SELECT job.id FROM unnest(ARRAY['default', 'emails', 'reports']) AS available(entrypoint) "
+        "CROSS JOIN LATERAL (SELECT candidate.id, candidate.priority FROM jobs candidate "
+        "WHERE candidate.entrypoint = available.entrypoint AND candidate.status = 'queued' "
+        f"AND candidate.execute_after < now() ORDER BY {inner_order} LIMIT 10 "
+        "FOR UPDATE SKIP LOCKED) job ORDER BY job.priority DESC, job.id LIMIT 10"
+    )
+
+
+def _explain(shape: Shape, query: str, analyze: bool = False) -> PlanNode:
+    options = "ANALYZE, VERBOSE, FORMAT JSON" if analyze else "VERBOSE, FORMAT JSON"
+    with shape.db.connect() as conn, conn.transaction(force_rollback=True):
+        (row,) = conn.execute(f"EXPLAIN ({options}) {query}").fetchall()
+    return parse_explain(row[0])[0]
+
+
+def test_a_sort_over_per_entrypoint_lateral_limits_is_no_backlog_sort(shape: Shape) -> None:
+    _build_entrypoint_queue(shape)
+    claim = _lateral_claim("candidate.priority DESC, candidate.id ASC")
+    # The shape that was taken for a backlog sort: a Sort above the LATERAL branches whose
+    # ordered Index Scan the planner estimates at the entrypoint's whole backlog, under a
+    # Limit of 10. Run, the Sort gets 3 x 10 rows.
+    plan = _explain(shape, claim, analyze=True)
+    sort = next(n for n in plan.walk() if n.node_type == "Sort")
+    (scan,) = [n for n in sort.walk() if n.relation == "jobs"]
+    assert scan.node_type == "Index Scan" and scan.index == "jobs_ep_prio_id_idx"
+    assert scan.plan_rows >= 1500 and any(n.node_type == "Limit" for n in sort.walk())
+    assert (scan.actual_rows or 0) <= 10 and scan.actual_loops == 3
+    assert (sort.children[0].actual_rows or 0) <= 30
+
+    for args in (("--query", claim), ("--query", claim, "--analyze")):
+        assert_quiet(shape.check(*args), "QA303", shape.queue)
+
+    # The same claim with a branch order no index supplies sorts each entrypoint's backlog
+    # under the Limit: that sort is the finding, with the index that removes it.
+    backlog = _lateral_claim("candidate.created_at")
+    (f,) = shape.check("--query", backlog).findings("QA303")
+    assert f["evidence"]["sort_key"] == ["candidate.created_at"]
+    assert f["evidence"]["rows_read"] >= 1500
+
+
+def test_an_incremental_sort_whose_first_group_is_the_backlog_is_a_backlog_sort(
+    shape: Shape,
+) -> None:
+    _build_entrypoint_queue(shape)
+    shape.db.execute(
+        "CREATE INDEX jobs_queued_schedule_at_idx ON jobs (schedule_at NULLS FIRST) "
+        "WHERE status = 'queued'; ANALYZE jobs"
+    )
+    claim = (
+        "SELECT id FROM jobs WHERE status = 'queued' "
+        "ORDER BY schedule_at NULLS FIRST, priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    # The planner takes schedule_at's groups to be small (14,000 distinct values), but every
+    # waiting job has none: the first group, NULL, is the whole backlog, sorted for one row.
+    plan = _explain(shape, claim, analyze=True)
+    (inc,) = [n for n in plan.walk() if n.node_type == "Incremental Sort"]
+    assert inc.presorted_key == ("jobs.schedule_at",)
+    assert inc.children[0].actual_rows == 6000
+
+    (f,) = shape.check("--query", claim).findings("QA303")
+    ev = f["evidence"]
+    assert ev["presorted_key"] == ["jobs.schedule_at"]
+    assert 5000 <= ev["first_group_rows"] <= 6000, ev
+    assert ev["first_group_rows_source"].startswith("pg_stats: schedule_at is NULL in ")
+    assert ev["sort_node"].startswith("Incremental Sort")
+    assert f["fix"]["statements"] == [
+        "CREATE INDEX CONCURRENTLY jobs_queued_schedule_at_priority_id_idx ON "
+        f"{shape.queue} (schedule_at NULLS FIRST, priority DESC, id) WHERE status = 'queued';"
+    ]
+    (measured,) = shape.check("--query", claim, "--analyze").findings("QA303")
+    assert measured["evidence"]["first_group_rows"] == 6000
+    assert measured["evidence"]["first_group_rows_source"].startswith("measured by --analyze")
+
+    shape.apply_fix(f)
+    assert_quiet(shape.check("--query", claim), "QA303", shape.queue)
+
+
+def _incremental_snap(null_frac: float, nulls_first: bool) -> Snapshot:
+    """A claim ordered by (finished_at, id) over an index on finished_at alone: an
+    Incremental Sort presorted on finished_at, 5,000 rows from the scan."""
+    order = "finished_at NULLS FIRST, id" if nulls_first else "finished_at, id"
+    text = (
+        f"SELECT id FROM jobs WHERE status = 'pending' ORDER BY {order} LIMIT 1 "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    first_key = "jobs.finished_at NULLS FIRST" if nulls_first else "jobs.finished_at"
+    scan = dataclasses.replace(SCAN, node_type="Index Scan", index=PARTIAL.name)
+    plan = PlanNode("Limit", children=(PlanNode(
+        "Incremental Sort", sort_key=(first_key, "jobs.id"), plan_rows=5000,
+        presorted_key=("jobs.finished_at",), children=(scan,),
+    ),))  # fmt: skip
+    snap = _snap(text, plan)
+    (table,) = snap.tables
+    stats = S.ColumnStats("finished_at", null_frac, -0.9, 8)
+    table = dataclasses.replace(table, column_stats=(*table.column_stats, stats))
+    return dataclasses.replace(snap, tables=(table,))
+
+
+def test_an_incremental_sort_is_judged_by_the_first_group_pg_stats_gives_it() -> None:
+    # NULLs first, and 1 % of 10 M rows NULL: up to all 5,000 rows the scan returns are in
+    # the first group.
+    (f,) = _findings(_incremental_snap(0.01, nulls_first=True))
+    assert f.evidence["first_group_rows"] == 5000
+    assert f.evidence["first_group_rows_source"].startswith("pg_stats: finished_at is NULL in")
+    # NULLs last (or none): 9 M distinct values over 5,000 rows, groups of one row.
+    assert _findings(_incremental_snap(0.01, nulls_first=False)) == []
+    assert _findings(_incremental_snap(0.0, nulls_first=True)) == []

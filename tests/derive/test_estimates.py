@@ -516,3 +516,30 @@ def test_a_boolean_partial_index_as_postgresql_keeps_it() -> None:
     assert predicate_implies(parsed.predicates, flag).implies is None  # a hypothesis
     assert predicate_implies(parsed.predicates, flag, {"1": "true"}).implies is True
     assert predicate_implies(parsed.predicates, flag, {"1": "false"}).implies is False
+
+
+def test_the_estimate_says_as_of_when_and_whether_the_table_changed_more_since() -> None:
+    idx = S.index("jobs_pending", ("id",), 8192, predicate="(status = 'pending'::text)",
+                  reltuples=200.0)  # fmt: skip
+    stats = TableStats(
+        last_autoanalyze="2026-01-02 03:00:00+00",
+        last_vacuum="2026-01-02 04:00:00+00",
+        n_mod_since_analyze=5_000,
+    )
+    t = dataclasses.replace(table(status_stats(), indexes=(idx,), reltuples=2_000), stats=stats)
+    est = live_rows(t, S.PENDING)
+    assert est.rows == 200.0
+    # The index's count, dated by the later of VACUUM and ANALYZE; pg_stats disagrees by more
+    # than a sample's noise, so it is said too.
+    assert est.source == (
+        "reltuples of partial index jobs_pending, as of the table's last VACUUM or ANALYZE "
+        "(2026-01-02 04:00:00+00); pg_stats of status says 500"
+    )
+    assert est.stale.startswith("5,000 rows were inserted, updated or deleted since")
+    by_stats = live_rows(dataclasses.replace(t, indexes=()), S.PENDING)
+    assert by_stats.source == (
+        "pg_stats of status, as of the table's last ANALYZE (2026-01-02 03:00:00+00)"
+    )
+    assert by_stats.stale  # 5,000 changed rows against 500 live ones
+    calm = dataclasses.replace(t, stats=dataclasses.replace(stats, n_mod_since_analyze=200))
+    assert live_rows(calm, S.PENDING).stale == ""

@@ -61,6 +61,7 @@ def _node(d: dict[str, Any], heap: tuple[str | None, str | None] | None) -> Plan
         index_cond=_str(d.get("Index Cond") or d.get("Recheck Cond")),
         filter=_str(d.get("Filter")),
         sort_key=tuple(str(k) for k in sort_key),
+        presorted_key=tuple(str(k) for k in d.get("Presorted Key") or ()),
         parent_relationship=_str(d.get("Parent Relationship")),
         subplan_name=_str(d.get("Subplan Name")),
         startup_cost=float(d.get("Startup Cost") or 0.0),

@@ -4,6 +4,7 @@ plan as one-liners for evidence. Pure: plans come from the snapshot."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from qadvisor.model import PlanNode
 
@@ -64,6 +65,56 @@ def sorts_over(
         if scan is not None:
             out.append((node, scan))
     return out
+
+
+@dataclass(frozen=True)
+class SortInput:
+    """A sort node (``Sort`` or ``Incremental Sort``) whose input reads a table.
+
+    ``scan`` is the first scan of the table below the sort that no ``Limit`` bounds, else the
+    first one; ``limit`` is the Limit between the sort and ``scan`` (None: the sort gets every
+    row the scan returns). With a Limit on every way down, as in a ``CROSS JOIN LATERAL``
+    whose branches each end in ``LIMIT n``, the sort sorts at most loops x n rows, whatever
+    the scan's own estimate says.
+    """
+
+    sort: PlanNode
+    scan: PlanNode
+    limit: PlanNode | None
+
+    @property
+    def incremental(self) -> bool:
+        return self.sort.node_type == "Incremental Sort"
+
+
+def sort_inputs(plan: PlanNode | None, schema: str | None, table: str) -> list[SortInput]:
+    """Every sort node of the plan over a scan of ``schema.table``, in plan order, not
+    looking into sub-plans (InitPlan / SubPlan) that merely feed a parameter."""
+    if plan is None:
+        return []
+    out = []
+    for node in plan.walk():
+        if node.node_type not in SORT_NODES:
+            continue
+        found = list(_scans_below(node, schema, table, None))
+        if not found:
+            continue
+        scan, limit = next(((s, lim) for s, lim in found if lim is None), found[0])
+        out.append(SortInput(node, scan, limit))
+    return out
+
+
+def _scans_below(
+    node: PlanNode, schema: str | None, table: str, limit: PlanNode | None
+) -> Iterator[tuple[PlanNode, PlanNode | None]]:
+    """(scan of the table, the nearest Limit above it on the way down from ``node``)."""
+    for child in node.children:
+        if child.parent_relationship in ("InitPlan", "SubPlan"):
+            continue
+        if child.node_type in SCAN_NODES and _is(child, schema, table):
+            yield child, limit
+        bound = child if child.node_type == "Limit" else limit
+        yield from _scans_below(child, schema, table, bound)
 
 
 def _input(node: PlanNode) -> Iterator[PlanNode]:
