@@ -63,7 +63,8 @@ def check_list(checks: Sequence[Check]) -> str:
 
 # How a kind of GRANT reads in the list of checks.
 _GRANT_WORDS = {"usage": "USAGE on the schema", "select": "SELECT", "update": "UPDATE",
-                "read_all_stats": "pg_read_all_stats (in pg_monitor)"}  # fmt: skip
+                "read_all_stats": "pg_read_all_stats (in pg_monitor)",
+                "sequence": "SELECT on the sequence"}  # fmt: skip
 
 
 def privilege_summary(chk: Check) -> str:
@@ -238,6 +239,7 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
         "GRANT USAGE ON SCHEMA app TO monitor;          -- plans and tenant probes name the table",
         "GRANT SELECT ON app.jobs TO monitor;           -- pg_stats of its columns, plans, probes",
         "GRANT UPDATE ON app.jobs TO monitor;           -- EXPLAIN of a row-locking claim",
+        "GRANT SELECT ON SEQUENCE app.jobs_id_seq TO monitor;  -- how far the id has gone",
         "-- The rotation table of a round-robin dequeue (QA401 plans it, QA402 probes it):",
         "GRANT SELECT ON app.queue_tenants TO monitor;",
         "```",
