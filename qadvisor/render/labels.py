@@ -42,8 +42,6 @@ LABELS: Mapping[str, str] = {
     "ids_per_day": "Ids per day (at least)",
     "rate_from": "Rate from",
     "days_left": "Days left (at most)",
-    "table_bytes": "Table size",
-    "index_bytes": "Index size",
     "autovacuum_vacuum_max_threshold": "autovacuum_vacuum_max_threshold",
     "autovacuum_vacuum_scale_factor": "autovacuum_vacuum_scale_factor",
     "autovacuum_vacuum_threshold": "autovacuum_vacuum_threshold",
