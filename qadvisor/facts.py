@@ -128,6 +128,15 @@ FACTS: dict[str, Fact] = {
             only_when={"update": "for a claim that locks its rows in no SELECT"},
         ),
         Fact(
+            "id_sequences",
+            "the sequences that number the queue tables' ids (type, maximum, last value)",
+            "pg_sequence and pg_depend by OID, pg_sequence_last_value, else the id column's "
+            "largest value in pg_stats",
+            "SELECT (or USAGE) on the sequence for its last value, else SELECT on the id column "
+            "(pg_stats); SELECT on a sequence reads it and cannot advance it",
+            {"sequence": "GRANT SELECT ON SEQUENCE {table} TO {role};"},
+        ),
+        Fact(
             "tenant_counts",
             "live rows per tenant and recent job durations",
             "bounded reads of the queue table through its indexes",

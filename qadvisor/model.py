@@ -71,6 +71,10 @@ class ServerInfo:
     # In recovery (a hot standby): the catalog is the primary's, the activity counters,
     # pg_stat_statements and sessions are the standby's own, and no DDL runs here.
     is_standby: bool = False
+    # The server's clock when the snapshot was read, and when this database's statistics were
+    # last reset (None: never, so the counters' start is unknown): rates of counters.
+    collected_at: str | None = None
+    stats_reset: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,9 @@ class ColumnStats:
     avg_width: int
     most_common_vals: tuple[str, ...] | None = None
     most_common_freqs: tuple[float, ...] | None = None
+    # The largest value ANALYZE saw (the last histogram bound, else the largest common value),
+    # as text; read for integer columns only.
+    upper_bound: str | None = None
 
 
 @dataclass(frozen=True)
@@ -153,6 +160,28 @@ class TableStats:
 
 
 @dataclass(frozen=True)
+class IdSequence:
+    """A sequence that numbers a column of a queue table (serial or identity), from
+    pg_sequence by OID; ``last_value`` is None when the role may not read it or it was never
+    used."""
+
+    column: str
+    column_type: str  # format_type of the column
+    schema: str
+    name: str
+    data_type: str  # the sequence's own type: its AS
+    max_value: int
+    increment: int
+    last_value: int | None = None
+    identity: bool = False  # GENERATED ... AS IDENTITY, else a serial's owned sequence
+    readable: bool = True  # the role may read its last value (SELECT or USAGE on it)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+
+@dataclass(frozen=True)
 class Table:
     schema: str
     name: str
@@ -168,6 +197,7 @@ class Table:
     stats_visible: bool = True
     # None: measured with pg_table_size; else how ``bytes`` was estimated instead.
     bytes_source: str | None = None
+    id_sequences: tuple[IdSequence, ...] = ()
 
     @property
     def qualified(self) -> str:

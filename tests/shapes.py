@@ -106,6 +106,9 @@ def documented_grants(
                 out.append(fact.grant(kind, role, schema, queue, cols))
             elif kind == "update":
                 out.append(fact.grant(kind, role, schema, queue))
+            elif kind == "sequence":
+                # The builders number the queue with a serial or an identity: its sequence.
+                out.append(fact.grant(kind, role, schema, f"{queue}_id_seq"))
             elif name == "tenant_rotation":
                 out += [fact.grant(kind, role, schema, t) for t in reads if t != queue]
             else:

@@ -355,6 +355,27 @@ class Guard:
             )
         return None
 
+    def id_sequences(self, queue: Queue, table: Table | None) -> HiddenFact | None:
+        """How far a queue's id sequence has gone, when the role may read neither the sequence
+        nor the id column's statistics."""
+        if table is None:
+            return None
+        for seq in table.id_sequences:
+            if seq.column_type == "bigint" and seq.data_type == "bigint":
+                continue  # a range no queue uses up: how far it has gone does not matter
+            bound = table.stats_of(seq.column)
+            if seq.readable or (bound is not None and bound.upper_bound is not None):
+                continue
+            grant = FACTS["id_sequences"].grant("sequence", self.role, seq.schema, seq.name)
+            return self._hidden(
+                "id_sequences",
+                queue.qualified,
+                f"the last value of {qualified(seq.schema, seq.name)} is hidden from "
+                f"{ident(self.role)}, and so are the statistics of {ident(seq.column)}: {grant}",
+                (grant,),
+            )
+        return None
+
     def discovery(
         self,
         candidates: Sequence[discover.CandidateColumn],

@@ -53,6 +53,7 @@ from qadvisor.model import (
     ColumnStats,
     HiddenFact,
     HorizonHolder,
+    IdSequence,
     Index,
     LeftOut,
     Queue,
@@ -97,6 +98,8 @@ def collect(
         user=server_row["user"],
         is_superuser=bool(server_row["is_superuser"]),
         is_standby=bool(server_row["in_recovery"]),
+        collected_at=_iso(server_row["collected_at"]),
+        stats_reset=_iso(server_row["stats_reset"]),
     )
     reads_all_stats = bool(server_row["reads_all_stats"])
     settings = read_rows(conn, "settings", "server settings", "settings")
@@ -124,6 +127,9 @@ def collect(
     guard = Guard(server.user, locks.value, access.value, queue_relids)
     indexes_hidden = _hidden(guard.index_definitions(queue) for queue in queues)
     table_facts = _tables(conn, relids, locks.value, server.user) if relids else Read([])
+    sequences_hidden = _hidden(
+        guard.id_sequences(queue, _table_of(queue, table_facts.value)) for queue in queues
+    )
     # Rates are measured from the moment the first counters were read.
     counters_read = time.monotonic()
     live_hidden = _hidden(
@@ -152,6 +158,7 @@ def collect(
         )
     missing = merged(
         None, settings, role_settings, locks, found, access, indexes_hidden, table_facts,
+        sequences_hidden,
         live_hidden, discovery_hidden, horizon, horizon_hidden, planned, unjudged, tenants,
         stakeholders, sample, _on_a_standby(server, queries),
     )  # fmt: skip
@@ -546,6 +553,26 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 avg_width=r["avg_width"],
                 most_common_vals=_tuple(r["most_common_vals"]),
                 most_common_freqs=_tuple(r["most_common_freqs"]),
+                upper_bound=r["upper_bound"],
+            )
+        )
+    sequence_rows = read_rows(
+        conn, "id_sequences", "the sequences of the queue tables' ids", "id_sequences", params
+    )
+    sequences: dict[int, list[IdSequence]] = {}
+    for r in sequence_rows.value:
+        sequences.setdefault(r["relid"], []).append(
+            IdSequence(
+                column=r["column"],
+                column_type=r["column_type"],
+                schema=r["schema"],
+                name=r["name"],
+                data_type=r["data_type"],
+                max_value=int(r["max_value"]),
+                increment=int(r["increment"]),
+                last_value=None if r["last_value"] is None else int(r["last_value"]),
+                identity=bool(r["identity"]),
+                readable=bool(r["readable"]),
             )
         )
     out = []
@@ -565,9 +592,10 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 column_stats=tuple(stats.get((r["schema"], r["table"]), ())),
                 stats_visible=r["stats_visible"],
                 bytes_source=_estimated(locks, relid, role) if r["bytes_estimated"] else None,
+                id_sequences=tuple(sequences.get(relid, ())),
             )
         )
-    return merged(out, read, stats_rows)
+    return merged(out, read, stats_rows, sequence_rows)
 
 
 def _estimated(locks: Locks, relid: int, role: str) -> str:
@@ -575,6 +603,10 @@ def _estimated(locks: Locks, relid: int, role: str) -> str:
     return "estimate: pg_class.relpages x block_size, not opened because " + describe_all(
         blocking, role
     )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat(timespec="seconds") if value is not None else None
 
 
 def _tuple(value: list[Any] | None) -> tuple[Any, ...] | None:

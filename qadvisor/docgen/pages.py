@@ -63,7 +63,8 @@ def check_list(checks: Sequence[Check]) -> str:
 
 # How a kind of GRANT reads in the list of checks.
 _GRANT_WORDS = {"usage": "USAGE on the schema", "select": "SELECT", "update": "UPDATE",
-                "read_all_stats": "pg_read_all_stats (in pg_monitor)"}  # fmt: skip
+                "read_all_stats": "pg_read_all_stats (in pg_monitor)",
+                "sequence": "SELECT on the sequence"}  # fmt: skip
 
 
 def privilege_summary(chk: Check) -> str:
@@ -243,6 +244,7 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
         "GRANT USAGE ON SCHEMA app TO monitor;",
         "GRANT SELECT (status, created_at, tenant_id, started_at, finished_at)",
         "    ON app.jobs TO monitor;",
+        "GRANT SELECT ON SEQUENCE app.jobs_id_seq TO monitor;  -- reads it, cannot advance it",
         "-- The rotation table of a round-robin dequeue (QA401 plans it, QA402 probes it):",
         "GRANT SELECT ON app.queue_tenants TO monitor;",
         "```",
@@ -262,6 +264,8 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
         "durations (QA403) |",
         "| `SELECT` on the rotation table | its idle tenants (QA402), the round-robin claim's "
         "plan (QA401) |",
+        "| `SELECT` on the id's sequence | how far an integer id has gone (QA206); not needed "
+        "for a bigint id |",
         "",
         "The column list is the application's: a report run without it names, in each skip,",
         "the columns a fact needs as one column GRANT, and only those the role lacks. No grant",

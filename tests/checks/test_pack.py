@@ -21,6 +21,7 @@ CONTRACT = {
     "QA201": "archive-scaled-vacuum-threshold",
     "QA202": "vacuum-horizon-held",
     "QA203": "queue-autovacuum-disabled",
+    "QA206": "queue-id-runway",
     "QA301": "generic-plan-misses-partial-index",
     "QA302": "predicate-does-not-imply-index",
     "QA303": "dequeue-sorts-backlog",

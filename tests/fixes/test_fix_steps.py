@@ -156,6 +156,7 @@ PATHOLOGIES = {
 REVIEW_ONLY = {
     "QA202": "tests/checks/test_qa202_vacuum_horizon_held.py terminates and rolls back as printed",
     "QA402": "tests/checks/test_qa402_idle_tenants_in_rotation.py runs the prune as printed",
+    "QA206": "tests/checks/test_qa206_queue_id_runway.py runs the bigint migration as printed",
 }
 
 

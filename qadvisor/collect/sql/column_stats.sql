@@ -1,12 +1,24 @@
 -- Planner statistics of the queue tables' columns (rows only for columns the role may read).
 -- Most-common values of wide columns (payloads) are left out: large and never needed.
 -- Filtered by name arrays, which PostgreSQL pushes into the pg_stats view as index lookups;
--- a join to pg_class computes the view for every table of the database first.
+-- a join to pg_class computes the view for every table of the database first (the type of
+-- each row's column is looked up per row instead). The upper bound of an integer column is
+-- what ANALYZE saw of its largest value: an id's progress where its sequence is not readable.
 SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
        s.null_frac::float8, s.n_distinct::float8, s.avg_width,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_vals::text::text[] END AS most_common_vals,
-       CASE WHEN s.avg_width <= 64 THEN s.most_common_freqs::float8[] END AS most_common_freqs
+       CASE WHEN s.avg_width <= 64 THEN s.most_common_freqs::float8[] END AS most_common_freqs,
+       CASE WHEN t.typcategory = 'N' AND t.typname IN ('int2', 'int4', 'int8') THEN
+         coalesce((s.histogram_bounds::text::bigint[])[
+                    cardinality(s.histogram_bounds::text::bigint[])],
+                  (SELECT max(v) FROM unnest(s.most_common_vals::text::bigint[]) AS v))::text
+       END AS upper_bound
   FROM pg_stats s
+  LEFT JOIN pg_type t ON t.oid = (
+         SELECT a.atttypid FROM pg_attribute a
+           JOIN pg_class c ON c.oid = a.attrelid
+           JOIN pg_namespace n ON n.oid = c.relnamespace
+          WHERE n.nspname = s.schemaname AND c.relname = s.tablename AND a.attname = s.attname)
  WHERE s.schemaname = ANY(%(schemas)s::name[])
    AND s.tablename = ANY(%(tables)s::name[])
    AND NOT s.inherited

@@ -1,0 +1,241 @@
+"""QA206 queue-id-runway."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from qadvisor.api import (
+    MIN_SAMPLE_ROWS,
+    Finding,
+    Fix,
+    IdSequence,
+    Severity,
+    Skip,
+    Snapshot,
+    Table,
+    Target,
+    check,
+    human_bytes,
+    human_count,
+    ident,
+    judgeable_queues,
+    qualified,
+    rates,
+    review,
+)
+
+# The largest value of each integer type a sequence can number.
+_TYPE_MAX = {"smallint": 2**15 - 1, "integer": 2**31 - 1, "bigint": 2**63 - 1}
+# Above this a range does not run out at any rate a queue reaches (2^62 ids at a million a
+# second last 146,000 years).
+_ENDLESS = 2**62
+
+
+@dataclass(frozen=True)
+class Options:
+    # Ids left for fewer days than these (at the measured rate) warn / are critical.
+    warn_days: float = 365.0
+    critical_days: float = 30.0
+    # This share of the range used warns / is critical whatever the rate.
+    warn_used: float = 0.5
+    critical_used: float = 0.9
+
+
+@dataclass(frozen=True)
+class _Rate:
+    per_day: float
+    source: str
+
+
+@check("QA206", "queue-id-runway", severity=Severity.WARNING, category="schema",
+       options=Options,
+       requires=("table_facts", "id_sequences"))  # fmt: skip
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
+    """A queue table's id runs out: an integer column or sequence, used up fast.
+
+    ## What it finds
+    A queue table whose id is numbered by a sequence (serial or identity) with an `integer`
+    (or `smallint`) range, in the column or in the sequence itself (`AS integer`, which a
+    `serial` makes even for a column later widened to bigint), when the share of the range
+    used or the days left at the rate rows are inserted cross a threshold. How far the
+    sequence has gone is its last value (SELECT on the sequence), else the largest id
+    ANALYZE saw (pg_stats of the id column). The rate is the inserts counted during
+    `--sample`, else those since this database's statistics were last reset; both are lower
+    bounds, since an insert that fails or an `ON CONFLICT DO NOTHING` uses an id too.
+
+    ## Why it matters
+    A queue burns ids at the rate of its throughput, and its archive keeps none of them back
+    for reuse. When the sequence reaches its maximum, every enqueue fails (`nextval: reached
+    maximum value of sequence`) and the workers of a library that inserts on start cannot
+    start. Widening the column then is `ALTER TABLE ... TYPE bigint`, which rewrites the
+    whole table, archive included, and every index under an ACCESS EXCLUSIVE lock.
+
+    ## How to fix
+    For review: the bigint migration, written out with what it rewrites (the table's and its
+    indexes' sizes) and its lock, and `ALTER SEQUENCE ... AS bigint` where the sequence is
+    typed integer. Where the queue cannot stop for the rewrite, the online way: a new bigint
+    column filled in batches and swapped in.
+
+    ## When it stays quiet
+    The id and its sequence are bigint, or the share used and the days left at the measured
+    rate are within the thresholds. Without a rate (no `--sample`, statistics never reset)
+    and with less than `warn_used` of the range used, it reports that it could not judge.
+    """
+    for _queue, table in judgeable_queues(snapshot):
+        for seq in table.id_sequences:
+            yield from _judge(snapshot, table, seq, options)
+
+
+def _judge(
+    snapshot: Snapshot, table: Table, seq: IdSequence, options: Options
+) -> Iterator[Finding | Skip]:
+    limit = _limit(seq)
+    if limit is None or limit >= _ENDLESS:
+        return
+    used, used_source = _used(table, seq)
+    if used is None:
+        return  # neither is readable: collection recorded the grant, and the check skips
+    share = max(0.0, used / limit)
+    rate = _rate(snapshot, table)
+    days_left = (limit - used) / rate.per_day if rate is not None and rate.per_day > 0 else None
+    if share >= options.critical_used or (
+        days_left is not None and days_left < options.critical_days
+    ):
+        severity = Severity.CRITICAL
+    elif share >= options.warn_used or (days_left is not None and days_left < options.warn_days):
+        severity = Severity.WARNING
+    elif rate is None:
+        yield Skip(
+            f"{seq.qualified} has used {share:.1%} of its range, and the rate ids are used "
+            "at is unknown: this database's statistics were never reset; run with --sample",
+            table.qualified,
+        )
+        return
+    else:
+        return
+    runway = (
+        f"at {human_count(rate.per_day)} ids a day or more ({rate.source}), it runs out in "
+        f"{_days(days_left)} at most"
+        if rate is not None and days_left is not None
+        else "the rate ids are used at is unknown (run with --sample)"
+    )
+    evidence: dict[str, object] = {
+        "id_column": seq.column,
+        "column_type": seq.column_type,
+        "sequence": seq.qualified,
+        "sequence_type": seq.data_type,
+        "id_limit": limit,
+        "ids_used": used,
+        "ids_used_from": used_source,
+        "share_used": round(share, 4),
+        "ids_per_day": round(rate.per_day, 1) if rate is not None else None,
+        "rate_from": rate.source if rate is not None else None,
+        "days_left": round(days_left, 1) if days_left is not None else None,
+        "table_bytes": table.bytes,
+        "index_bytes": sum(i.bytes for i in table.indexes),
+    }
+    yield Finding(
+        target=Target("table", table.schema, table.name, seq.column),
+        severity=severity,
+        message=(
+            f"Queue table {table.qualified} numbers {seq.column} ({seq.column_type}) from "
+            f"{seq.qualified} ({seq.data_type}): {used:,} of {limit:,} ids used "
+            f"({share:.0%}); {runway}."
+        ),
+        evidence=evidence,
+        explanation=(
+            "Every enqueue takes an id and the archive returns none: at the end of the "
+            "range every insert fails, and widening the column rewrites the whole table."
+        ),
+        fix=_fix(table, seq),
+    )
+
+
+def _limit(seq: IdSequence) -> int | None:
+    """The largest id the column and the sequence can give; None for a descending sequence
+    or a column type that is not an integer."""
+    column_max = _TYPE_MAX.get(seq.column_type)
+    if column_max is None or seq.increment <= 0:
+        return None
+    return min(column_max, seq.max_value)
+
+
+def _used(table: Table, seq: IdSequence) -> tuple[int | None, str]:
+    if seq.readable:
+        if seq.last_value is None:
+            return 0, f"{seq.qualified} has given no id yet"
+        return seq.last_value, f"the last value of {seq.qualified}"
+    stats = table.stats_of(seq.column)
+    if stats is None or stats.upper_bound is None:
+        return None, ""
+    return int(stats.upper_bound), f"the largest {seq.column} ANALYZE saw (pg_stats)"
+
+
+def _rate(snapshot: Snapshot, table: Table) -> _Rate | None:
+    """Ids used a day, at least: rows inserted during --sample, else since the statistics
+    were reset."""
+    sampled = rates(snapshot, table)
+    if sampled is not None and sampled.inserted_rows >= MIN_SAMPLE_ROWS:
+        return _Rate(
+            sampled.inserts_per_s * 86400,
+            f"{sampled.inserted_rows:,} rows inserted in the {sampled.seconds:g} s of --sample",
+        )
+    server = snapshot.server
+    if server.stats_reset is None or server.collected_at is None:
+        return None
+    seconds = (
+        datetime.fromisoformat(server.collected_at) - datetime.fromisoformat(server.stats_reset)
+    ).total_seconds()
+    if seconds <= 0 or table.stats.n_tup_ins < MIN_SAMPLE_ROWS:
+        return None
+    return _Rate(
+        table.stats.n_tup_ins / seconds * 86400,
+        f"{table.stats.n_tup_ins:,} rows inserted since the statistics reset at "
+        f"{server.stats_reset}",
+    )
+
+
+def _days(days: float) -> str:
+    if days < 2:
+        return f"{days * 24:.1f} hours"
+    return f"{days:,.0f} days"
+
+
+def _fix(table: Table, seq: IdSequence) -> Fix:
+    name = qualified(table.schema, table.name)
+    index_bytes = sum(i.bytes for i in table.indexes)
+    steps = []
+    if seq.column_type != "bigint":
+        steps.append(
+            review(
+                f"ALTER TABLE {name} ALTER COLUMN {ident(seq.column)} TYPE bigint;",
+                "ACCESS EXCLUSIVE",
+                note=(
+                    f"rewrites the table ({human_bytes(table.bytes)}) and its "
+                    f"{len(table.indexes)} indexes ({human_bytes(index_bytes)}) while every "
+                    "claim and enqueue waits"
+                ),
+            )
+        )
+    if seq.data_type != "bigint":
+        steps.append(
+            review(
+                f"ALTER SEQUENCE {qualified(seq.schema, seq.name)} AS bigint;",
+                "SHARE ROW EXCLUSIVE",
+                note="raises its maximum to bigint's when it was integer's",
+            )
+        )
+    return Fix(
+        notes=(
+            "Run in a maintenance window, or the online way: add a bigint column, fill it "
+            "in batches by id range, keep new rows filled (a trigger or a DEFAULT of the "
+            "sequence), build a unique index on it CONCURRENTLY, then swap the columns and "
+            "the primary key in one short transaction. Columns of other tables that hold "
+            "this id (foreign keys, job references) need the same widening; qadvisor does "
+            "not list them."
+        ),
+        safety="review",
+        steps=tuple(steps),
+    )
