@@ -1,0 +1,130 @@
+"""docs/safety.md lists every statement qadvisor sends: the page is generated from
+qadvisor.collect.sent, and a full run on real servers (log_statement = all) sends nothing the
+list lacks, and everything it lists (but a failed probe's savepoint rollback, and the
+generic-plan EXPLAIN before PostgreSQL 16)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from qadvisor.collect.sent import BY_NAME, GROUPS, SENT, matching
+from qadvisor.docgen.pages import SAFETY_PAGE, safety_page
+from qadvisor.facts import FACTS
+from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
+from tests.conftest import TestDB
+from tests.full_run import BACKLOG, Logged, build, full_run, logged_runs, logging_role
+
+ROOT = Path(__file__).resolve().parents[1]
+# Sent only when a probe fails; and EXPLAIN (GENERIC_PLAN) exists from PostgreSQL 16.
+NOT_SENT_HERE = {"rollback_to_savepoint"}
+GENERIC_PLAN_VERSION = 160000
+
+
+def test_the_safety_page_is_generated_from_the_list() -> None:
+    page = ROOT / "docs" / SAFETY_PAGE
+    assert page.read_text() == safety_page(), (
+        "docs/safety.md is stale: run `python -m qadvisor.docgen.pages docs/checks`"
+    )
+
+
+def test_every_collector_sql_file_is_listed_once_and_every_fact_is_read() -> None:
+    files = sorted(
+        p.name.removesuffix(".sql")
+        for p in resources.files("qadvisor.collect").joinpath("sql").iterdir()
+        if p.name.endswith(".sql")
+    )
+    listed = [s.file for s in SENT if s.file is not None]
+    assert sorted(listed) == files
+    assert len(BY_NAME) == len(SENT)
+    assert all(set(s.groups) <= GROUPS.keys() and s.groups for s in SENT)
+    read = {f for s in SENT for f in s.facts}
+    assert read <= FACTS.keys() and FACTS.keys() <= read, FACTS.keys() ^ read
+
+
+def test_a_statement_the_list_lacks_matches_nothing() -> None:
+    for text in (
+        "UPDATE jobs SET status = 'done'",
+        "CREATE TABLE qadvisor_x (a int)",
+        "SELECT set_config('default_transaction_read_only', 'off', false)",
+        "SET plan_cache_mode = force_generic_plan",  # not LOCAL: it would outlive the transaction
+        "SELECT name, setting FROM pg_settings WHERE name = ANY($1); DROP TABLE jobs",
+        'PREPARE "qadvisor_other" AS select 1',
+        "DEALLOCATE ALL",
+        "COMMIT PREPARED 'x'",
+    ):
+        assert matching(text) == [], text
+    assert [s.name for s in matching('PREPARE "qadvisor_stmt"(text) AS select $1')] == [
+        "plan_prepare"
+    ]
+    assert [s.name for s in matching('SAVEPOINT "_pg3_2"')] == ["savepoint"]
+
+
+def _names(runs: list[Logged]) -> dict[str, int]:
+    count: dict[str, int] = {}
+    for run in runs:
+        for text in run.statements:
+            for s in matching(text):
+                count[s.name] = count.get(s.name, 0) + 1
+    return count
+
+
+def _unlisted(runs: list[Logged]) -> list[tuple[tuple[str, ...], str]]:
+    return [(r.args[:1], t) for r in runs for t in r.statements if not matching(t)]
+
+
+def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
+    db: TestDB, tmp_path: Path
+) -> None:
+    build(db)
+    runs = full_run(db, tmp_path)
+    assert not _unlisted(runs), "sent but not listed in qadvisor/collect/sent.py:\n" + "\n".join(
+        f"{args}: {text}" for args, text in dict.fromkeys(_unlisted(runs))
+    )
+    # The statements of --analyze are sent by every run with it, and by no other.
+    only_analyze = {s.name for s in SENT if s.groups == ("analyze",)}
+    for run in runs:
+        sent = set(_names([run]))
+        if "--analyze" in run.args:
+            assert only_analyze <= sent, (run.args, only_analyze - sent)
+        else:
+            assert not only_analyze & sent, (run.args, only_analyze & sent)
+    # A snapshot file is judged without a connection.
+    assert runs[-1].args[1] == "--snapshot" and runs[-1].statements == []
+    # --sample reads the counters again: one more read of the tables per run with it.
+    with_sample = [r for r in runs if "--sample" in r.args]
+    for run in with_sample:
+        others = next(r for r in runs if r.args[:3] == ("check", run.args[1], "--format"))
+        assert _names([run])["tables"] == _names([others])["tables"] + 1, run.args
+
+    # A database that takes the other branches: no per-tenant index (the waiting rows are
+    # counted from a bounded read, the rotation listed), and a search_path set for the role.
+    other = TestDB(f"{db.name}_b", db.server)
+    TestDB("postgres", db.server).execute(f"CREATE DATABASE {other.name}")
+    try:
+        build_tenant_queue(other, BACKLOG, rotation=50, tenant_index=None, done=2000)
+        with logging_role(other, "search_path = public") as logged:
+            more = logged_runs(logged, [("check", logged.dsn, "--format", "json",
+                                         "--query", RR_BY_ID)])  # fmt: skip
+    finally:
+        TestDB("postgres", db.server).execute(f"DROP DATABASE {other.name} WITH (FORCE)")
+    assert not _unlisted(more), _unlisted(more)
+    for name in ("tenant_counts_sample", "tenant_rotation_list", "search_path_file"):
+        assert name in _names(more), name
+
+    sent = _names(runs) | _names(more)
+    always = {s.name for s in SENT if not s.when}
+    assert always <= sent.keys(), f"listed as always sent, but not sent: {always - sent.keys()}"
+    expected = NOT_SENT_HERE | (
+        {"plan_explain_generic"} if db.version_num < GENERIC_PLAN_VERSION else set()
+    )
+    assert {s.name for s in SENT} - sent.keys() == expected
+
+    # What the server logged as an ERROR of these sessions: only recorded statements that
+    # do not parse (pg_stat_statements writes a constant after a type name as $n), as the
+    # page says; never one of qadvisor's own statements taken for the application's.
+    errors = [e for r in [*runs, *more] for e in r.errors]
+    assert errors, "the reaper's recorded text (interval $3) no longer fails to prepare"
+    for message, statement in errors:
+        assert [s.name for s in matching(statement)] == ["stakeholder_prepare"], statement
+        assert "interval $" in statement and "syntax error" in message, (message, statement)
