@@ -125,13 +125,19 @@ def read_log(log: str, args: tuple[str, ...] = ()) -> Logged:
 
 
 @contextlib.contextmanager
-def logging_role(db: TestDB, *settings: str) -> Iterator[TestDB]:
-    """The database as a superuser role of its own whose sessions log every statement (and
-    take ``settings``, "name = value", as role settings)."""
+def logging_role(
+    db: TestDB, *settings: str, monitor: bool = False, grants: tuple[str, ...] = ()
+) -> Iterator[TestDB]:
+    """The database as a role of its own whose sessions log every statement (and take
+    ``settings``, "name = value", as role settings): a superuser, or with ``monitor`` a
+    member of pg_monitor given ``grants`` ("SELECT ON jobs": each GRANTed to it)."""
     from tests.shapes import RoleDB
 
-    role = f"qadvisor_logged_{db.name}"
-    db.execute(f"CREATE ROLE {role} LOGIN SUPERUSER; ALTER ROLE {role} SET log_statement = 'all'")
+    role = f"qadvisor_logged_{db.name}" + ("_monitor" if monitor else "")
+    kind = "IN ROLE pg_monitor" if monitor else "SUPERUSER"
+    db.execute(f"CREATE ROLE {role} LOGIN {kind}; ALTER ROLE {role} SET log_statement = 'all'")
+    for grant in grants:
+        db.execute(f"GRANT {grant} TO {role}")
     for setting in settings:
         db.execute(f"ALTER ROLE {role} IN DATABASE {db.name} SET {setting}")
     try:

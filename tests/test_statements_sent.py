@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Sent only when a probe fails; and EXPLAIN (GENERIC_PLAN) exists from PostgreSQL 16.
 NOT_SENT_HERE = {"rollback_to_savepoint"}
 GENERIC_PLAN_VERSION = 160000
+MONITOR_GRANTS = ("SELECT, UPDATE ON jobs", "SELECT ON queue_tenants")
 
 
 def test_the_safety_page_is_generated_from_the_list() -> None:
@@ -106,9 +107,20 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
         with logging_role(other, "search_path = public") as logged:
             more = logged_runs(logged, [("check", logged.dsn, "--format", "json",
                                          "--query", RR_BY_ID)])  # fmt: skip
+        # A monitoring role, without grants (what it may not read is not sent) and with
+        # those docs/privileges.md names.
+        for grants in ((), MONITOR_GRANTS):
+            with logging_role(other, monitor=True, grants=grants) as logged:
+                more += logged_runs(logged, [("check", logged.dsn, "--format", "json",
+                                              "--query", RR_BY_ID, "--analyze")])  # fmt: skip
     finally:
         TestDB("postgres", db.server).execute(f"DROP DATABASE {other.name} WITH (FORCE)")
     assert not _unlisted(more), _unlisted(more)
+    bare, granted = _names(more[1:2]), _names(more[2:3])
+    # Without UPDATE on jobs the claim is not planned, nor its rows read, nor the tenants
+    # counted: nothing is sent that would fail for want of a privilege.
+    for name in ("plan_prepare", "analyze_scan", "tenant_counts_sample"):
+        assert name not in bare and name in granted, (name, bare, granted)
     for name in ("tenant_counts_sample", "tenant_rotation_list", "search_path_file"):
         assert name in _names(more), name
 

@@ -19,12 +19,14 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
+from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PREPARED_NAME
 from qadvisor.collect.queries import query_text
+from qadvisor.collect.stakeholders import PREPARED as STAKEHOLDER
 
 # The groups, in the order of the page: what makes qadvisor send the statements.
 GROUPS: dict[str, str] = {
     "session": "Opening the session (every run)",
-    "collection": "Collection (every run)",
+    "collection": "Collection",
     "planning": "Planning the dequeue statements (a claim known from pg_stat_statements, "
     "a function, `--query` or `--query-file`)",
     "sample": "`--sample`",
@@ -235,7 +237,7 @@ SENT: tuple[Sent, ...] = (
          "its generic plan uses. A recorded text that does not parse (pg_stat_statements "
          "writes `interval '1 hour'` as `interval $3`) fails here, and the server logs that "
          "ERROR.", PLAN_LOCK, PLAN_PRIVILEGE,
-         template='PREPARE "qadvisor_stakeholder" AS {statement}', composed=True,
+         template=f'PREPARE "{STAKEHOLDER}" AS {{statement}}', composed=True,
          embeds="the statement's text as pg_stat_statements recorded it",
          when="a recorded statement names a queue table"),
     Sent("stakeholder_parameters", ("collection",), "How many parameters it takes.",
@@ -249,10 +251,10 @@ SENT: tuple[Sent, ...] = (
          "claim with parameters is planned)"),
     Sent("stakeholder_explain", ("collection",), "Its generic plan, every parameter NULL.",
          PLAN_LOCK, PLAN_PRIVILEGE,
-         template='EXPLAIN (FORMAT JSON) EXECUTE "qadvisor_stakeholder"{nulls}',
+         template=f'EXPLAIN (FORMAT JSON) EXECUTE "{STAKEHOLDER}"{{nulls}}',
          composed=True, when="a recorded statement names a queue table"),
     Sent("stakeholder_deallocate", ("collection",), "Removes the prepared statement.",
-         "none", CONNECT, template='DEALLOCATE "qadvisor_stakeholder"',
+         "none", CONNECT, template=f'DEALLOCATE "{STAKEHOLDER}"',
          when="a recorded statement names a queue table"),
     Sent("planner_switch_off", ("collection", "planning"),
          "Switches off a plan type for this transaction (enable_seqscan, enable_bitmapscan, "
@@ -267,7 +269,7 @@ SENT: tuple[Sent, ...] = (
     Sent("plan_prepare", ("planning",),
          "Prepares a claim, its parameters typed from the queue table's columns where they "
          "are compared with one.", PLAN_LOCK, PLAN_PRIVILEGE,
-         template='PREPARE "qadvisor_stmt"{types} AS {statement}', composed=True,
+         template=f'PREPARE "{PREPARED_NAME}"{{types}} AS {{statement}}', composed=True,
          embeds="the claim's text (from pg_stat_statements, a function body, --query or "
          "--query-file), `LIMIT $n` given back its 1", facts=("plans",)),
     Sent("plan_parameter_types", ("planning",),
@@ -281,14 +283,14 @@ SENT: tuple[Sent, ...] = (
          " FROM pg_prepared_statements p,"
          " unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
          " JOIN pg_type t ON t.oid = u.typ"
-         " WHERE p.name = 'qadvisor_stmt' ORDER BY u.pos",
+         f" WHERE p.name = '{PREPARED_NAME}' ORDER BY u.pos",
          when="the claim has parameters"),
     Sent("custom_plan_mode", ("planning",), "Makes EXECUTE plan with the values given.",
          "none", CONNECT, template="SET LOCAL plan_cache_mode = force_custom_plan"),
     Sent("plan_explain_execute", ("planning",),
          "The custom plan (and before PostgreSQL 16 the generic one) with representative "
          "values qadvisor wrote as literals.", PLAN_LOCK, PLAN_PRIVILEGE,
-         template='EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE "qadvisor_stmt"{values}',
+         template=f'EXPLAIN (VERBOSE, FORMAT JSON) EXECUTE "{PREPARED_NAME}"{{values}}',
          composed=True, facts=("plans",)),
     Sent("plan_explain_generic", ("planning",), "The generic plan, from the text itself.",
          PLAN_LOCK, PLAN_PRIVILEGE,
@@ -297,7 +299,7 @@ SENT: tuple[Sent, ...] = (
          when="PostgreSQL 16 or later, and the claim has parameters", facts=("plans",)),
     Sent("plan_deallocate", ("planning",),
          "Removes the prepared statement (a prepared statement outlives a rollback).",
-         "none", CONNECT, template='DEALLOCATE "qadvisor_stmt"'),
+         "none", CONNECT, template=f'DEALLOCATE "{PREPARED_NAME}"'),
     Sent("plan_probe", ("planning",),
          "Asks the planner whether the claim's conditions can use one partial index: the "
          "claim's FROM and WHERE, ordered by the index's key, every other plan type off.",
@@ -309,9 +311,11 @@ SENT: tuple[Sent, ...] = (
          facts=("plans",)),
     # --- --analyze (collect/planner.py) -------------------------------------------------------
     Sent("analyze_lock_timeout", ("analyze",),
-         "A lock timeout of 50 ms (or the session's, if stricter) for this transaction.",
+         f"A lock timeout of {ANALYZE_LOCK_TIMEOUT_MS} ms (or the session's, if stricter) for "
+         "this transaction.",
          NO_LOCK, CONNECT,
-         template="SELECT set_config('lock_timeout', least(nullif(setting::int, 0), 50)::text"
+         template="SELECT set_config('lock_timeout', least(nullif(setting::int, 0),"
+         f" {ANALYZE_LOCK_TIMEOUT_MS})::text"
          " || 'ms', true) FROM pg_settings WHERE name = 'lock_timeout'"),
     Sent("analyze_scan", ("analyze",),
          "Runs what finds the claim's rows: its SELECT with every FOR UPDATE/SHARE removed "
