@@ -98,6 +98,20 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
         others = next(r for r in runs if r.args[:3] == ("check", run.args[1], "--format"))
         assert _names([run])["tables"] == _names([others])["tables"] + 1, run.args
 
+    # A monitoring role, without grants and with those docs/privileges.md names. Without
+    # them nothing is sent that would fail for want of a privilege: the claim is not
+    # planned, its rows not read, the tenants not counted, the recorded statements on the
+    # queue table not prepared.
+    monitored = []
+    for grants in ((), MONITOR_GRANTS):
+        with logging_role(db, monitor=True, grants=grants) as logged:
+            monitored += logged_runs(logged, [("check", logged.dsn, "--format", "json",
+                                               "--query", RR_BY_ID, "--analyze")])  # fmt: skip
+    assert not _unlisted(monitored), _unlisted(monitored)
+    bare, granted = _names(monitored[:1]), _names(monitored[1:])
+    for name in ("plan_prepare", "analyze_scan", "tenant_counts_index", "stakeholder_prepare"):
+        assert name not in bare and name in granted, (name, bare, granted)
+
     # A database that takes the other branches: no per-tenant index (the waiting rows are
     # counted from a bounded read, the rotation listed), and a search_path set for the role.
     other = TestDB(f"{db.name}_b", db.server)
@@ -107,22 +121,12 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
         with logging_role(other, "search_path = public") as logged:
             more = logged_runs(logged, [("check", logged.dsn, "--format", "json",
                                          "--query", RR_BY_ID)])  # fmt: skip
-        # A monitoring role, without grants (what it may not read is not sent) and with
-        # those docs/privileges.md names.
-        for grants in ((), MONITOR_GRANTS):
-            with logging_role(other, monitor=True, grants=grants) as logged:
-                more += logged_runs(logged, [("check", logged.dsn, "--format", "json",
-                                              "--query", RR_BY_ID, "--analyze")])  # fmt: skip
     finally:
         TestDB("postgres", db.server).execute(f"DROP DATABASE {other.name} WITH (FORCE)")
     assert not _unlisted(more), _unlisted(more)
-    bare, granted = _names(more[1:2]), _names(more[2:3])
-    # Without UPDATE on jobs the claim is not planned, nor its rows read, nor the tenants
-    # counted: nothing is sent that would fail for want of a privilege.
-    for name in ("plan_prepare", "analyze_scan", "tenant_counts_sample"):
-        assert name not in bare and name in granted, (name, bare, granted)
     for name in ("tenant_counts_sample", "tenant_rotation_list", "search_path_file"):
         assert name in _names(more), name
+    more += monitored
 
     sent = _names(runs) | _names(more)
     always = {s.name for s in SENT if not s.when}
@@ -140,3 +144,27 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
     for message, statement in errors:
         assert [s.name for s in matching(statement)] == ["stakeholder_prepare"], statement
         assert "interval $" in statement and "syntax error" in message, (message, statement)
+
+
+def test_a_recorded_statement_the_role_may_not_plan_is_not_prepared() -> None:
+    from qadvisor.collect.access import TableAccess
+    from qadvisor.collect.stakeholders import missing_privileges
+
+    columns = frozenset({"id", "status", "payload"})
+    full = TableAccess(1, "app", "jobs", True, True, True, columns, columns)
+    assert missing_privileges("SELECT count(*) FROM jobs WHERE status = $1", full) == []
+    reader = TableAccess(1, "app", "jobs", True, True, False, frozenset({"status"}), columns)
+    assert missing_privileges("SELECT count(*) FROM jobs WHERE status = $1", reader) == []
+    assert missing_privileges("SELECT payload FROM jobs WHERE status = $1", reader) == [
+        "SELECT on payload of app.jobs"
+    ]
+    assert missing_privileges("DELETE FROM jobs WHERE status = $1", reader) == [
+        "UPDATE on app.jobs"
+    ]
+    locking = "SELECT id FROM jobs WHERE status = $1 LIMIT $2 FOR UPDATE SKIP LOCKED"
+    assert missing_privileges(locking, reader) == ["SELECT on id of app.jobs", "UPDATE on app.jobs"]
+    nothing = TableAccess(1, "app", "jobs", False, False, False, frozenset(), columns)
+    assert missing_privileges("SELECT 1 FROM jobs", nothing)[:2] == [
+        "USAGE on schema app",
+        "SELECT on the columns it reads of app.jobs",
+    ]
