@@ -136,14 +136,10 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
     )
     assert {s.name for s in SENT} - sent.keys() == expected
 
-    # What the server logged as an ERROR of these sessions: only recorded statements that
-    # do not parse (pg_stat_statements writes a constant after a type name as $n), as the
-    # page says; never one of qadvisor's own statements taken for the application's.
-    errors = [e for r in [*runs, *more] for e in r.errors]
-    assert errors, "the reaper's recorded text (interval $3) no longer fails to prepare"
-    for message, statement in errors:
-        assert [s.name for s in matching(statement)] == ["stakeholder_prepare"], statement
-        assert "interval $" in statement and "syntax error" in message, (message, statement)
+    # No statement failed on the server: nothing sent that it refuses (a privilege the role
+    # lacks, a recorded text PREPARE cannot take), so the server's log holds no ERROR.
+    errors = [(r.args[:1], e) for r in [*runs, *more] for e in r.errors]
+    assert errors == []
 
 
 def test_a_recorded_statement_the_role_may_not_plan_is_not_prepared() -> None:

@@ -234,10 +234,10 @@ SENT: tuple[Sent, ...] = (
          when="a recorded statement names a queue table"),
     Sent("stakeholder_prepare", ("collection",),
          "Prepares a recorded statement that names a queue table, to read which indexes "
-         "its generic plan uses. A recorded text that does not parse (pg_stat_statements "
-         "writes `interval '1 hour'` as `interval $3`) fails here, and the server logs that "
-         "ERROR.", PLAN_LOCK, PLAN_PRIVILEGE + " (read beforehand by OID: a statement the role "
-         "may not plan is not sent)",
+         "its generic plan uses. Not sent for a text PREPARE cannot take (pg_stat_statements "
+         "records `interval '1 hour'` as `interval $3`).", PLAN_LOCK,
+         PLAN_PRIVILEGE + " (read beforehand by OID: a statement the role may not plan is "
+         "not sent)",
          template=f'PREPARE "{STAKEHOLDER}" AS {{statement}}', composed=True,
          embeds="the statement's text as pg_stat_statements recorded it",
          when="a recorded statement names a queue table"),

@@ -33,6 +33,7 @@ from qadvisor.derive.plans.reading import indexes_used
 from qadvisor.model import Queue, Stakeholder
 from qadvisor.sql import dequeue
 from qadvisor.sql.printing import ident
+from qadvisor.sql.recorded_statements import typed_constant_placeholder
 
 MAX_STAKEHOLDERS = 100
 PREPARED = "qadvisor_stakeholder"
@@ -153,6 +154,13 @@ def _planned(
         dequeue.parse(text)  # one statement, and one qadvisor may plan
     except dequeue.StatementError as exc:
         return [replace(base, queue=q.qualified, plan_error=f"not planned: {exc}") for q in named]
+    typed = typed_constant_placeholder(text)
+    if typed is not None:
+        why = (
+            f"not planned: pg_stat_statements recorded a typed constant as a parameter "
+            f"({typed}), which PREPARE cannot take"
+        )
+        return [replace(base, queue=q.qualified, plan_error=why) for q in named]
     out = []
     for queue in named:
         refused = refuse(queue, text)

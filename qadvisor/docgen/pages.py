@@ -315,8 +315,9 @@ def safety_page() -> str:
         "statements, as it records every session's (qadvisor leaves its own out when it reads",
         "the view: each of its statements on an application table names `qadvisor`). The",
         "server's log holds what its own settings ask for (`log_statement`,",
-        "`log_min_duration_statement`, `log_connections`), and the ERROR of a recorded statement",
-        "that could not be prepared (`stakeholder_prepare` below).",
+        "`log_min_duration_statement`, `log_connections`); the full run of the test leaves no",
+        "ERROR there (a statement that fails on the server, a timeout say, would, as any",
+        "session's does).",
         "",
     ]
     for group, title in GROUPS.items():
