@@ -261,7 +261,8 @@ SENT: tuple[Sent, ...] = (
          "Switches off a plan type for this transaction (enable_seqscan, enable_bitmapscan, "
          "enable_sort), so a read that would scan the archive fails on statement_timeout "
          "instead, and a probe answers for one index.", "none", CONNECT,
-         template="SET LOCAL {setting} = off", composed=True),
+         template="SET LOCAL {setting} = off", composed=True,
+         when="a tenant read or a probe is sent"),
     # --- planning (collect/planner.py) ----------------------------------------------------
     Sent("plan_search_path", ("planning", "analyze"),
          "The search_path the statement's names were resolved under, for this transaction.",
