@@ -43,7 +43,7 @@ from qadvisor.collect.queries import (
     read_fact,
     read_rows,
 )
-from qadvisor.collect.stakeholders import read_stakeholders
+from qadvisor.collect.stakeholders import missing_privileges, read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.derive import claims, discover, names
@@ -193,11 +193,15 @@ def _stakeholders(
     if pgss_missing is not None:
         return Read(())
 
-    def refuse(queue: Queue) -> str | None:
+    def refuse(queue: Queue, text: str) -> str | None:
         relid = guard.relids.get(queue.qualified)
         blocking = guard.locks.on_table(relid, ROW_EXCLUSIVE) if relid is not None else ()
         if blocking:
             return f"not planned: {queue.qualified} is locked by another session"
+        access = guard.access.get(relid) if guard.access is not None and relid else None
+        missing = missing_privileges(text, access) if access is not None else []
+        if missing:
+            return f"not planned: EXPLAIN needs {', '.join(missing)}, which {guard.role} lacks"
         return None
 
     claims = [s.queryid for s in planned if s.queryid is not None]

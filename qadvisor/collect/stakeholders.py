@@ -7,10 +7,15 @@ called first, bounded), and plans each one generically (PREPARE with the types t
 infers, ``plan_cache_mode = force_generic_plan``, EXPLAIN EXECUTE with NULLs, in a transaction
 that is rolled back): the queue-table indexes its plan reads are the indexes it needs. A
 statement that cannot be planned keeps the reason, so a fix can say that nobody knows.
+
+Nothing is sent that would fail for want of a privilege (the role's access to the queue table
+is read beforehand, by OID: :func:`missing_privileges`), and a prepared statement is
+deallocated whatever happened, so the next one can be prepared under the same name.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -20,12 +25,15 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from qadvisor.collect.access import TableAccess
 from qadvisor.collect.queries import Conn, first_line, query_text, rows
 from qadvisor.derive.names import SearchPath
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import indexes_used
 from qadvisor.model import Queue, Stakeholder
 from qadvisor.sql import dequeue
+from qadvisor.sql.printing import ident
+from qadvisor.sql.recorded_statements import typed_constant_placeholder
 
 MAX_STAKEHOLDERS = 100
 PREPARED = "qadvisor_stakeholder"
@@ -44,11 +52,12 @@ def read_stakeholders(
     queues: Sequence[Queue],
     claims: Iterable[int],
     search_path_of: Callable[[str | None], SearchPath],
-    refuse: Callable[[Queue], str | None],
+    refuse: Callable[[Queue, str], str | None],
 ) -> Read:
     """The recorded statements (other than the ``claims``' queryids) that name a queue table,
-    each planned under the search_path of the role that ran it; ``refuse`` says why a queue's
-    statements must not be planned now (another session's lock)."""
+    each planned under the search_path of the role that ran it; ``refuse(queue, text)`` says
+    why a statement on a queue must not be planned now (another session's lock, a privilege
+    the role lacks)."""
     if not queues:
         return Read(())
     found = rows(conn, "pgss_schema")
@@ -83,6 +92,33 @@ def read_stakeholders(
 
 _COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*\n?|/\*.*?\*/)*", re.S)
 _READS = re.compile(r"(?i)(select|update|delete|with|table|values)\b")
+_WRITES = re.compile(r"(?i)(update|delete)\b")
+
+
+def missing_privileges(text: str, access: TableAccess) -> list[str]:
+    """What the role lacks to plan ``text`` on the queue table ``access`` describes (EXPLAIN
+    checks a statement's privileges as executing it would): USAGE on the schema, SELECT on
+    the columns it reads, UPDATE when it writes or locks rows. Empty: nothing."""
+    where = f"{ident(access.schema)}.{ident(access.table)}"
+    missing = []
+    if not access.schema_usage:
+        missing.append(f"USAGE on schema {ident(access.schema)}")
+    read = dequeue.queue_columns_read(text, access.table)
+    wanted = access.columns if read is None else read & access.columns
+    unreadable = sorted(wanted - access.readable)
+    if unreadable or not access.any_select:
+        what = ", ".join(ident(c) for c in unreadable) or "the columns it reads"
+        missing.append(f"SELECT on {what} of {where}")
+    if not access.any_update and (_WRITES.match(_COMMENTS.sub("", text)) or _locks_rows(text)):
+        missing.append(f"UPDATE on {where}")
+    return missing
+
+
+def _locks_rows(text: str) -> bool:
+    try:
+        return dequeue.analyse(text) is not None
+    except dequeue.StatementError:
+        return True  # unknown: it may
 
 
 def _regex(name: str) -> str:
@@ -95,7 +131,7 @@ def _planned(
     row: dict[str, Any],
     queues: Sequence[Queue],
     search_path_of: Callable[[str | None], SearchPath],
-    refuse: Callable[[Queue], str | None],
+    refuse: Callable[[Queue, str], str | None],
 ) -> list[Stakeholder]:
     text = str(row["query"])
     role = row["roles"][0] if row["roles"] and len(row["roles"]) == 1 else None
@@ -118,9 +154,16 @@ def _planned(
         dequeue.parse(text)  # one statement, and one qadvisor may plan
     except dequeue.StatementError as exc:
         return [replace(base, queue=q.qualified, plan_error=f"not planned: {exc}") for q in named]
+    typed = typed_constant_placeholder(text)
+    if typed is not None:
+        why = (
+            f"not planned: pg_stat_statements recorded a typed constant as a parameter "
+            f"({typed}), which PREPARE cannot take"
+        )
+        return [replace(base, queue=q.qualified, plan_error=why) for q in named]
     out = []
     for queue in named:
-        refused = refuse(queue)
+        refused = refuse(queue, text)
         if refused:
             out.append(replace(base, queue=queue.qualified, plan_error=refused))
             continue
@@ -150,6 +193,7 @@ def _queues_named(text: str, queues: Sequence[Queue], path: Sequence[str]) -> li
 def _indexes_read(
     conn: Conn, text: str, queue: Queue, path: SearchPath
 ) -> tuple[tuple[str, ...], str | None]:
+    prepared = False
     try:
         with conn.transaction(force_rollback=True), conn.cursor() as cur:
             cur.execute("SELECT set_config('search_path', %s, true)", (path.setting,))
@@ -158,6 +202,7 @@ def _indexes_read(
                 + text.encode(),
                 prepare=False,
             )
+            prepared = True
             cur.execute(
                 "SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = %s",
                 (PREPARED,),
@@ -171,6 +216,7 @@ def _indexes_read(
             cur.execute(call)
             data = cur.fetchone()
             cur.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED)))
+            prepared = False
     except psycopg.errors.QueryCanceled:
         return (), "not planned: statement_timeout expired"
     except psycopg.errors.LockNotAvailable:
@@ -179,6 +225,11 @@ def _indexes_read(
         if conn.closed:
             raise
         return (), f"not planned: {first_line(exc)}"
+    finally:
+        if prepared and not conn.closed:
+            # A prepared statement outlives the rollback; gone with the connection otherwise.
+            with contextlib.suppress(psycopg.Error):
+                conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED)))
     if data is None:
         return (), "not planned: EXPLAIN returned nothing"
     try:

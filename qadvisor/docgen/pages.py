@@ -1,10 +1,11 @@
 """The docs page of a check, made from the check itself (docstring, options and their comments,
-the facts it reads), and the privileges page, made from qadvisor.facts and every check's
-``requires``.
+the facts it reads), the privileges page, made from qadvisor.facts and every check's
+``requires``, and the safety page, made from qadvisor.collect.sent (every statement qadvisor
+sends).
 
 ``python -m qadvisor.docgen.pages docs/checks`` writes one page per installed check, and
-``docs/privileges.md`` next to that directory; a test keeps the pages in the repository
-identical to what this produces, so the docs cannot drift from the code.
+``docs/privileges.md`` and ``docs/safety.md`` next to that directory; a test keeps the pages
+in the repository identical to what this produces, so the docs cannot drift from the code.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from qadvisor.collect.sent import GROUPS, SENT, Sent
 from qadvisor.facts import FACTS, Fact
 from qadvisor.registry import Check, load_checks
 
 PRIVILEGES_PAGE = "privileges.md"
+SAFETY_PAGE = "safety.md"
 
 
 def option_rows(chk: Check) -> list[tuple[str, str, str]]:
@@ -285,6 +288,82 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
     return "\n".join(lines)
 
 
+def _statement_cell(sent: Sent) -> str:
+    if sent.file is not None:
+        return f"`{sent.name}`: [`sql/{sent.file}.sql`](../qadvisor/collect/sql/{sent.file}.sql)"
+    text = sent.text.replace("|", "\\|")
+    return f"`{sent.name}`: `{text}`"
+
+
+def _sent_row(sent: Sent, group: str) -> str:
+    first = sent.groups[0]
+    if group != first:
+        return f"| `{sent.name}` | as under {GROUPS[first].split(' (')[0]} | | | |"
+    what = sent.what
+    if sent.embeds:
+        what += f" Carries {sent.embeds}."
+    if sent.facts:
+        what += " Reads " + ", ".join(f"`{f}`" for f in sent.facts) + "."
+    when = sent.when or "always"
+    return f"| {_statement_cell(sent)} | {what} | {sent.lock} | {sent.privilege} | {when} |"
+
+
+def safety_page() -> str:
+    """Every statement qadvisor sends, by what needs it, and what a run leaves behind."""
+    shapes = [s for s in SENT if s.embeds]
+    lines = [
+        "# What qadvisor sends, and what it leaves",
+        "",
+        "qadvisor opens one session, pins it read-only (`default_transaction_read_only`, with",
+        "`statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`), reads,",
+        "and closes it. Below is every statement it can send, grouped by what makes it send",
+        "them, with the lock each takes and the privilege it needs (the facts they read, and",
+        "the GRANTs, are in [privileges.md](privileges.md)). A statement that embeds text qadvisor",
+        f"did not write ({len(shapes)} of the {len(SENT)} below) is listed as its shape:",
+        "`{...}` is a piece written in (a quoted identifier, a literal qadvisor built, the",
+        "application's statement where the row says it carries one), `%s` a bound parameter.",
+        "",
+        "This page is generated from `qadvisor/collect/sent.py`",
+        "(`python -m qadvisor.docgen.pages docs/checks`). A test on real PostgreSQL 15 and 18",
+        "records what a full run sends (`log_statement = all`: `check` in every format, with",
+        "`--sample`, `--query`, `--query-file`, `--table` and `--analyze`, and `snapshot`, as a",
+        "superuser and as a pg_monitor role with and without the GRANTs of privileges.md) and",
+        "fails on a statement this page does not list, and on one it did not send unless the",
+        'row says when it is sent: "always" means every time its section applies (every run,',
+        "every planned claim, every `--analyze`).",
+        "",
+        "## What a run leaves",
+        "",
+        "Nothing is written: no row, no table counter (inserts, updates, deletes, HOT updates),",
+        "no object, no setting that outlives the session (`set_config(..., false)` lasts as",
+        "long as the session, `SET LOCAL` and `set_config(..., true)` as long as the",
+        "transaction, every planning transaction is rolled back and each prepared statement",
+        "deallocated). Under `--analyze` no row is locked: the rows a claim would take are",
+        "still waiting afterwards. A test compares the catalog and the counters before and",
+        "after a full run, and locks the waiting rows from another session after `--analyze`.",
+        "",
+        "The one trace: where `pg_stat_statements` is installed it records qadvisor's",
+        "statements, as it records every session's (qadvisor leaves its own out when it reads",
+        "the view: each of its statements on an application table names `qadvisor`). The",
+        "server's log holds what its own settings ask for (`log_statement`,",
+        "`log_min_duration_statement`, `log_connections`); the full run of the test leaves no",
+        "ERROR there (a statement that fails on the server, a timeout say, would, as any",
+        "session's does).",
+        "",
+    ]
+    for group, title in GROUPS.items():
+        rows = [s for s in SENT if group in s.groups]
+        lines += [
+            f"## {title}",
+            "",
+            "| statement | what it does | lock | needs | sent |",
+            "|---|---|---|---|---|",
+            *(_sent_row(s, group) for s in rows),
+            "",
+        ]
+    return "\n".join(lines)
+
+
 def write_pages(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -296,6 +375,9 @@ def write_pages(directory: Path) -> list[Path]:
     privileges = directory.resolve().parent / PRIVILEGES_PAGE
     privileges.write_text(privileges_page(checks))
     written.append(privileges)
+    safety = directory.resolve().parent / SAFETY_PAGE
+    safety.write_text(safety_page())
+    written.append(safety)
     return written
 
 

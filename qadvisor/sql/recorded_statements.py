@@ -176,3 +176,24 @@ def called_functions(texts: Iterable[str]) -> set[tuple[str | None, str]]:
                 continue
             found.add((schema, name))
     return found
+
+
+# Types PostgreSQL writes constants of as ``type 'text'``, which pg_stat_statements records as
+# ``type $n``: a form PREPARE refuses (a syntax error), since only a string may follow there.
+_TYPED_CONSTANTS = frozenset({"INTERVAL", "DATE", "TIME", "TIMETZ", "TIMESTAMP", "TIMESTAMPTZ"})
+
+
+def typed_constant_placeholder(text: str) -> str | None:
+    """The first ``interval $3`` (a typed constant recorded as a parameter) of a statement
+    recorded by pg_stat_statements, or None. Such a text cannot be prepared."""
+    tokens = dequeue.tokenize(text, plpgsql=True)
+    for i in range(1, len(tokens)):
+        if not is_placeholder(tokens, i):
+            continue
+        before = word(tokens[i - 1])
+        # timestamp with time zone $1 (not ts AT TIME ZONE $1, which is an expression)
+        zoned = before == "ZONE" and i >= 3 and word(tokens[i - 3]) in ("WITH", "WITHOUT")
+        if before in _TYPED_CONSTANTS or zoned:
+            start = i - 4 if zoned else i - 1
+            return " ".join(t.text for t in tokens[start:i]) + f" ${tokens[i + 1].text}"
+    return None

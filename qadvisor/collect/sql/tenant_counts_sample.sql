@@ -2,13 +2,15 @@
 -- the live set without the archive (a partial index on the live predicate, or one led by the
 -- live column). Formatted with psycopg.sql: {queue}, {tenant}, {live}. Returns the largest
 -- %(tenants)s tenants with the number of tenants and rows seen.
+-- An alias names qadvisor: pg_stat_statements records this text, and stakeholders.sql
+-- leaves out what names qadvisor, so a later read does not take it for the application's.
 SELECT g.tenant, g.n,
        count(*) OVER () AS tenants_seen,
        sum(g.n) OVER ()::bigint AS rows_seen
-  FROM (SELECT s.tenant, count(*) AS n
+  FROM (SELECT qadvisor_live.tenant, count(*) AS n
           FROM (SELECT {tenant}::text AS tenant FROM {queue}
                  WHERE {live} AND {tenant} IS NOT NULL
-                 LIMIT %(scan)s) s
-         GROUP BY s.tenant) g
+                 LIMIT %(scan)s) qadvisor_live
+         GROUP BY qadvisor_live.tenant) g
  ORDER BY g.n DESC, g.tenant
  LIMIT %(tenants)s

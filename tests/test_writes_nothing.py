@@ -1,0 +1,162 @@
+"""Around a full run of qadvisor on a queue with a backlog, nothing is written: no table
+counter moves, no row version is written or locked (xmin, xmax and ctid of every row are
+what they were), no object is created or rewritten, no setting persists, no sequence
+advances; under --analyze the rows a claim would take are still waiting, and another session
+locks them at once afterwards. pg_stat_statements, the one trace a run leaves, is the only
+thing that grows (docs/safety.md)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.checks.test_qa401_round_robin_walks_backlog import FIFO
+from tests.conftest import TestDB
+from tests.full_run import QUEUED, build, runs
+from tests.helpers import qadvisor, row_locked
+
+# What is compared before and after, each read in one query of a fresh session.
+STATE: dict[str, str] = {
+    # The write counters of the application's tables (autovacuum is off on them); reads
+    # (seq_scan, idx_scan, idx_tup_fetch) may move.
+    "table counters": """
+        SELECT relid::regclass::text, n_tup_ins, n_tup_upd, n_tup_del, n_tup_hot_upd,
+               n_live_tup, n_dead_tup, n_mod_since_analyze, n_ins_since_vacuum,
+               vacuum_count, autovacuum_count, analyze_count, autoanalyze_count,
+               last_vacuum, last_analyze
+          FROM pg_stat_user_tables ORDER BY relid""",
+    # The catalogs' writes (a temporary table, a created object would be some); autovacuum
+    # may analyze a catalog meanwhile, which writes pg_statistic and nothing else counted.
+    "catalog writes": """
+        SELECT relid::regclass::text, n_tup_ins, n_tup_upd, n_tup_del
+          FROM pg_stat_sys_tables WHERE relid <> 'pg_statistic'::regclass ORDER BY relid""",
+    "database write counters": """
+        SELECT tup_inserted, tup_updated, tup_deleted, conflicts, deadlocks, temp_files
+          FROM pg_stat_database WHERE datname = current_database()""",
+    # Every row version of the application's tables: a lock (even rolled back) sets xmax,
+    # a write makes a new version.
+    "row versions of jobs": "SELECT md5(string_agg(concat_ws(',', ctid, xmin, xmax, status),"
+    " ';' ORDER BY id)), count(*) FROM jobs",
+    "row versions of queue_tenants": "SELECT md5(string_agg(concat_ws(',', ctid, xmin, xmax,"
+    " last_served), ';' ORDER BY tenant_id)), count(*) FROM queue_tenants",
+    "waiting rows": "SELECT status, count(*) FROM jobs GROUP BY status ORDER BY status",
+    "relations": """
+        SELECT c.oid, c.relname, c.relnamespace, c.relkind, c.relfilenode, c.relpersistence,
+               CASE WHEN n.nspname NOT LIKE 'pg\\_%' AND n.nspname <> 'information_schema'
+                    THEN array[c.relpages::float8, c.reltuples::float8] END,
+               c.reloptions
+          FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace ORDER BY c.oid""",
+    "indexes": "SELECT indexrelid, indrelid, indisvalid, indisready, indislive FROM pg_index"
+    " ORDER BY 1",
+    "attributes": "SELECT attrelid, attnum, attname, atttypid, attnotnull FROM pg_attribute"
+    " WHERE attrelid >= 16384 ORDER BY 1, 2",
+    "functions": "SELECT oid, proname, md5(coalesce(prosrc, '')), proconfig FROM pg_proc"
+    " ORDER BY oid",
+    "schemas": "SELECT oid, nspname, nspowner FROM pg_namespace ORDER BY oid",
+    "types": "SELECT oid, typname FROM pg_type WHERE oid >= 16384 ORDER BY oid",
+    "triggers, rules, policies": "SELECT (SELECT count(*) FROM pg_trigger),"
+    " (SELECT count(*) FROM pg_rewrite), (SELECT count(*) FROM pg_policy),"
+    " (SELECT count(*) FROM pg_event_trigger), (SELECT count(*) FROM pg_publication)",
+    "extensions": "SELECT extname, extversion FROM pg_extension ORDER BY 1",
+    "roles": "SELECT oid, rolname, rolsuper FROM pg_roles ORDER BY oid",
+    "role and database settings": "SELECT setdatabase, setrole, setconfig"
+    " FROM pg_db_role_setting ORDER BY 1, 2",
+    "grants": "SELECT c.oid, c.relacl::text FROM pg_class c WHERE c.oid >= 16384 ORDER BY 1",
+    # A setting that outlives a session: ALTER SYSTEM (postgresql.auto.conf) or a reload.
+    "settings a new session starts with": "SELECT name, setting, source FROM pg_settings"
+    " WHERE source NOT IN ('default', 'session', 'client', 'override') ORDER BY name",
+    "configuration files": "SELECT sourcefile, name, setting FROM pg_file_settings ORDER BY 1, 2",
+    "sequences": "SELECT schemaname, sequencename, last_value FROM pg_sequences ORDER BY 1, 2",
+    "prepared transactions": "SELECT gid FROM pg_prepared_xacts ORDER BY 1",
+    "replication slots": "SELECT slot_name FROM pg_replication_slots ORDER BY 1",
+    "large objects": "SELECT count(*) FROM pg_largeobject_metadata",
+}
+
+
+def state(db: TestDB) -> dict[str, list[tuple[Any, ...]]]:
+    with db.connect() as conn:
+        # One snapshot of the statistics for all of it.
+        conn.autocommit = False
+        conn.execute("SET LOCAL stats_fetch_consistency = snapshot")
+        out = {name: conn.execute(query).fetchall() for name, query in STATE.items()}
+        conn.rollback()
+    return out
+
+
+def settle(db: TestDB, timeout: float = 20) -> None:
+    """Every earlier session's statistics flushed: a backend flushes them as it exits, which
+    may come after its client has gone, so wait until no other session of the database is
+    left."""
+    deadline = time.monotonic() + timeout
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+        " AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+    )
+    while db.execute(query)[0][0]:
+        assert time.monotonic() < deadline, "the database's other sessions did not end"
+        time.sleep(0.05)
+
+
+def test_a_full_run_writes_nothing_and_locks_no_waiting_row(db: TestDB, tmp_path: Path) -> None:
+    build(db)
+    settle(db)
+    before = state(db)
+    pgss_before = db.execute("SELECT count(*), sum(calls) FROM pg_stat_statements")[0]
+    commands = runs(db.dsn, tmp_path)
+    assert any("--analyze" in c for c in commands) and any("--sample" in c for c in commands)
+    for args in commands:
+        run = qadvisor(*args)
+        assert run.rc in (0, 1) and "Traceback" not in run.stderr, (args, run.stderr)
+    settle(db)
+    after = state(db)
+    changed = {name: (before[name], after[name]) for name in STATE if before[name] != after[name]}
+    assert not changed, "\n".join(f"{k}:\n  before {b}\n  after  {a}" for k, (b, a) in
+                                  changed.items())  # fmt: skip
+
+    # The waiting rows are all still waiting, and none of them is locked.
+    assert ("queued", QUEUED) in after["waiting rows"]
+    assert not row_locked(db, "jobs", "status", "queued")
+    with psycopg.connect(db.dsn) as conn:
+        claimed = conn.execute(FIFO.replace("skip locked", "nowait")).fetchall()
+        conn.rollback()
+    assert len(claimed) == 1
+    # The one trace: pg_stat_statements recorded the runs' statements.
+    pgss_after = db.execute("SELECT count(*), sum(calls) FROM pg_stat_statements")[0]
+    assert pgss_after[1] > pgss_before[1]
+
+
+def test_the_comparison_sees_a_write_a_lock_and_a_setting(db: TestDB) -> None:
+    """What the full-run test compares moves when someone writes: a rolled-back update, a
+    rolled-back FOR UPDATE, ALTER ROLE ... SET and nextval each change it."""
+    build(db)
+    settle(db)
+    before = state(db)
+    with psycopg.connect(db.dsn) as conn:
+        conn.execute(FIFO).fetchall()
+        conn.rollback()
+    settle(db)
+    locked = state(db)
+    assert locked["row versions of jobs"] != before["row versions of jobs"]
+    assert locked["table counters"] == before["table counters"]
+    with psycopg.connect(db.dsn) as conn:
+        conn.execute("UPDATE queue_tenants SET last_served = now() WHERE tenant_id = 1")
+        conn.rollback()
+    settle(db)
+    written = state(db)
+    assert written["table counters"] != locked["table counters"]
+    assert written["row versions of queue_tenants"] != locked["row versions of queue_tenants"]
+    db.execute("CREATE TEMPORARY TABLE scratch (a int)")
+    settle(db)
+    assert state(db)["catalog writes"] != written["catalog writes"]
+    db.execute("SELECT nextval('jobs_id_seq')")
+    db.execute(f"ALTER DATABASE {db.name} SET work_mem = '8MB'")
+    settle(db)
+    later = state(db)
+    assert later["sequences"] != written["sequences"]
+    assert later["role and database settings"] != written["role and database settings"]
+    assert (
+        later["settings a new session starts with"] != written["settings a new session starts with"]
+    )
