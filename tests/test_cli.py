@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.collect.test_statements_collect import build_claim_queue, run_claims
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import assert_quiet, build_archive_queue, check, fix_sql, qadvisor
 from tests.json_schemas import assert_valid_snapshot
 
@@ -266,7 +266,7 @@ def test_verbose_lists_a_statement_left_out_with_why(db: TestDB) -> None:
     run_claims(db)
     with db.connect() as conn, conn.transaction():
         conn.execute("SELECT id FROM jobs WHERE id = %s FOR UPDATE", [1])
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
     brief = " ".join(qadvisor("check", db.dsn).stdout.split())
     assert "1 row-locking statement(s) not judged as claims" in brief, brief
     assert "locks one row by its key" not in brief

@@ -14,6 +14,7 @@ from qadvisor.engine import run_checks
 from qadvisor.model import Finding, Sample, Severity, TableStats
 from qadvisor.registry import load_checks
 from tests import snapshots as S
+from tests.conftest import flush_stats
 from tests.helpers import assert_quiet, build_archive_queue
 from tests.shapes import Shape
 
@@ -200,7 +201,7 @@ def test_sample_measures_the_dead_tuple_rate(shape: Shape) -> None:
                     "UPDATE jobs SET finished_at = now() WHERE id BETWEEN %s AND %s",
                     (first, first + 199),
                 )
-                conn.execute("SELECT pg_stat_force_next_flush()")
+                flush_stats(conn)
                 n += 1
 
     worker = threading.Thread(target=churn)

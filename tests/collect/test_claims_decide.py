@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.collect.test_statements_collect import take_snapshot
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import Run, apply_fix, assert_quiet, check, fix_sql, holding, row_locked
 
 READY_CLAIM = (
@@ -92,7 +92,7 @@ def run_as_the_application(db: TestDB, claim: str, *params: Any, times: int = 3)
         for _ in range(times):
             with conn.transaction(force_rollback=True):
                 conn.execute(claim, list(params))
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
 
 
 def queue_of(run: Run, table: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ its own, with the claim that names the parent planned for each.
 
 from __future__ import annotations
 
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import assert_quiet, check
 
 CLAIM = (
@@ -40,7 +40,7 @@ def test_the_leaves_of_a_claimed_partitioned_table_are_its_queues(db: TestDB) ->
         for queue in ("default", "mail"):
             with conn.transaction():
                 conn.execute(CLAIM.replace("$1", "%s"), [queue])
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
     run = check(db)
     queues = {f"{q['schema']}.{q['table']}": q for q in run.report["queues"]}
     assert set(queues) == {"public.jobs_default", "public.jobs_mail"}, run.report["rejected"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from qadvisor.model import Snapshot, Statement
 from tests.collect.test_statements_collect import take_snapshot
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 
 SCHEMA = """
 CREATE TYPE job_status AS ENUM ('queued', 'picked', 'successful', 'exception');
@@ -109,7 +109,7 @@ def test_a_prepare_recorded_with_its_statement_is_planned_as_the_statement(db: T
         for entry in ("mail", "import"):
             with conn.transaction():
                 conn.execute(f"EXECUTE claim('{entry}')")
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
     snap = take_snapshot(db)
     (stmt,) = [s for s in snap.statements if s.source == "pg_stat_statements"]
     assert not stmt.text.upper().startswith("PREPARE")

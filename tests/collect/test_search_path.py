@@ -21,7 +21,7 @@ from tests.checks.test_qa401_round_robin_walks_backlog import (
 )
 from tests.checks.test_qa403_fifo_noisy_neighbour import EXAMPLE_JOBS, FIFO
 from tests.collect.test_statements_collect import SELECT_CLAIM, build_claim_queue
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import build_archive_queue, check
 
 SCHEMAS = ["public", "app"]
@@ -67,7 +67,7 @@ def run_as(
         for _ in range(times):
             with conn.transaction():
                 conn.execute(sql, params)
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
 
 
 def by_code(run: Any) -> dict[str, list[tuple[str, str | None]]]:
@@ -160,7 +160,7 @@ def test_one_table_name_in_two_schemas_is_judged_in_each(db: TestDB, worker: str
             conn.execute(f"SET search_path = {schema}")
             with conn.transaction():
                 conn.execute(SELECT_CLAIM, ["queued"])
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
     run = check(db)
     got = by_code(run)
     assert got["QA301"] == [("critical", "tenant_a")], run.report["findings"]

@@ -24,7 +24,7 @@ from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import qadvisor
 
 CLAIM = (
@@ -81,7 +81,7 @@ def run_claims(db: TestDB, times: int = 3, claim: str = "") -> None:
         for _ in range(times):
             with conn.transaction():
                 conn.execute(claim or SELECT_CLAIM, ["queued"])
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
 
 
 def counts(db: TestDB) -> list[tuple[Any, ...]]:

