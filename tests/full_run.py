@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.checks.test_qa401_round_robin_walks_backlog import FIFO, RR_BY_ID, build_tenant_queue
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import qadvisor
 
 FORMATS = ("text", "json", "markdown", "sarif", "junit")
@@ -65,7 +65,7 @@ def build(db: TestDB) -> None:
                           "SELECT count(*) FROM jobs WHERE status = 'queued'"):  # fmt: skip
             conn.execute(statement)
             conn.rollback()
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
         conn.commit()
     db.execute("VACUUM (ANALYZE) jobs, queue_tenants")
 

@@ -14,7 +14,7 @@ from datetime import timedelta
 
 from qadvisor.model import Snapshot, Statement
 from tests.collect.test_statements_collect import take_snapshot
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 
 
 def run_bound(db: TestDB, statement: str, params: list[object], times: int = 3) -> None:
@@ -23,7 +23,7 @@ def run_bound(db: TestDB, statement: str, params: list[object], times: int = 3) 
         for _ in range(times):
             with conn.transaction():
                 conn.execute(statement, params)
-        conn.execute("SELECT pg_stat_force_next_flush()")
+        flush_stats(conn)
 
 
 def recorded_on(snap: Snapshot, table: str = "public.jobs") -> list[Statement]:
