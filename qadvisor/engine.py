@@ -74,14 +74,16 @@ def judge(snapshot: Snapshot, settings: Settings) -> Report:
     stamped with the time and the command as run (passwords removed)."""
     report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
     report, dropped = apply_inline_ignores(report)
-    command = " ".join(shlex.quote(a) for a in settings.command) if settings.command else None
+    # Each argument is redacted before it is quoted for the shell: quoting rewrites a quote
+    # in a password ('"'"'), and the password would no longer be found to remove.
+    command = " ".join(shlex.quote(redact(a, settings.dsn)) for a in settings.command) or None
     report = replace(
         report,
         locations=locations(report, settings.root),
         anchor=settings.anchor,
         docs_url=settings.docs_url,
         checked_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        command=redact(command, settings.dsn) if command else None,
+        command=command,
     )
     if settings.baseline is None:
         return report

@@ -72,7 +72,8 @@ def test_the_report_is_stamped_with_the_time_and_the_command_without_its_passwor
     report = engine.judge(engine.collect(_settings(tmp_path)), settings)
     assert report.checked_at is not None and report.checked_at.endswith("Z")
     assert before <= datetime.fromisoformat(report.checked_at) <= datetime.now(UTC)
-    assert report.command == "qadvisor check postgresql://monitor:***@db.example/app -f markdown"
+    # Each argument redacted, then quoted for the shell ('***' is quoted as a glob would be).
+    assert report.command == "qadvisor check 'postgresql://monitor:***@db.example/app' -f markdown"
     assert engine.judge(engine.collect(settings), _settings(tmp_path)).command is None
 
 

@@ -168,6 +168,19 @@ _SECRET_KEYS = ("password", "sslpassword")
 # reads the rest of the password as host, port, database or parameters.
 _URI_BREAKS = re.compile(r"[/?#@:]")
 _WITHHELD = "the given DSN (its details withheld: they may hold part of a password)"
+_URI_SCHEME = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _after_scheme(dsn: str | None) -> str | None:
+    """A URI's text after its scheme (``postgresql://``); None for a keyword/value DSN."""
+    m = _URI_SCHEME.match(dsn or "")
+    return dsn[m.end() :] if m and dsn else None
+
+
+def _keyword_quoted(value: str) -> str:
+    """``value`` as a keyword/value DSN writes it between quotes: the spelling that appears
+    in the DSN's text, where the parsed password does not when it holds a quote or '\\'."""
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _secrets(dsn: str | None) -> list[str]:
@@ -180,9 +193,8 @@ def _secrets(dsn: str | None) -> list[str]:
     except psycopg.Error:
         params = {}
     found += [str(params[k]) for k in _SECRET_KEYS if params.get(k)]
-    scheme = re.match(r"\s*[A-Za-z][A-Za-z0-9+.-]*://", dsn)
-    if scheme:
-        rest = dsn[scheme.end() :]
+    rest = _after_scheme(dsn)
+    if rest is not None:
         # As the user meant it: the user info runs to the last '@'; as libpq read it, to the
         # first '@' before any '/', '?' or '#'. Both passwords, and their pieces, are secret.
         read = re.split(r"[/?#]", rest, maxsplit=1)[0]
@@ -190,6 +202,7 @@ def _secrets(dsn: str | None) -> list[str]:
             _user, colon, password = info.partition(":")
             if colon and password:
                 found += [password, unquote(password)]
+    found += [_keyword_quoted(s) for s in found]
     pieces = [p for s in found for p in _URI_BREAKS.split(s) if len(p) >= 3]
     return sorted({s for s in found + pieces if s}, key=len, reverse=True)
 
@@ -207,10 +220,9 @@ def redact(text: str, dsn: str | None = None) -> str:
 def cut_user_info(dsn: str | None) -> bool:
     """A URI whose user info an unencoded '/', '?' or '#' cut short: an '@' comes after the
     first of them, so libpq would read part of the password as host, port or database."""
-    m = re.match(r"\s*[A-Za-z][A-Za-z0-9+.-]*://", dsn or "")
-    if not m or dsn is None:
+    rest = _after_scheme(dsn)
+    if rest is None:
         return False
-    rest = dsn[m.end() :]
     cut = re.search(r"[/?#]", rest)
     return cut is not None and "@" in rest[cut.end() :] and "@" not in rest[: cut.start()]
 
@@ -254,7 +266,9 @@ def connect(
         params = conninfo.conninfo_to_dict(dsn or "")
     except psycopg.ProgrammingError as exc:
         # libpq quotes the fragment it choked on, which may be a piece of a password.
-        if dsn and (_secrets(dsn) or re.search(r"password|://[^@]*:[^@]*@", dsn, re.I)):
+        rest = _after_scheme(dsn)
+        user_info = rest.rpartition("@")[0] if rest is not None else ""
+        if dsn and (_secrets(dsn) or "password" in dsn.lower() or ":" in user_info):
             raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
         raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
     extra: dict[str, Any] = {"connect_timeout": connect_timeout_s(limits, params)}

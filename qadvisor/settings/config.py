@@ -99,11 +99,15 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
     if in_pyproject:
-        data = data.get("tool", {}).get("qadvisor")
-        if data is None:
+        tool = data.get("tool", {})
+        ours = tool.get("qadvisor") if isinstance(tool, dict) else None
+        if ours is None:
             if missing_ok:
                 return Config()
             raise ConfigError(f"{path} has no [tool.qadvisor] table")
+        if not isinstance(ours, dict):
+            raise ConfigError(f"{path}: tool.qadvisor must be a table ([tool.qadvisor])")
+        data = ours
     unknown = set(data) - _KEYS
     if unknown:
         raise ConfigError(f"{path}: unknown setting(s) {', '.join(sorted(unknown))}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import ClassVar
 
 import sqlglot
@@ -181,12 +181,57 @@ def parse(sql: str, *, plannable: bool = True) -> exp.Expr:
     return tree
 
 
+# The deepest tree qadvisor reads: sqlglot parses and prints by recursion, and so do the
+# analysis and the rewrites, so a statement nested deeper (parentheses, subqueries, NOT,
+# CASE, ARRAY) would exhaust Python's stack. Claims nest about 15 levels.
+MAX_TREE_DEPTH = 40
+_TOO_DEEP = f"unparsable SQL: nested deeper than qadvisor reads ({MAX_TREE_DEPTH} levels)"
+# sqlglot's time grows about threefold with each level of ARRAY[...] in ARRAY[...] (12 levels:
+# seconds, 20: hours); an array of arrays of arrays is already rare.
+MAX_BRACKET_DEPTH = 6
+_TOO_DEEP_BRACKETS = (
+    f"unparsable SQL: square brackets nested deeper than qadvisor reads ({MAX_BRACKET_DEPTH})"
+)
+
+
 def _tree(sql: str) -> exp.Expr:
     try:
-        with quiet_sqlglot():
-            return sqlglot.parse_one(sql, dialect=DIALECT)
+        return _bounded_parse(sql)
     except (ParseError, TokenError) as err:
         raise StatementError(f"unparsable SQL: {_parse_error(err)}") from None
+
+
+def _bounded_parse(sql: str, into: type[exp.Expr] | None = None) -> exp.Expr:
+    """sqlglot's tree, or StatementError when it nests deeper than MAX_TREE_DEPTH (or
+    square brackets deeper than MAX_BRACKET_DEPTH)."""
+    with suppress(TokenError):  # parse_one says what is wrong with such text
+        parens = brackets = 0
+        for token in Postgres().tokenize(sql):
+            kind = token.token_type
+            parens += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
+            brackets += (kind == TokenType.L_BRACKET) - (kind == TokenType.R_BRACKET)
+            if parens > MAX_TREE_DEPTH:
+                raise StatementError(_TOO_DEEP)
+            if brackets > MAX_BRACKET_DEPTH:
+                raise StatementError(_TOO_DEEP_BRACKETS)
+    try:
+        with quiet_sqlglot():
+            tree = sqlglot.parse_one(sql, dialect=DIALECT, into=into)
+    except RecursionError:
+        raise StatementError(_TOO_DEEP) from None
+    if _depth(tree) > MAX_TREE_DEPTH:
+        raise StatementError(_TOO_DEEP)
+    return tree
+
+
+def _depth(tree: exp.Expr) -> int:
+    """How many nodes deep ``tree`` goes (without recursion: it is what bounds recursion)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node.iter_expressions())
+    return deepest
 
 
 def _opaque(command: exp.Expr) -> StatementError:
@@ -240,8 +285,7 @@ def expression(text: str, what: str, into: type[exp.Expr] | None = None) -> exp.
     """One SQL expression (a literal, an ORDER BY item, a condition), never a statement:
     StatementError saying it is not ``what`` ("an SQL literal") otherwise."""
     try:
-        with quiet_sqlglot():
-            node = sqlglot.parse_one(text, dialect=DIALECT, into=into)
+        node = _bounded_parse(text, into)
     except (ParseError, TokenError) as err:
         raise StatementError(f"not {what}: {text!r} ({first_line(str(err))})") from None
     if any(isinstance(n, exp.Query | exp.Command | exp.DML | exp.DDL) for n in node.walk()):
