@@ -10,6 +10,7 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
+from qadvisor.sql import dequeue
 from qadvisor.sql.dequeue import (
     DequeueStatement,
     KeyNotReturned,
@@ -772,3 +773,20 @@ def test_the_arms_of_an_or_of_comparisons_are_predicates() -> None:
     ]
     assert disjuncts("state = $4") == ()
     assert disjuncts("state = $4 OR lower(state) = $5") == ()
+
+
+def test_a_typed_literal_has_one_fingerprint_however_it_was_recorded() -> None:
+    # A file's literal, pg_stat_statements on 15+ (interval $2), on 14 ($2), and the cast a
+    # typed placeholder is rewritten to: the same statement.
+    shapes = [
+        "UPDATE jobs SET s = 1 WHERE a < now() - interval '1 hour'",
+        "UPDATE jobs SET s = $1 WHERE a < now() - interval $2",
+        "UPDATE jobs SET s = $1 WHERE a < now() - $2",
+        "UPDATE jobs SET s = $1 WHERE a < now() - $2::interval",
+    ]
+    assert len({dequeue.fingerprint(s) for s in shapes}) == 1
+    # A cast to a type that is no typed literal, or an interval column, keeps its meaning.
+    assert dequeue.fingerprint("SELECT a FROM t WHERE b = $1::int") != dequeue.fingerprint(
+        "SELECT a FROM t WHERE b = $1"
+    )
+    assert dequeue.fingerprint("SELECT interval FROM t") != dequeue.fingerprint("SELECT $1 FROM t")

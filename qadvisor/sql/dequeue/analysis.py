@@ -145,6 +145,10 @@ class DequeueStatement:
 
 # --- identity ---------------------------------------------------------------------------
 
+# Type names that may stand before a string constant as a typed literal (interval '1 hour').
+TYPED_LITERALS = {TokenType.INTERVAL, TokenType.DATE, TokenType.TIME, TokenType.TIMESTAMP,
+                  TokenType.TIMESTAMPTZ, TokenType.TIMETZ, TokenType.UUID, TokenType.JSON,
+                  TokenType.JSONB, TokenType.INET}  # fmt: skip
 _CONSTANTS = {TokenType.STRING, TokenType.NUMBER, TokenType.NATIONAL_STRING, TokenType.BIT_STRING,
               TokenType.HEX_STRING, TokenType.BYTE_STRING}  # fmt: skip
 FINGERPRINT_HEX = 10
@@ -165,6 +169,23 @@ def fingerprint(sql: str) -> str:
     i = 0
     while i < len(tokens):
         token = tokens[i]
+        if (
+            token.token_type == TokenType.DCOLON
+            and words[-1:] == ["?"]
+            and i + 1 < len(tokens)
+            and tokens[i + 1].token_type in TYPED_LITERALS
+        ):
+            i += 2  # $4::interval (a typed placeholder rewritten) is $4
+            continue
+        if (
+            i
+            and token.token_type in (*_CONSTANTS, TokenType.PARAMETER)
+            and tokens[i - 1].token_type in TYPED_LITERALS
+            and words[-1:] == [tokens[i - 1].text.upper()]
+        ):
+            # interval '1 hour' in a file, interval $4 (15 and later) and $4 (14) in
+            # pg_stat_statements: one constant.
+            words.pop()
         if (
             token.token_type == TokenType.PARAMETER
             and i + 1 < len(tokens)

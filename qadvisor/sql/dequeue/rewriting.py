@@ -17,7 +17,12 @@ from sqlglot.dialects.postgres import Postgres
 
 from qadvisor.sql import scope
 from qadvisor.sql.dequeue import levels
-from qadvisor.sql.dequeue.analysis import claimed_table, lock_clause, parameter_index
+from qadvisor.sql.dequeue.analysis import (
+    TYPED_LITERALS,
+    claimed_table,
+    lock_clause,
+    parameter_index,
+)
 from qadvisor.sql.dequeue.screening import (
     DIALECT,
     StatementError,
@@ -76,9 +81,7 @@ def normalise_for_planning(sql: str) -> tuple[str, dict[int, str]]:
 
 
 # Type names that take a string constant after them (typed-literal syntax: DATE '2024-01-01').
-_TYPED_LITERALS = {TokenType.INTERVAL, TokenType.DATE, TokenType.TIME, TokenType.TIMESTAMP,
-                   TokenType.TIMESTAMPTZ, TokenType.TIMETZ, TokenType.UUID, TokenType.JSON,
-                   TokenType.JSONB, TokenType.INET}  # fmt: skip
+_TYPED_LITERALS = TYPED_LITERALS
 
 
 def typed_placeholders(sql: str) -> str:
