@@ -107,6 +107,9 @@ def stopped_backend(db: TestDB) -> Iterator[list[int]]:
 
 def _stop_qadvisor_backend(db: TestDB, stopped: list[int]) -> None:
     with db.connect() as admin:
+        # Each poll its own transaction: pg_stat_activity is read once per transaction, so
+        # a poll in the first one's would never see a session that connected after it.
+        admin.autocommit = True
         deadline = time.monotonic() + 20
         while not stopped and time.monotonic() < deadline:
             row = admin.execute(
@@ -133,6 +136,12 @@ def _stop_qadvisor_backend(db: TestDB, stopped: list[int]) -> None:
 def test_a_stopped_backend_ends_the_run_within_its_bound(
     db: TestDB, stopped_backend: list[int], flags: tuple[str, ...], bound: float, says: str
 ) -> None:
+    # A queue (found by its partial index): without one there is nothing to sample, and the
+    # run could end before the poll below sees its session.
+    db.execute(
+        "CREATE TABLE jobs (id bigint PRIMARY KEY, status text NOT NULL);"
+        "CREATE INDEX jobs_queued ON jobs (id) WHERE status = 'queued'"
+    )
     started = time.monotonic()
     # --sample keeps the session open between its two reads: time to find and stop it.
     proc = _qadvisor("check", db.dsn, "--sample", "3", *flags)
