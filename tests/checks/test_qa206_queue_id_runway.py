@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -72,9 +73,13 @@ def test_bigint_is_quiet_and_a_widened_serial_keeps_its_integer_sequence() -> No
 # --- on real servers --------------------------------------------------------------------------
 
 
+def ev_days(finding: dict[str, Any]) -> float:
+    return float(finding["evidence"]["days_left"])
+
+
 def build(db: TestDB, id_column: str, used: int) -> None:
-    """A queue numbered by ``id_column``, its sequence moved to ``used``, 3,000 rows inserted
-    since the statistics were reset (a burn rate of thousands of ids a second)."""
+    """A queue numbered by ``id_column``, its sequence moved to ``used``, 30,000 rows inserted
+    since the statistics were reset."""
     db.execute(
         f"""
         CREATE TABLE jobs (
@@ -88,7 +93,10 @@ def build(db: TestDB, id_column: str, used: int) -> None:
     db.execute(f"SELECT setval(pg_get_serial_sequence('jobs', 'id'), {used})")
 
 
-def insert_since_reset(shape: Shape, rows: int = 3000) -> None:
+ROWS = 30_000
+
+
+def insert_since_reset(shape: Shape, rows: int = ROWS) -> None:
     shape.dba.execute("SELECT pg_stat_reset()")
     shape.db.execute(
         f"INSERT INTO jobs (status) SELECT CASE WHEN g % 10 = 0 THEN 'queued' ELSE 'done' END "
@@ -105,12 +113,15 @@ def test_an_integer_id_burning_fast_is_found_widened_as_printed_and_gone(
     build(shape.db, id_column, 1_000_000_000)
     insert_since_reset(shape)
     (f,) = shape.check().findings("QA206")
-    assert f["severity"] == "critical", f["message"]  # days at thousands of ids a second
+    # The rate is the inserts over the time since the reset, which a loaded machine
+    # stretches: at least 30,000 rows in a few minutes, so well under a year left.
+    assert ev_days(f) < 365, f["message"]
+    assert f["severity"] == ("critical" if ev_days(f) < 30 else "warning"), f["message"]
     ev = f["evidence"]
     assert ev["column_type"] == "integer" and ev["sequence"] == f"{shape.queue}_id_seq"
-    assert ev["ids_used"] == 1_000_003_000 and ev["ids_used_from"].startswith("the last value")
-    assert ev["rate_from"].startswith("3,000 rows inserted since the statistics reset")
-    assert ev["days_left"] < 30
+    assert ev["ids_used"] == 1_000_000_000 + ROWS
+    assert ev["ids_used_from"].startswith("the last value")
+    assert ev["rate_from"].startswith("30,000 rows inserted since the statistics reset")
     shape.apply_fix(f, review=True)
     types = shape.dba.execute(
         "SELECT format_type(a.atttypid, NULL), format_type(s.seqtypid, NULL), s.seqmax "
