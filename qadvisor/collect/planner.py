@@ -73,6 +73,18 @@ from qadvisor.sql.printing import RANGE_OPS, array_literal, ident, literal
 Conn = psycopg.Connection[Any]
 
 PREPARED_NAME = "qadvisor_stmt"
+# The types the server gave a prepared statement's parameters; {name} is its name.
+PARAMETER_TYPES_SQL = (
+    "SELECT format_type(t.oid, NULL), t.typtype::text,"
+    " CASE WHEN t.typbasetype <> 0 THEN format_type(t.typbasetype, NULL) END,"
+    " ARRAY(SELECT e.enumlabel::text FROM pg_enum e"
+    "        WHERE e.enumtypid = coalesce(nullif(t.typbasetype, 0), t.oid)"
+    "        ORDER BY e.enumsortorder)"
+    " FROM pg_prepared_statements p,"
+    "      unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
+    " JOIN pg_type t ON t.oid = u.typ"
+    " WHERE p.name = {name} ORDER BY u.pos"
+)
 GENERIC_PLAN_VERSION = 160000
 # Partial indexes probed per statement: each probe is one EXPLAIN.
 MAX_PROBES = 8
@@ -510,17 +522,7 @@ class _Planner:
         """The types the server resolved for the prepared statement's parameters, with the
         labels of enums and the base type of domains (a value must be one of them)."""
         rows = self._rows(
-            sql.SQL(
-                "SELECT format_type(t.oid, NULL), t.typtype::text,"
-                " CASE WHEN t.typbasetype <> 0 THEN format_type(t.typbasetype, NULL) END,"
-                " ARRAY(SELECT e.enumlabel::text FROM pg_enum e"
-                "        WHERE e.enumtypid = coalesce(nullif(t.typbasetype, 0), t.oid)"
-                "        ORDER BY e.enumsortorder)"
-                " FROM pg_prepared_statements p,"
-                "      unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
-                " JOIN pg_type t ON t.oid = u.typ"
-                " WHERE p.name = {} ORDER BY u.pos"
-            ).format(sql.Literal(PREPARED_NAME)),
+            sql.SQL(PARAMETER_TYPES_SQL).format(name=sql.Literal(PREPARED_NAME)),
             "reading parameter types",
         )
         return [

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PREPARED_NAME
+from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PARAMETER_TYPES_SQL, PREPARED_NAME
 from qadvisor.collect.queries import query_text
 from qadvisor.collect.stakeholders import PREPARED as STAKEHOLDER
 
@@ -281,15 +281,7 @@ SENT: tuple[Sent, ...] = (
     Sent("plan_parameter_types", ("planning",),
          "The types the server resolved for the parameters (an enum's labels, a domain's "
          "base type).", NO_LOCK, CONNECT,
-         template="SELECT format_type(t.oid, NULL), t.typtype::text,"
-         " CASE WHEN t.typbasetype <> 0 THEN format_type(t.typbasetype, NULL) END,"
-         " ARRAY(SELECT e.enumlabel::text FROM pg_enum e"
-         " WHERE e.enumtypid = coalesce(nullif(t.typbasetype, 0), t.oid)"
-         " ORDER BY e.enumsortorder)"
-         " FROM pg_prepared_statements p,"
-         " unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
-         " JOIN pg_type t ON t.oid = u.typ"
-         f" WHERE p.name = '{PREPARED_NAME}' ORDER BY u.pos",
+         template=PARAMETER_TYPES_SQL.format(name=f"'{PREPARED_NAME}'"),
          when="the claim has parameters"),
     Sent("custom_plan_mode", ("planning",), "Makes EXECUTE plan with the values given.",
          "none", CONNECT, template="SET LOCAL plan_cache_mode = force_custom_plan"),
