@@ -78,10 +78,10 @@ PARAMETER_TYPES_SQL = (
     "SELECT format_type(t.oid, NULL), t.typtype::text,"
     " CASE WHEN t.typbasetype <> 0 THEN format_type(t.typbasetype, NULL) END,"
     " ARRAY(SELECT e.enumlabel::text FROM pg_enum e"
-    "        WHERE e.enumtypid = coalesce(nullif(t.typbasetype, 0), t.oid)"
-    "        ORDER BY e.enumsortorder)"
+    " WHERE e.enumtypid = coalesce(nullif(t.typbasetype, 0), t.oid)"
+    " ORDER BY e.enumsortorder)"
     " FROM pg_prepared_statements p,"
-    "      unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
+    " unnest(p.parameter_types::oid[]) WITH ORDINALITY AS u(typ, pos)"
     " JOIN pg_type t ON t.oid = u.typ"
     " WHERE p.name = {name} ORDER BY u.pos"
 )

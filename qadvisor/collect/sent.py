@@ -39,13 +39,14 @@ CONNECT = "CONNECT on the database"
 PLAN_LOCK = (
     "what the statement itself would take, from PREPARE to the ROLLBACK: ROW SHARE on a "
     "table it locks rows of (ROW EXCLUSIVE on one an UPDATE or DELETE writes) and on that "
-    "table's indexes, ACCESS SHARE on the other tables it reads; no row lock (nothing is "
-    "executed)"
+    "table's indexes, ACCESS SHARE on the other tables it reads; a claim's scan planned "
+    "without its row locks (a role without UPDATE) takes ACCESS SHARE only; no row lock "
+    "(nothing is executed)"
 )
 PLAN_PRIVILEGE = (
-    "the privileges the statement itself needs (PostgreSQL checks them for PREPARE and "
-    "EXPLAIN too): USAGE on its schemas, SELECT on the columns it reads, UPDATE on a table "
-    "it locks rows of or writes"
+    "what EXPLAIN checks (PREPARE checks none): USAGE on its schemas and SELECT on the "
+    "columns it reads; UPDATE on the queue table only to plan a claim as written (without "
+    "it, the claim's scan without its row locks is planned; docs/privileges.md)"
 )
 
 
