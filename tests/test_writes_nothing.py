@@ -33,9 +33,12 @@ STATE: dict[str, str] = {
     "catalog writes": """
         SELECT relid::regclass::text, n_tup_ins, n_tup_upd, n_tup_del
           FROM pg_stat_sys_tables WHERE relid <> 'pg_statistic'::regclass ORDER BY relid""",
+    # The database's, less pg_statistic's (an autoanalyze of a catalog counts here too).
     "database write counters": """
-        SELECT tup_inserted, tup_updated, tup_deleted, conflicts, deadlocks, temp_files
-          FROM pg_stat_database WHERE datname = current_database()""",
+        SELECT d.tup_inserted - s.n_tup_ins, d.tup_updated - s.n_tup_upd,
+               d.tup_deleted - s.n_tup_del, d.conflicts, d.deadlocks, d.temp_files
+          FROM pg_stat_database d, pg_stat_sys_tables s
+         WHERE d.datname = current_database() AND s.relid = 'pg_statistic'::regclass""",
     # Every row version of the application's tables: a lock (even rolled back) sets xmax,
     # a write makes a new version.
     "row versions of jobs": "SELECT md5(string_agg(concat_ws(',', ctid, xmin, xmax, status),"
