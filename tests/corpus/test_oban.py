@@ -54,10 +54,13 @@ OBAN = Library(
 )
 
 QUIET = {
-    "QA301": "there is no partial index on the live set for a generic plan to miss",
     "QA302": "the partial indexes are the pruner's and the stager's, not the claim's",
     "QA303": "the (state, queue, priority, scheduled_at, id) index supplies the claim's order",
 }
+# The stager binds its states (state = ANY($4)), which are planned from the staging index's
+# predicate: its generic plan would miss that index, and nothing on the server shows it
+# running one (a handful of calls, custom plans far cheaper), so QA301 is latent at most.
+LATENT = {"QA301": "the stager's generic plan is latent: the plan cache keeps custom plans"}
 INDEX = "public.oban_jobs_state_queue_priority_scheduled_at_id_index"
 
 
@@ -89,7 +92,8 @@ class TestOban(CorpusSuite):
                     **QUIET,
                     "QA101": "the table is small: its indexes are far under the 8 MiB minimum",
                     "QA201": "the table is small, and its scale factor is 0.02",
-                }
+                },
+                info_only=LATENT,
             ),
             "aged": Codes(
                 required={
@@ -101,6 +105,7 @@ class TestOban(CorpusSuite):
                     "QA201": "Oban sets autovacuum_vacuum_scale_factor = 0.02: 50 + 0.02 x "
                     "~1 M = ~20,000 dead tuples, under the 50,000 minimum trigger",
                 },
+                info_only=LATENT,
             ),
         },
         targets={"aged": {"QA101": INDEX}},
