@@ -96,7 +96,15 @@ def _judge(
         return
     used, used_source = _used(table, seq)
     if used is None:
-        return  # neither is readable: collection recorded the grant, and the check skips
+        # Neither the sequence nor the id's statistics were read (collection records the grant
+        # as a hidden fact, which skips the queue before it gets here; a snapshot without it
+        # still must not pass as judged).
+        yield Skip(
+            f"how far {seq.qualified} has gone is unknown: its last value and the statistics "
+            f"of {seq.column} were not read",
+            table.qualified,
+        )
+        return
     share = max(0.0, used / limit)
     rate = _rate(snapshot, table)
     days_left = (limit - used) / rate.per_day if rate is not None and rate.per_day > 0 else None

@@ -62,6 +62,11 @@ def test_without_a_rate_a_little_used_range_is_not_judged() -> None:
     assert judged(sequence(last_value=5000), inserts=1000, reset="2026-11-02T10:00:00+00:00") == []
 
 
+def test_an_unread_sequence_is_a_skip_not_an_all_clear() -> None:
+    (s,) = judged(sequence(readable=False, last_value=None))
+    assert isinstance(s, Skip) and "is unknown" in s.reason
+
+
 def test_bigint_is_quiet_and_a_widened_serial_keeps_its_integer_sequence() -> None:
     assert judged(sequence(column_type="bigint", data_type="bigint", max_value=2**63 - 1)) == []
     (f,) = judged(sequence(column_type="bigint", last_value=int(INT_MAX * 0.7)))
