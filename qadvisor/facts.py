@@ -122,8 +122,9 @@ FACTS: dict[str, Fact] = {
                 "columns": _SELECT_COLUMNS,
                 "update": "GRANT UPDATE ON {table} TO {role};",
             },
-            lock="ROW SHARE (ROW EXCLUSIVE for an UPDATE or DELETE claim planned as written, "
-            "ACCESS SHARE for a scan planned without its row locks) on the table and its indexes",
+            lock="ROW SHARE (ROW EXCLUSIVE for an UPDATE or DELETE claim planned as written; ROW "
+            "SHARE for a locking level planned alone, which is PREPAREd with its locks first) on "
+            "the table and its indexes",
             when_locked="the statement is not planned, and a skip names the lock",
             only_when={"update": "for a claim that locks its rows in no SELECT"},
         ),

@@ -101,7 +101,9 @@ def _plan_forms(parsed: DequeueStatement, acc: TableAccess | None, role: str) ->
             "the scan that finds its rows" if strip else "its locking level",
             columns,
             not strip,
-            ACCESS_SHARE if strip else ROW_SHARE,
+            # The claim's locking level is PREPAREd with its locks first (PostgreSQL's verdict
+            # on it), which takes ROW SHARE, with or without UPDATE.
+            ROW_SHARE,
         )
         out.append(replace(candidate, form=_form(candidate, whole, acc, role)))
     return out

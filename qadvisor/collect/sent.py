@@ -39,9 +39,9 @@ CONNECT = "CONNECT on the database"
 PLAN_LOCK = (
     "what the statement itself would take, from PREPARE to the ROLLBACK: ROW SHARE on a "
     "table it locks rows of (ROW EXCLUSIVE on one an UPDATE or DELETE writes) and on that "
-    "table's indexes, ACCESS SHARE on the other tables it reads; a claim's scan planned "
-    "without its row locks (a role without UPDATE) takes ACCESS SHARE only; no row lock "
-    "(nothing is executed)"
+    "table's indexes, ACCESS SHARE on the other tables it reads; a claim's locking level "
+    "planned alone (a role without UPDATE) takes ROW SHARE, for PREPARE of it with its locks "
+    "comes first; no row lock (nothing is executed)"
 )
 PLAN_PRIVILEGE = (
     "what EXPLAIN checks (PREPARE checks none): USAGE on its schemas and SELECT on the "

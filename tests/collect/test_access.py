@@ -764,3 +764,21 @@ def test_names_fold_as_postgresql_folds_them() -> None:
 def test_a_statement_that_was_not_parsed_claims_nothing() -> None:
     unread = Statement("--query", "SELECT id FROM app.jobs FOR UPDATE", None, queue="app.jobs")
     assert names(unclaimed(QUEUES, [unread])) == names(QUEUES)
+
+
+def test_an_exclusive_lock_blocks_the_scan_of_a_role_without_update_too(shop: Shop) -> None:
+    # REFRESH MATERIALIZED VIEW CONCURRENTLY's mode: it lets ACCESS SHARE through, not ROW
+    # SHARE, which the PREPARE of the claim with its locks takes before its scan is planned.
+    role = '"' + shop.role + '"'
+    shop.db.execute(f"GRANT SELECT (created_at, status) ON app.jobs TO {role}")
+    claim, _ = claim_on("app.jobs")
+    assert isinstance(shop.guard().plan_refusal(queue("app.jobs"), claim), PlanForm)
+    with holding(shop.db, "LOCK TABLE app.jobs IN EXCLUSIVE MODE") as pid:
+        with connect(shop.monitor.dsn, SessionLimits()) as conn:
+            guard = shop.guard(read_locks(conn))
+        refusal = guard.plan_refusal(queue("app.jobs"), claim)
+        assert isinstance(refusal, HiddenFact) and refusal.blocker_pid == pid
+        # PostgreSQL agrees: PREPARE of the claim waits, the read of the columns does not.
+        prepare = f"PREPARE qa_probe AS {claim.text}"
+        assert shop.refused(prepare) == "canceling statement due to lock timeout"
+        assert shop.refused("SELECT status FROM app.jobs LIMIT 1") is None
