@@ -145,7 +145,7 @@ def _judge(
         "index_bytes": sum(i.bytes for i in table.indexes),
     }
     yield Finding(
-        target=Target("table", table.schema, table.name, seq.column),
+        target=Target("table", table.schema, table.name, table.name),
         severity=severity,
         message=(
             f"Queue table {table.qualified} numbers {seq.column} ({seq.column_type}) from "
