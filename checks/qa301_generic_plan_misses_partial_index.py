@@ -82,7 +82,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 
     ## What it finds
     A dequeue statement that compares a column of a partial index's predicate with a
-    parameter (`WHERE status = $1` against `... WHERE status = 'pending'`), and whose generic
+    parameter (`WHERE status = $1` against `... WHERE status = 'pending'`; a list bound as
+    parameters, `status = ANY($1)` or `status IN ($1, $2)`, as Ecto and many ORMs send it,
+    the same way), and whose generic
     plan, made on the server (`EXPLAIN (GENERIC_PLAN)` on PostgreSQL 16+, `PREPARE` +
     `plan_cache_mode = force_generic_plan` in a rolled-back transaction before), does not use
     that index while the custom plan, made with the live value, does.
@@ -98,8 +100,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     the role (critical), or when a driver or pooler makes the choice (warning).
 
     ## How to fix
-    Write the predicate's value into the statement as a literal (`status = 'pending'`): the
-    rewritten statement is printed in full, with `<value of $1>` where the application's own
+    Write the predicate's value into the statement as a literal (`status = 'pending'`; for a
+    list bound as parameters, `status IN ('pending', 'retry')` or `status = ANY(ARRAY[...])`,
+    which the planner proves a partial index's predicate from as well): the rewritten
+    statement is printed in full, with `<value of $1>` where the application's own
     value goes. qadvisor never writes the value itself: pg_stat_statements and bound
     parameters show it only as `$n`, and the value a partial index covers is not always the
     one the application sends (a reaper sends `'running'` to a table whose partial index holds
@@ -371,6 +375,17 @@ def _fix(d: Dequeue, idx: Index, columns: frozenset[str], forced: bool, source: 
         notes.append(
             f"{idx.name} serves rows whose {', '.join(sorted(columns))} is {covered}: a literal "
             "it covers keeps the index usable; any other value does not."
+        )
+    arrays = sorted(
+        {p.column for p in _parameter_predicates(d.parsed.predicates)
+         if p.op == "any" and p.column in columns}
+    )  # fmt: skip
+    if arrays:
+        example = f" (ARRAY[{', '.join(literal(v) for v in index_values)}])" if index_values else ""
+        notes.append(
+            f"For {', '.join(arrays)} = ANY(...) the literal is an array{example}, or, for a "
+            "single value, the plain comparison (= 'value'): the planner proves a partial "
+            "index's predicate from a constant array as from a list of equalities."
         )
     notes.append(
         "ORMs and drivers that bind every value (server-side prepared statements in JDBC, "

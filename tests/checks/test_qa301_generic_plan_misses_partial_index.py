@@ -3,7 +3,9 @@
 On the servers: a claim with ``status = $1`` against the live-set partial index is critical
 with ``force_generic_plan`` set on the database, quiet once rewritten with the printed literal,
 a warning without the setting, and latent (info) from pg_stat_statements text alone. A healthy
-literal claim on a matching partial index stays quiet for QA301, QA302 and QA303.
+literal claim on a matching partial index stays quiet for QA301, QA302 and QA303. A list bound
+as parameters (``= ANY($1)``, ``IN ($1, $2)``) is found the same way, and its literal list is
+proven by the server's generic plan.
 """
 
 from __future__ import annotations
@@ -361,3 +363,53 @@ def test_few_plans_per_call_with_a_costlier_generic_plan_is_a_contradiction_not_
     assert ev["confirmed_by"] is None and "costs no more than" in ev["contradicted_by"]
     assert ev["shared_blks_per_call"] < 0.5 * ev["table_pages"]
     assert "Not confirmed" in f["message"] and "shared blocks per call" in f["message"]
+
+
+# Lists bound as parameters, as Ecto and many ORMs send them, against a partial index on the
+# two live states.
+LIST_CLAIMS = {
+    "any": (
+        "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs WHERE status = "
+        "ANY($1) ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+        {1: "ARRAY['queued', 'retry']"},
+        ("text[]", "'{queued,retry}'"),
+    ),
+    "in": (
+        "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs WHERE status IN "
+        "($1, $2) ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+        {1: "'queued'", 2: "'retry'"},
+        ("text, text", "'queued', 'retry'"),
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(LIST_CLAIMS))
+def test_a_status_list_bound_as_parameters_is_found_and_its_literal_list_is_proven(
+    shape: Shape, form: str
+) -> None:
+    claim, values, (types, bound) = LIST_CLAIMS[form]
+    db = shape.db
+    build_claim_queue(db)
+    db.execute(
+        "DROP INDEX jobs_queued_created_at_idx; "
+        "CREATE INDEX jobs_live_idx ON jobs (created_at) WHERE status IN ('queued', 'retry'); "
+        "ANALYZE jobs"
+    )
+    shape.dba.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
+    (f,) = shape.check("--query", claim).findings("QA301")
+    assert f["severity"] == "critical", f["message"]
+    ev = f["evidence"]
+    assert ev["partial_index"] == "jobs_live_idx"
+    assert ev["custom_plan_scan"].startswith("Index Scan using jobs_live_idx")
+    assert "jobs_live_idx" not in ev["generic_plan_scan"]
+    # The live values were bound for the custom plan, never written into the rewrite.
+    assert "'queued'" not in rewrite_of(f) and "'retry'" not in rewrite_of(f)
+    if form == "any":
+        assert "ARRAY['queued', 'retry']" in f["fix"]["notes"]
+    # The proof is the server's: the statement as the application sends it misses the index
+    # in its generic plan; filled with its list as literals, the generic plan uses it.
+    schema = shape.schema
+    assert "jobs_live_idx" not in generic_plan_indexes(db, schema, claim, types, bound)
+    rewritten = as_the_application(rewrite_of(f), values)
+    assert "jobs_live_idx" in generic_plan_indexes(db, schema, rewritten.rstrip(";"))
+    assert_quiet(shape.check("--query", rewritten), "QA301", shape.queue)
