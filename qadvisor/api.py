@@ -21,6 +21,7 @@ A name the built-in pack does not use is kept only with a reason (a comment at i
 
 from collections.abc import Iterator
 
+from qadvisor.derive.archive_dates import DatingColumn, dating_column, parse_bound
 from qadvisor.derive.discover import selects_waiting
 from qadvisor.derive.estimates import (
     MIN_SAMPLE_ROWS,
@@ -212,6 +213,11 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "suggested_vacuum_threshold",
     "vacuum_threshold_sql",
     "vacuum_trigger",
+    # 4a. the timestamp that dates a queue's finished rows, and a statistics bound of it as
+    # a time (qadvisor.derive.archive_dates).
+    "DatingColumn",
+    "dating_column",
+    "parse_bound",
     # 4b. margins on thresholds that read noisy counters (qadvisor.derive.margins): within
     # the margin a check gives its conservative answer, so two runs agree.
     "NOISE_MARGIN",

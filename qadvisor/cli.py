@@ -43,6 +43,30 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from qadvisor import __version__
+
+        typer.echo(f"qadvisor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print qadvisor's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    # Options before the command; the help text is the app's.
+    pass
+
+
 class Format(enum.StrEnum):
     text = "text"
     json = "json"

@@ -138,6 +138,15 @@ FACTS: dict[str, Fact] = {
             {"sequence": "GRANT SELECT ON SEQUENCE {table} TO {role};"},
         ),
         Fact(
+            "archive_age",
+            "how old the oldest finished row of a queue table is",
+            "pg_stats of the finish timestamp (finished_at, completed_at, ...), else of the "
+            "creation timestamp (created_at, inserted_at, ...): the smallest value ANALYZE saw",
+            "SELECT on that timestamp column (pg_stats shows a column only to roles that may "
+            "read it)",
+            {"select": _SELECT_COLUMNS},
+        ),
+        Fact(
             "tenant_counts",
             "live rows per tenant and recent job durations",
             "bounded reads of the queue table through its indexes",

@@ -108,6 +108,9 @@ class ColumnStats:
     # The largest value ANALYZE saw (the last histogram bound, else the largest common value),
     # as text; read for integer columns only.
     upper_bound: str | None = None
+    # The smallest value ANALYZE saw, in UTC as PostgreSQL prints a timestamp; read for date
+    # and timestamp columns only.
+    lower_bound: str | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,8 @@ COLUMNS_READ: dict[str, tuple[str, ...]] = {
     "live_set": (LIVE_COLUMN,),
     "discovery": (LIVE_COLUMN,),
     "tenant_counts": (TENANT_COLUMN, LIVE_COLUMN, *DURATION_COLUMNS),
+    # The finish timestamp, else the creation timestamp: the builders' tables have both.
+    "archive_age": ("finished_at", "created_at"),
 }
 # GRANTs of qadvisor.facts that pg_monitor already gives (it includes pg_read_all_stats).
 GIVEN_BY_PG_MONITOR = ("read_all_stats",)

@@ -27,6 +27,7 @@ from qadvisor.collect.locks import (
 )
 from qadvisor.collect.planner import PlanForm
 from qadvisor.derive import discover
+from qadvisor.derive.archive_dates import dating_column
 from qadvisor.derive.estimates import live_index
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
@@ -356,6 +357,27 @@ class Guard:
                 (grant,),
             )
         return None
+
+    def archive_age(self, queue: Queue, table: Table | None) -> HiddenFact | None:
+        """The age of a queue's oldest finished row, when the role may not see the statistics
+        of the timestamp that dates it."""
+        relid = self.relids.get(queue.qualified)
+        if relid is None or table is None or self.access is None:
+            return None
+        acc = self.access.get(relid)
+        dating = dating_column(table)
+        if acc is None or dating is None or dating.name in acc.readable:
+            return None
+        grant = FACTS["archive_age"].grant("select", self.role, table.schema, table.name,
+                                           [dating.name])  # fmt: skip
+        return self._hidden(
+            "archive_age",
+            queue.qualified,
+            f"the age of its oldest finished row is unknown: pg_stats of {ident(dating.name)} "
+            f"is hidden from {ident(self.role)} (it shows a column only to roles that may "
+            f"read it): {grant}",
+            (grant,),
+        )
 
     def id_sequences(self, queue: Queue, table: Table | None) -> HiddenFact | None:
         """How far a queue's id sequence has gone, when the role may read neither the sequence

@@ -192,7 +192,7 @@ SENT: tuple[Sent, ...] = (
     _file("column_stats", "collection",
           "pg_stats of the queue tables' columns (only those the role may read).", NO_LOCK,
           "SELECT on the column (pg_stats shows no other)", when="a queue is found",
-          facts=("live_set",)),
+          facts=("live_set", "archive_age")),
     _file("id_sequences", "collection",
           "The sequences that number the queue tables' ids: type, maximum, last value.",
           NO_LOCK, "SELECT or USAGE on the sequence for its last value (else it is NULL)",

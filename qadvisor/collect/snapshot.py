@@ -130,6 +130,9 @@ def collect(
     sequences_hidden = _hidden(
         guard.id_sequences(queue, _table_of(queue, table_facts.value)) for queue in queues
     )
+    archive_hidden = _hidden(
+        guard.archive_age(queue, _table_of(queue, table_facts.value)) for queue in queues
+    )
     # Rates are measured from the moment the first counters were read.
     counters_read = time.monotonic()
     live_hidden = _hidden(
@@ -158,7 +161,7 @@ def collect(
         )
     missing = merged(
         None, settings, role_settings, locks, found, access, indexes_hidden, table_facts,
-        sequences_hidden,
+        sequences_hidden, archive_hidden,
         live_hidden, discovery_hidden, horizon, horizon_hidden, planned, unjudged, tenants,
         stakeholders, sample, _on_a_standby(server, queries),
     )  # fmt: skip
@@ -558,6 +561,7 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 most_common_vals=_tuple(r["most_common_vals"]),
                 most_common_freqs=_tuple(r["most_common_freqs"]),
                 upper_bound=r["upper_bound"],
+                lower_bound=r["lower_bound"],
             )
         )
     sequence_rows = read_rows(

@@ -167,7 +167,7 @@ def test_pg_monitor_role_with_the_documented_grants_judges_the_claim_as_the_dba_
     # probes are skips naming exactly what is missing.
     assert [q["table"] for q in blind.report["queues"]] == ["jobs"]
     plans = [s for s in blind.report["skipped"] if s["fact"] == "plans"]
-    assert {s["code"] for s in plans} == {"QA301", "QA302", "QA303", "QA401"}
+    assert {s["code"] for s in plans} == {"QA301", "QA302", "QA303", "QA304", "QA401"}
     # Only what the claim's scan reads: its conditions and its ORDER BY, no UPDATE.
     assert plans[0]["grants"] == [
         f"GRANT USAGE ON SCHEMA app TO {m};",

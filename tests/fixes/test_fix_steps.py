@@ -18,6 +18,7 @@ import pytest
 from qadvisor.registry import load_checks
 from tests.checks.test_qa102_dead_entry_bloated_partial_index import _churn
 from tests.checks.test_qa302_predicate_does_not_imply_index import _claim
+from tests.checks.test_qa304_claim_filter_not_in_index import SMALL_CLAIM, build_skewed_queue
 from tests.checks.test_qa305_maintenance_scans_queue import CLAIM as REAPER_CLAIM
 from tests.checks.test_qa305_maintenance_scans_queue import (
     build_reaper_queue,
@@ -123,6 +124,11 @@ def _locks(db: TestDB) -> Run:
     )  # fmt: skip
 
 
+def _filtered_claim(db: TestDB) -> Run:
+    build_skewed_queue(db)
+    return check(db, "--query", SMALL_CLAIM, "--analyze")
+
+
 def _reaper(db: TestDB) -> Run:
     build_reaper_queue(db)
     run_the_application(db, db)
@@ -150,12 +156,15 @@ PATHOLOGIES = {
     "locks": Pathology(frozenset({"QA501", "QA502"}), _locks),
     "windows": Pathology(frozenset({"QA503"}), _windows),
     "reaper": Pathology(frozenset({"QA305"}), _reaper),
+    "filtered-claim": Pathology(frozenset({"QA304"}), _filtered_claim),
 }
 # Checks whose fixes are review steps only (nothing here runs them: they end a session or
 # delete rows once the application is changed), each run by its own test.
 REVIEW_ONLY = {
     "QA202": "tests/checks/test_qa202_vacuum_horizon_held.py terminates and rolls back as printed",
     "QA402": "tests/checks/test_qa402_idle_tenants_in_rotation.py runs the prune as printed",
+    "QA204": "tests/checks/test_qa204_archive_without_retention.py runs the batched DELETE "
+    "as printed",
     "QA206": "tests/checks/test_qa206_queue_id_runway.py runs the bigint migration as printed",
 }
 

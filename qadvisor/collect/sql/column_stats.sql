@@ -4,6 +4,9 @@
 -- a join to pg_class computes the view for every table of the database first (the type of
 -- each row's column is looked up per row instead). The upper bound of an integer column is
 -- what ANALYZE saw of its largest value: an id's progress where its sequence is not readable.
+-- The lower bound of a date or timestamp column is the smallest value ANALYZE saw, in UTC (a
+-- timestamp without time zone is read in this session's TimeZone, as DEFAULT now() writes
+-- it): how old a queue's oldest finished row is, without a scan of the archive.
 SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
        s.null_frac::float8, s.n_distinct::float8, s.avg_width,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_vals::text::text[] END AS most_common_vals,
@@ -12,7 +15,13 @@ SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
          coalesce((s.histogram_bounds::text::bigint[])[
                     cardinality(s.histogram_bounds::text::bigint[])],
                   (SELECT max(v) FROM unnest(s.most_common_vals::text::bigint[]) AS v))::text
-       END AS upper_bound
+       END AS upper_bound,
+       CASE WHEN t.typname IN ('timestamptz', 'timestamp', 'date') THEN
+         ((SELECT min(v)
+             FROM unnest(coalesce(s.histogram_bounds::text::timestamptz[], '{}')
+                         || coalesce(s.most_common_vals::text::timestamptz[], '{}')) AS v)
+          AT TIME ZONE 'UTC')::text
+       END AS lower_bound
   FROM pg_stats s
   LEFT JOIN pg_type t ON t.oid = (
          SELECT a.atttypid FROM pg_attribute a

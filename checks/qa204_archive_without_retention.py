@@ -1,0 +1,322 @@
+"""QA204 archive-without-retention."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from qadvisor.api import (
+    NOISE_MARGIN,
+    DatingColumn,
+    Finding,
+    Fix,
+    Severity,
+    Skip,
+    Snapshot,
+    Table,
+    Target,
+    at_least,
+    check,
+    dating_column,
+    human_count,
+    ident,
+    judgeable_queues,
+    live_rows,
+    parse_bound,
+    qualified,
+    rates,
+    review,
+)
+
+# Rows each batch of the printed DELETE removes at most: short transactions, few locks held.
+_BATCH = 10_000
+_INTEGER_TYPES = ("smallint", "integer", "bigint")
+
+
+@dataclass(frozen=True)
+class Options:
+    # Share of the table's rows outside the live set, and how many rows that is, before the
+    # archive is the table's bulk.
+    min_archive_fraction: float = 0.5
+    min_archive_rows: int = 10_000
+    # The oldest finished row older than this many days (and the margin): nothing prunes
+    # the archive. The printed DELETE keeps this many days.
+    max_age_days: float = 7.0
+    # Row estimates move between ANALYZE runs: an archive within this share of its size
+    # thresholds gives info. The age must pass max_age_days by this share too (8.4 days by
+    # default), so a daily pruner that keeps max_age_days stays quiet.
+    margin: float = NOISE_MARGIN
+
+
+@check("QA204", "archive-without-retention", severity=Severity.WARNING, category="vacuum",
+       options=Options,
+       requires=("table_facts", "live_set", "archive_age"))  # fmt: skip
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
+    """A queue table keeps its finished rows without bound: nothing prunes the archive.
+
+    ## What it finds
+    A queue table whose rows are mostly outside the live set (the archive share, as QA101
+    computes it, at least `min_archive_fraction` and `min_archive_rows` rows) and whose
+    oldest finished row is older than `max_age_days` by more than `margin` (8.4 days by
+    default). The age comes from the statistics, not
+    from a scan: the smallest value ANALYZE saw of the finish timestamp (`finished_at`,
+    `completed_at`, `finalized_at`, `completed_on`, ...), measured at the table's last
+    ANALYZE (the statistics are that old). Without a finish timestamp, the creation timestamp
+    (`created_at`, `inserted_at`, `enqueued_at`, ...) dates the oldest row of any state, which
+    on a table that is mostly archive is most likely a finished one: that finding is info.
+    With `--sample`, the evidence gives the rows the table gains a day (inserts less
+    deletes).
+
+    ## Why it matters
+    A queue's finished rows are kept for a while to be looked at; kept forever they are most
+    of the table, and everything that reads the whole table pays for them: indexes that
+    cover the archive (QA101), autovacuum thresholds scaled by the archive (QA201), counts
+    and admin listings. Reported in 2026: an Oban table at 227 k completed rows behind a
+    count that cost 5.45 h of database time; pruning it by age took the table from 174 MB
+    to 4.2 MB and the query from 132 ms to 6.7 ms.
+
+    ## How to fix
+    For review: a retention job that deletes finished rows older than `max_age_days` in
+    bounded batches, written out. With an integer primary key it walks the key in ranges of
+    10,000 ids, committing after each (a `DO` block, outside a transaction block), so no
+    transaction holds many row locks or runs long, and each batch reads one key range.
+    Without one, each batch takes up to 10,000 old rows with `FOR UPDATE SKIP LOCKED`. A
+    queue library's own pruner, where the table is a library's, is the lasting fix; a table
+    this size partitioned by finish time drops old partitions instead of deleting rows. When
+    only a creation timestamp dates the rows, the DELETE carries a placeholder for the
+    condition that tells a finished row, which only the application knows.
+
+    ## When it stays quiet
+    The archive is small (rows are deleted or moved on completion, or pruned), or its oldest
+    row is younger than `max_age_days` and the margin: a pruner that keeps `max_age_days` and
+    runs daily stays quiet. An archive near a size threshold (within `margin`) gives info,
+    since the estimates move between runs. It reports that it could not judge a queue whose
+    live set is unknown, a table with no finish or creation timestamp, or one whose timestamp
+    has no statistics yet.
+    """
+    for queue, table in judgeable_queues(snapshot):
+        if table.reltuples < options.min_archive_rows * (1 - options.margin):
+            continue  # too few rows for an archive this size, whatever the live set
+        if queue.live is None:
+            yield Skip(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
+            continue
+        est = live_rows(table, queue.live)
+        if est.rows is None:
+            yield Skip(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
+            continue
+        archive_rows = max(table.reltuples - est.rows, 0.0)
+        share = archive_rows / table.reltuples
+        large = (
+            at_least(archive_rows, options.min_archive_rows, options.margin),
+            at_least(share, options.min_archive_fraction, options.margin),
+        )
+        if False in large:
+            continue
+        dating = dating_column(table)
+        if dating is None:
+            yield Skip(
+                f"{table.qualified}: {human_count(archive_rows)} rows are outside the live "
+                "set, and the table has no finish or creation timestamp to date them by",
+                table.qualified,
+            )
+            continue
+        found = _judge(
+            snapshot, table, dating, archive_rows, share, est.source, None in large, options
+        )
+        if found is not None:
+            yield found
+
+
+def _judge(
+    snapshot: Snapshot,
+    table: Table,
+    dating: DatingColumn,
+    archive_rows: float,
+    share: float,
+    live_source: str,
+    near: bool,
+    options: Options,
+) -> Finding | Skip | None:
+    stats = table.stats_of(dating.name)
+    if stats is None:
+        return Skip(
+            f"{table.qualified}: {ident(dating.name)} has no statistics: the table has not "
+            "been analyzed since the column was added (run ANALYZE)",
+            table.qualified,
+        )
+    if stats.lower_bound is None:
+        return Skip(
+            f"{table.qualified}: ANALYZE saw no value of {ident(dating.name)} (NULL in "
+            f"{stats.null_frac:.0%} of its sample): the finished rows are not dated by it",
+            table.qualified,
+        )
+    oldest = parse_bound(stats.lower_bound)
+    if oldest is None:
+        return Skip(
+            f"{table.qualified}: the smallest {ident(dating.name)} ANALYZE saw is "
+            f"{stats.lower_bound!r}, not a date",
+            table.qualified,
+        )
+    measured_at, measured_from = _measured_at(snapshot, table)
+    if measured_at is None:
+        return Skip(
+            f"{table.qualified}: when the statistics of {ident(dating.name)} were gathered is "
+            "unknown, and so is how old their oldest row is",
+            table.qualified,
+        )
+    age_days = (measured_at - oldest).total_seconds() / 86400
+    # One-sided: a pruner that keeps max_age_days (the printed fix's retention) and runs
+    # every day or so leaves its oldest row up to a day past it, and that queue is pruned.
+    if age_days < options.max_age_days * (1 + options.margin):
+        return None
+    finish = dating.kind == "finish"
+    # Info when the archive's size is within the margin of its thresholds, or when a
+    # creation timestamp dates the oldest row of any state.
+    severity = Severity.WARNING if finish and not near else Severity.INFO
+    what = "finished row" if finish else "row (of any state)"
+    growth, growth_from = _growth(snapshot, table)
+    zone = "" if dating.has_time_zone else f", read in the server's TimeZone ({dating.type})"
+    evidence: dict[str, object] = {
+        "archive_rows": round(archive_rows),
+        "archive_share": round(share, 4),
+        "table_rows": round(table.reltuples),
+        "live_rows_from": live_source,
+        "dated_by": dating.name,
+        "dated_by_kind": dating.kind,
+        "oldest_row": oldest.isoformat(),
+        "oldest_row_from": f"the smallest {dating.name} ANALYZE saw (pg_stats){zone}",
+        "oldest_row_age_days": round(age_days, 1),
+        "age_measured_at": measured_at.isoformat(),
+        "age_measured_from": measured_from,
+        "max_age_days": options.max_age_days,
+        "rows_added_per_day": growth,
+        "rows_added_per_day_from": growth_from,
+        "table_bytes": table.bytes,
+        "index_bytes": sum(i.bytes for i in table.indexes),
+    }
+    return Finding(
+        target=Target("table", table.schema, table.name, table.name),
+        severity=severity,
+        message=(
+            f"Queue table {table.qualified} keeps its finished rows: "
+            f"{human_count(archive_rows)} of {human_count(table.reltuples)} rows "
+            f"({share:.1%}) are outside the live set, and the oldest {what} by "
+            f"{dating.name} was {_age(age_days)} old when the statistics were gathered "
+            f"(threshold {options.max_age_days:g} days)."
+        ),
+        evidence=evidence,
+        explanation=(
+            "An archive nobody prunes becomes most of the table: every index over it, "
+            "every vacuum of it and every count of it grows with the history, not the queue."
+        ),
+        fix=_fix(table, dating, options),
+    )
+
+
+def _measured_at(snapshot: Snapshot, table: Table) -> tuple[datetime | None, str]:
+    """When the statistics were gathered: the table's last ANALYZE (a row that old then is
+    older now, unless a pruner deleted it since), else when they were read."""
+    times = [t for t in (table.stats.last_analyze, table.stats.last_autoanalyze) if t]
+    if times:
+        return max(datetime.fromisoformat(t) for t in times), "the table's last ANALYZE"
+    if snapshot.server.collected_at is None:
+        return None, ""
+    return (
+        datetime.fromisoformat(snapshot.server.collected_at),
+        "when this report was collected (the table's last ANALYZE is not recorded here: "
+        "a standby, or statistics reset since)",
+    )
+
+
+def _growth(snapshot: Snapshot, table: Table) -> tuple[int | None, str]:
+    """Rows the table gained a day during --sample (inserts less deletes): how fast the
+    archive grows while nothing prunes it."""
+    sampled = rates(snapshot, table)
+    if sampled is None or not sampled.inserts_measured:
+        return None, "not measured: run with --sample while jobs arrive"
+    per_day = (sampled.inserts_per_s - sampled.deletes_per_s) * 86400
+    return round(per_day), f"inserts less deletes during the {sampled.seconds:g} s of --sample"
+
+
+def _age(days: float) -> str:
+    if days < 2:
+        return f"{days * 24:.1f} hours"
+    return f"{days:,.0f} days"
+
+
+def _fix(table: Table, dating: DatingColumn, options: Options) -> Fix:
+    name = qualified(table.schema, table.name)
+    days = f"{options.max_age_days:g}"
+    old = f"{ident(dating.name)} < now() - interval '{days} days'"
+    if dating.kind == "creation":
+        old += " AND <condition true only for finished rows>"
+    key = table.primary_key
+    types = {c.name: c.type for c in table.columns}
+    if len(key) == 1 and types.get(key[0]) in _INTEGER_TYPES:
+        k = ident(key[0])
+        sql = (
+            "DO $$\n"
+            "DECLARE\n"
+            "  _from bigint;\n"
+            "  _last bigint;\n"
+            "BEGIN\n"
+            f"  SELECT min({k}), max({k}) INTO _from, _last FROM {name};\n"
+            "  WHILE _from <= _last LOOP\n"
+            f"    DELETE FROM {name}\n"
+            f"     WHERE {k} >= _from AND {k} < _from + {_BATCH}\n"
+            f"       AND {old};\n"
+            f"    _from := _from + {_BATCH};\n"
+            "    COMMIT;\n"
+            "  END LOOP;\n"
+            "END\n"
+            "$$;"
+        )
+        walk = (
+            f"walks {ident(key[0])} in ranges of {_BATCH:,} ids and commits after each: "
+            "each batch reads one key range of the primary key"
+        )
+    else:
+        pick = ", ".join(ident(c) for c in key) if key else "ctid"
+        sql = (
+            "DO $$\n"
+            "DECLARE\n"
+            "  _deleted bigint;\n"
+            "BEGIN\n"
+            "  LOOP\n"
+            f"    DELETE FROM {name}\n"
+            f"     WHERE ({pick}) IN (SELECT {pick} FROM {name}\n"
+            f"                   WHERE {old}\n"
+            f"                   LIMIT {_BATCH} FOR UPDATE SKIP LOCKED);\n"
+            "    GET DIAGNOSTICS _deleted = ROW_COUNT;\n"
+            "    EXIT WHEN _deleted = 0;\n"
+            "    COMMIT;\n"
+            "  END LOOP;\n"
+            "END\n"
+            "$$;"
+        )
+        walk = (
+            f"deletes up to {_BATCH:,} old rows at a time and commits after each; without an "
+            f"index on {ident(dating.name)} each batch scans the table for them"
+        )
+    note = (
+        f"{walk}. Rows a worker has locked wait for it. Run it from a scheduler (pg_cron, "
+        "the application's), or as a one-off before a pruner takes over"
+    )
+    if dating.kind == "creation":
+        note = (
+            "replace the placeholder with the condition that tells a finished row (its "
+            "state): the table has no finish timestamp; " + note
+        )
+    return Fix(
+        notes=(
+            f"Deletes rows whose {dating.name} is older than {days} days: choose the retention "
+            "your incident reviews need first. Where the table is a queue library's, its own "
+            "pruner or retention setting is the lasting fix. The deleted rows' space is "
+            "reused once autovacuum has run; the indexes shrink only when rebuilt (REINDEX "
+            "CONCURRENTLY). A large table partitioned by finish time drops its oldest "
+            "partition instead of deleting rows."
+        ),
+        safety="review",
+        steps=(review(sql, "ROW EXCLUSIVE", in_transaction_block=False, note=note),),
+    )

@@ -1,0 +1,364 @@
+"""QA304 claim-filter-not-in-index."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from qadvisor.api import (
+    CONCURRENT_BUILD_NOTE,
+    NOISE_MARGIN,
+    Dequeue,
+    Finding,
+    Fix,
+    FixStep,
+    IndexKey,
+    PlanNode,
+    Severity,
+    Skip,
+    Snapshot,
+    Statement,
+    Target,
+    analyze,
+    at_least,
+    check,
+    describe_node,
+    drop_index,
+    existing_index,
+    human_count,
+    index_keys,
+    index_use,
+    indexes_used,
+    judgeable_dequeues,
+    live_set_index,
+    over_bindings,
+    plan_outline,
+    predicate_implies,
+    review,
+    scans,
+    sort_inputs,
+    stakeholder_label,
+    statement_evidence,
+    statement_id,
+    statement_label,
+    statement_queue,
+)
+
+_ORDERED_SCANS = ("Index Scan", "Index Only Scan")
+
+
+@dataclass(frozen=True)
+class Options:
+    # Rows one claim reads and throws away (EXPLAIN ANALYZE's Rows Removed by Filter, per
+    # loop) before the filter costs more than an index probe.
+    min_rows_removed: float = 1_000
+    # Shared blocks per call (pg_stat_statements) at or above this, for a claim that returns
+    # a few rows through an index, show it reads far more of the index than it returns.
+    min_blocks_per_call: float = 100
+    # ... judged only after this many calls.
+    min_calls: int = 50
+    # Counters move between runs: within this share of a threshold, info only.
+    margin: float = NOISE_MARGIN
+
+
+@check("QA304", "claim-filter-not-in-index", severity=Severity.WARNING, category="statements",
+       options=Options,
+       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
+def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
+    """The claim walks an index in ORDER BY order and filters out other queues' rows.
+
+    ## What it finds
+    A dequeue statement with ORDER BY and LIMIT that compares a column with one value
+    (`WHERE queue = $1 AND state = 'available'`), whose custom plan reads the queue table
+    through an index in the ORDER BY's order (an Index Scan under the LIMIT, no sort) that
+    does not have that column: the column's condition is the scan's `Filter`, not its
+    `Index Cond`. The scan returns rows of every queue in order and discards those of the
+    others until it has LIMIT rows of the claimed one.
+
+    ## Why it matters
+    How many rows a claim discards depends on where the claimed queue's rows sit in the
+    order, not on the planner's estimate (which assumes they are spread evenly): a backlog
+    of one queue ahead of the others makes every claim of the others read all of it, so one
+    queue's backlog slows every other queue's claim, under the row locks of a claim.
+    Reported in 2026: good_job (199,953 rows removed by filter per claim; an index led by
+    `queue_name` took the claim from 19.6 ms to 0.05 ms), pgqueuer (864 k queued jobs over
+    18 entrypoints: 32 ms and 11,450 buffers per dequeue; with an index led by the
+    entrypoint, 0.74 ms and 85 buffers).
+
+    ## How to fix
+    `CREATE INDEX CONCURRENTLY ... (<column>, <ORDER BY columns>) WHERE <live predicate>`:
+    the claim descends straight to the claimed queue's first row in order. The CREATE
+    INDEX step names the recorded statements the index matches. While the old index exists
+    the planner may keep walking it (it estimates the compared column's rows from the whole
+    table's statistics): its DROP follows, for review, unless another recorded statement
+    reads it or it enforces a constraint. A claim over several
+    queues at once (`queue = ANY($1)`) needs one such descent per queue: a `CROSS JOIN
+    LATERAL` over the list of queues, each branch ordered and limited.
+
+    ## When it stays quiet
+    The index the claim walks leads with (or has in its condition) the compared column; the
+    claim sorts instead (QA303's); `--analyze` measured fewer than `min_rows_removed` rows
+    discarded. Without `--analyze`, the finding rests on what the server measured of the
+    statement: shared blocks per call (pg_stat_statements) at or above
+    `min_blocks_per_call` after `min_calls` calls confirm it (warning); without them, it is
+    info (latent), since the planner's estimate cannot tell how the queues' rows are
+    ordered. Values pg_stat_statements hid are bound as QA303 binds them.
+    """
+    for d in judgeable_dequeues(snapshot):
+        stmt, parsed = d.statement, d.parsed
+        if not parsed.order_by or (parsed.limit is None and not parsed.limit_is_parameter):
+            continue
+        if stmt.custom_plan is None:
+            if not stmt.plan_error:  # a plan error was reported as a skip already
+                yield Skip(f"{statement_id(stmt)}: no custom plan was made", d.queue.qualified)
+            continue
+        answer = over_bindings(d, lambda v: _judge(snapshot, v, options))
+        if answer is not None:
+            yield answer
+
+
+def _compared_columns(d: Dequeue) -> list[str]:
+    """Columns the claim compares with one value (``queue = $1``, ``kind = 'mail'``), other
+    than the live column: what tells one queue's rows from another's."""
+    live = d.queue.live.column if d.queue.live is not None else None
+    out = []
+    for p in d.parsed.predicates:
+        if p.op == "=" and p.column != live and d.table.column(p.column) is not None:
+            out.append(p.column)
+    return list(dict.fromkeys(out))
+
+
+def _mentions(text: str | None, column: str) -> bool:
+    # A word of the condition, qualified or not, cast or not (``(jobs.queue)::text``).
+    return text is not None and re.search(rf"(^|[\s(.]){re.escape(column)}\b", text) is not None
+
+
+def _ordered_scan(d: Dequeue, plan: PlanNode, column: str) -> PlanNode | None:
+    """The index scan that returns the claim's rows in order and filters ``column``."""
+    table = d.table
+    sorted_scans = {id(s.scan) for s in sort_inputs(plan, table.schema, table.name)}
+    for node in scans(plan, table.schema, table.name):
+        if node.node_type not in _ORDERED_SCANS or id(node) in sorted_scans:
+            continue
+        idx = next((i for i in table.indexes if i.name == node.index), None)
+        if idx is None or column in idx.columns or _mentions(node.index_cond, column):
+            continue
+        if _mentions(node.filter, column):
+            return node
+    return None
+
+
+def _analysed(d: Dequeue, scan: PlanNode) -> PlanNode | None:
+    """The --analyze plan's scan of the same index (the same plan, run)."""
+    plan = d.statement.analyzed_plan
+    if plan is None:
+        return None
+    table = d.table
+    return next((n for n in scans(plan, table.schema, table.name) if n.index == scan.index), None)
+
+
+def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
+    stmt = d.statement
+    if stmt.custom_plan is None:
+        return None
+    for column in _compared_columns(d):
+        scan = _ordered_scan(d, stmt.custom_plan, column)
+        if scan is None:
+            continue
+        measured = _analysed(d, scan)
+        if measured is not None and measured.rows_removed_by_filter is not None:
+            removed = measured.rows_removed_by_filter
+            past = at_least(removed, options.min_rows_removed, options.margin)
+            if past is False:
+                return None
+            severity = Severity.WARNING if past else Severity.INFO
+            runtime = f"--analyze measured {removed:,.0f} rows removed by filter per claim" + (
+                "" if past else f", within {options.margin:.0%} of min_rows_removed"
+            )
+        else:
+            removed = None
+            severity, runtime = _from_counters(d, options)
+        return _finding(snapshot, d, column, scan, removed, severity, runtime, options)
+    return None
+
+
+def _from_counters(d: Dequeue, options: Options) -> tuple[Severity, str]:
+    stmt = d.statement
+    blocks, calls = stmt.shared_blks_per_call, stmt.calls or 0
+    enough = at_least(calls, options.min_calls, options.margin)
+    if blocks is not None and enough:
+        many = at_least(blocks, options.min_blocks_per_call, options.margin)
+        if many:
+            return Severity.WARNING, (
+                f"pg_stat_statements measured {blocks:,.0f} shared blocks per call over "
+                f"{calls:,} calls"
+            )
+        if many is None:
+            return Severity.INFO, (
+                f"{blocks:,.0f} shared blocks per call is within {options.margin:.0%} of "
+                f"min_blocks_per_call ({options.min_blocks_per_call:g})"
+            )
+        return Severity.INFO, (
+            f"latent: {blocks:,.0f} shared blocks per call over {calls:,} calls is little "
+            "today; a backlog of another queue ahead in the order raises it"
+        )
+    return Severity.INFO, (
+        "latent: nothing measured how many rows a claim discards (run with --analyze, or "
+        "with pg_stat_statements recording the statement's calls)"
+    )
+
+
+def _finding(
+    snapshot: Snapshot,
+    d: Dequeue,
+    column: str,
+    scan: PlanNode,
+    removed: float | None,
+    severity: Severity,
+    runtime: str,
+    options: Options,
+) -> Finding:
+    stmt, table = d.statement, d.table
+    plan = stmt.custom_plan
+    assert plan is not None
+    label = statement_label(stmt)
+    limit = d.parsed.limit or 1
+    idx = next(i for i in table.indexes if i.name == scan.index)
+    keys = ", ".join(c or "<expression>" for c in idx.columns)
+    message = (
+        f"{label} filters {column} while it walks index {idx.name} ({keys}) in its ORDER BY's "
+        f"order: {describe_node(scan)} returns the rows of every value of {column} and "
+        f"discards the others' until it has {limit} (Filter: {scan.filter})"
+    )
+    if removed is not None:
+        message += f"; each claim discarded {human_count(removed)} rows."
+    else:
+        message += "."
+    if severity is Severity.INFO:
+        message += f" Not confirmed: {runtime}."
+    evidence: dict[str, object] = {
+        **statement_evidence(stmt),
+        "source": stmt.source,
+        "statement_text": stmt.text,
+        "filter_column": column,
+        "custom_values": dict(stmt.custom_values),
+        "scan_node": describe_node(scan),
+        "scan_index": idx.name,
+        "scan_index_keys": list(idx.columns),
+        "scan_filter": scan.filter,
+        "scan_index_cond": scan.index_cond,
+        "planner_rows_estimate": scan.plan_rows,
+        "index_rows": round(idx.reltuples),
+        "rows_removed_per_claim": removed,
+        "confirmed_by": runtime if severity is not Severity.INFO else None,
+        "custom_plan": "\n".join(plan_outline(plan)),
+        "table_rows": round(table.reltuples),
+    }
+    evidence |= {
+        k: v
+        for k, v in (
+            ("calls", stmt.calls),
+            ("mean_exec_ms", stmt.mean_exec_ms),
+            ("shared_blks_per_call", stmt.shared_blks_per_call),
+            ("analyzed_ms", stmt.analyzed_ms),
+        )
+        if v is not None
+    }
+    return Finding(
+        target=Target("statement", table.schema, table.name, statement_id(stmt)),
+        severity=severity,
+        message=message,
+        evidence=evidence,
+        explanation=(
+            "An index that does not lead with the compared column returns every queue's "
+            "rows in order; how many a claim throws away depends on where its queue's rows "
+            "sit, so one queue's backlog slows the claims of all the others."
+        ),
+        fix=_fix(snapshot, d, column, idx.name),
+    )
+
+
+def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str) -> Fix:
+    table, live, stmt = d.table, d.queue.live, d.statement
+    order = index_keys(d.parsed.order_by, table)
+    if order is None:
+        return Fix(
+            notes=f"The ORDER BY is an expression: build a partial index on ({column}, that "
+            "expression) under the live predicate. " + CONCURRENT_BUILD_NOTE
+        )
+    keys = (IndexKey(column), *(k for k in order if k.column != column))
+    if live is None or not predicate_implies(d.parsed.predicates, live, stmt.custom_values).implies:
+        return Fix(
+            notes=f"Build an index on ({', '.join(k.column for k in keys)}) under the "
+            "predicate the claim's WHERE implies: the claim does not imply the queue's live "
+            "predicate, so qadvisor writes none. " + CONCURRENT_BUILD_NOTE
+        )
+    existing = existing_index(table, keys, live)
+    if existing is not None:
+        return Fix(
+            notes=f"Index {existing.name} already leads with {column} in this order, but the "
+            f"planner walks {column}-less order instead: its estimate of {column}'s rows "
+            "comes from the whole table's statistics. Refresh them, and plan the claim "
+            "again.",
+            safety="safe",
+            steps=(analyze(table),),
+        )
+    build = live_set_index(table, live, keys)
+    old = next(i for i in table.indexes if i.name == scan_index)
+    steps: list[FixStep] = [build.step(snapshot)]
+    notes = [
+        f"The claim descends {build.name} to the first row of its {column} in ORDER BY order "
+        "and reads only its own queue's rows."
+    ]
+    own = statement_id(stmt)
+    readers = [s for s in _claims_reading(snapshot, d) if statement_id(s) != own]
+    use = index_use(snapshot, table, old.name)
+    users = use.users
+    if old.is_primary or old.is_unique or old.is_constraint:
+        notes.append(f"{old.name} enforces a constraint and stays.")
+    elif readers or users:
+        listed = "; ".join(
+            [statement_label(s) for s in readers[:3]] + [stakeholder_label(s) for s in users[:3]]
+        )
+        notes.append(
+            f"{old.name} stays: other recorded statements read it ({listed}). While it exists "
+            f"the planner may keep walking it, since it estimates {column}'s rows from the "
+            "whole table's statistics: check the claim's plan after the build."
+        )
+    else:
+        drop = drop_index(table.schema, old.name)
+        steps.append(review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note))
+        if use.unavailable is not None:
+            checked = (
+                f"Whether other statements read it is unknown ({use.unavailable}): make sure "
+                "no query (reports, admin pages, maintenance) needs it."
+            )
+        else:
+            checked = (
+                "No other recorded claim or statement reads it; the DROP is for review all "
+                "the same, for queries pg_stat_statements did not record (reports, admin "
+                "pages)."
+            )
+        notes.append(
+            f"Drop {old.name} once the new index is built: while it exists the planner may "
+            f"keep walking it, since it estimates {column}'s rows from the whole table's "
+            f"statistics, archive included. {checked}"
+        )
+    return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
+
+
+def _claims_reading(snapshot: Snapshot, d: Dequeue) -> list[Statement]:
+    """The dequeue statements on the claim's table whose plans read the index it walks."""
+    table = d.table
+    plan = d.statement.custom_plan
+    walked = set(indexes_used(plan, table.schema, table.name)) if plan is not None else set()
+    found = []
+    for stmt in snapshot.statements:
+        on = statement_queue(snapshot, stmt)
+        if on is None or on[1].qualified != table.qualified:
+            continue
+        plans = [p for p in (stmt.custom_plan, stmt.generic_plan) if p is not None]
+        if any(walked & set(indexes_used(p, table.schema, table.name)) for p in plans):
+            found.append(stmt)
+    return found

@@ -1,0 +1,61 @@
+"""Which column dates a queue table's finished rows, and how old the oldest of them is.
+
+The oldest finished row is read from the planner's statistics (the smallest value ANALYZE saw
+of a timestamp column, its first histogram bound or its least common value), never from a
+scan of the archive. A finish timestamp (``finished_at``, ``completed_on``, ...) dates the
+finished rows themselves; without one, a creation timestamp (``created_at``, ...) dates the
+oldest row of any state, which on a table that is mostly archive is a finished one. Pure:
+shared by the check and by the collector, which records a hidden column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from qadvisor.model import Table
+
+# Words queue libraries name a finish or a creation timestamp with (good_job and Solid
+# Queue's finished_at, Oban's completed_at, River's finalized_at, pg-boss's completed_on and
+# created_on, Oban's inserted_at, django-tasks' enqueued_at), each with the suffixes they take.
+_FINISH_STEMS = ("finished", "completed", "finalized", "done", "processed")
+_CREATION_STEMS = ("created", "inserted", "enqueued")
+_SUFFIXES = ("_at", "_on", "")
+_DATE_TYPES = ("timestamp with time zone", "timestamp without time zone", "date")
+
+Kind = Literal["finish", "creation"]
+
+
+@dataclass(frozen=True)
+class DatingColumn:
+    name: str
+    kind: Kind
+    type: str  # format_type of the column
+
+    @property
+    def has_time_zone(self) -> bool:
+        return self.type == "timestamp with time zone"
+
+
+def dating_column(table: Table) -> DatingColumn | None:
+    """The timestamp that dates the table's finished rows: a finish column, else a creation
+    column, in the order of the stems above; None when the table has neither."""
+    types = {c.name: c.type for c in table.columns}
+    for kind, stems in (("finish", _FINISH_STEMS), ("creation", _CREATION_STEMS)):
+        for stem in stems:
+            for suffix in _SUFFIXES:
+                name = stem + suffix
+                if types.get(name) in _DATE_TYPES:
+                    return DatingColumn(name, kind, types[name])  # type: ignore[arg-type]
+    return None
+
+
+def parse_bound(text: str) -> datetime | None:
+    """A lower bound as the collector reads it (UTC, PostgreSQL's text form); None for a
+    value that is no date (``-infinity``)."""
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)

@@ -1,0 +1,243 @@
+"""QA204 archive-without-retention."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from qadvisor.model import (
+    Column,
+    ColumnStats,
+    Finding,
+    Sample,
+    ServerInfo,
+    Severity,
+    Skip,
+    Table,
+)
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import assert_quiet, qadvisor
+from tests.shapes import Shape
+
+NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+PKEY = S.index("jobs_pkey", ("id",), 8192, is_primary=True, is_unique=True, is_constraint=True)
+
+
+def table(
+    oldest: str | None,
+    *,
+    column: str = "finished_at",
+    reltuples: float = 1_000_000,
+    pending_freq: float = 0.01,
+    analyzed: datetime | None = NOW,
+    indexes: tuple[object, ...] = (PKEY,),
+) -> Table:
+    base = S.jobs_table(reltuples=reltuples, pending_freq=pending_freq, indexes=indexes)  # type: ignore[arg-type]
+    stats = (
+        *base.column_stats,
+        ColumnStats(column, 0.01, -0.9, 8, lower_bound=oldest),
+    )
+    counters = replace(base.stats, last_autoanalyze=analyzed.isoformat() if analyzed else None)
+    return replace(base, column_stats=stats, stats=counters)
+
+
+def judged(t: Table) -> list[object]:
+    snap = S.snapshot(t)
+    server = ServerInfo("18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())
+    return S.run("QA204", replace(snap, server=server))
+
+
+def days_ago(days: float) -> str:
+    return (NOW - timedelta(days=days)).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def test_an_old_unpruned_archive_warns_with_a_key_range_delete() -> None:
+    (f,) = judged(table(days_ago(40)))
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING
+    ev = f.evidence
+    assert ev["archive_rows"] == 990_000 and ev["archive_share"] == 0.99
+    assert ev["dated_by"] == "finished_at" and ev["dated_by_kind"] == "finish"
+    assert ev["oldest_row_age_days"] == 40.0
+    assert ev["age_measured_from"] == "the table's last ANALYZE"
+    assert "40 days old" in f.message
+    assert f.fix is not None and f.fix.statements == ()  # for review only
+    (step,) = f.fix.steps
+    assert step.kind == "review" and step.in_transaction_block is False
+    assert "WHERE id >= _from AND id < _from + 10000" in step.sql
+    assert "AND finished_at < now() - interval '7 days';" in step.sql
+    assert "COMMIT;" in step.sql
+
+
+def test_with_sample_the_evidence_gives_the_archive_s_growth() -> None:
+    t = table(days_ago(40))
+    (f,) = judged(t)
+    assert isinstance(f, Finding) and f.evidence["rows_added_per_day"] is None
+    later = replace(t.stats, n_tup_ins=t.stats.n_tup_ins + 3_000, n_tup_del=t.stats.n_tup_del + 600)
+    snap = S.snapshot(t, sample=Sample(60.0, {"public.jobs": later}))
+    server = ServerInfo("18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())
+    (f,) = S.run("QA204", replace(snap, server=server))
+    assert isinstance(f, Finding)
+    assert f.evidence["rows_added_per_day"] == (3_000 - 600) / 60 * 86400
+
+
+def test_the_age_is_measured_at_the_last_analyze_not_now() -> None:
+    # 10 days old today, but only 5 days old when ANALYZE last read the table: a pruner may
+    # have run since; the statistics cannot say it has not.
+    assert judged(table(days_ago(10), analyzed=NOW - timedelta(days=5))) == []
+    (f,) = judged(table(days_ago(10), analyzed=None))
+    assert isinstance(f, Finding)
+    assert str(f.evidence["age_measured_from"]).startswith("when this report was collected")
+
+
+def test_a_pruned_archive_is_quiet_even_a_day_past_its_retention() -> None:
+    assert judged(table(days_ago(3))) == []
+    assert judged(table(days_ago(8))) == []  # a daily pruner that keeps 7 days
+    (f,) = judged(table(days_ago(9)))
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING
+
+
+def test_a_mostly_live_or_small_table_is_quiet_whatever_its_age() -> None:
+    assert judged(table(days_ago(40), pending_freq=0.8)) == []  # rows deleted on completion
+    assert judged(table(days_ago(40), reltuples=5_000)) == []
+    # Too small to hold such an archive: judged without a live set.
+    small = table(days_ago(40), reltuples=5_000)
+    snap = replace(S.snapshot(small, live=None), server=ServerInfo("18.6", 180006, "a", "m"))
+    assert S.run("QA204", snap) == []
+
+
+def test_an_archive_near_its_size_threshold_is_info() -> None:
+    # 10,500 rows outside the live set: within the margin of 10,000.
+    (f,) = judged(table(days_ago(40), reltuples=21_000, pending_freq=0.5))
+    assert isinstance(f, Finding) and f.severity == Severity.INFO
+
+
+def test_a_creation_timestamp_dates_any_row_and_leaves_a_placeholder() -> None:
+    t = table(days_ago(40), column="created_at")
+    t = replace(t, columns=tuple(c for c in t.columns if c.name != "finished_at"))
+    undated = [s for s in t.column_stats if s.column == "created_at" and s.lower_bound is None]
+    t = replace(t, column_stats=tuple(s for s in t.column_stats if s not in undated))
+    (f,) = judged(t)
+    assert isinstance(f, Finding) and f.severity == Severity.INFO
+    assert f.evidence["dated_by_kind"] == "creation" and "row (of any state)" in f.message
+    assert f.fix is not None
+    assert "<condition true only for finished rows>" in f.fix.steps[0].sql
+
+
+def test_without_an_integer_key_batches_take_old_rows_by_ctid() -> None:
+    (f,) = judged(table(days_ago(40), indexes=()))
+    assert isinstance(f, Finding) and f.fix is not None
+    sql = f.fix.steps[0].sql
+    assert "WHERE (ctid) IN (SELECT ctid FROM public.jobs" in sql
+    assert "LIMIT 10000 FOR UPDATE SKIP LOCKED" in sql and "EXIT WHEN _deleted = 0;" in sql
+
+
+def test_what_cannot_be_dated_is_a_skip() -> None:
+    (s,) = judged(table("-infinity"))
+    assert isinstance(s, Skip) and "not a date" in s.reason
+    (s,) = judged(table(None))
+    assert isinstance(s, Skip) and "ANALYZE saw no value" in s.reason
+    undated = table(days_ago(40))
+    undated = replace(
+        undated,
+        columns=(Column("id", "bigint", True), Column("status", "text", True)),
+    )
+    (s,) = judged(undated)
+    assert isinstance(s, Skip) and "no finish or creation timestamp" in s.reason
+    unlive = table(days_ago(40))
+    snap = replace(S.snapshot(unlive, live=None), server=ServerInfo("18.6", 180006, "a", "m"))
+    (s,) = S.run("QA204", snap)
+    assert isinstance(s, Skip) and "live set unknown" in s.reason
+
+
+# --- on real servers --------------------------------------------------------------------------
+
+ROWS = 60_000
+PENDING = 2_000
+
+
+def build(shape: Shape, finished_over_days: int) -> None:
+    """A queue that keeps its finished rows, their finish times spread evenly over the last
+    ``finished_over_days`` days, and a small live set."""
+    shape.db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            status      text        NOT NULL DEFAULT 'pending',
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            finished_at timestamptz,
+            payload     text
+        );
+        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
+        INSERT INTO jobs (status, created_at, finished_at, payload)
+        SELECT 'done', t - interval '1 minute', t, repeat('x', 40)
+          FROM (SELECT now() - (g::float8 / {ROWS - PENDING}) * interval '{finished_over_days}
+                days' AS t
+                  FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
+         ORDER BY t;
+        INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, {PENDING});
+        ANALYZE jobs;
+        """
+    )
+
+
+def test_an_unpruned_archive_is_found_pruned_as_printed_and_gone(shape: Shape) -> None:
+    build(shape, finished_over_days=60)
+    run = shape.check()
+    found = run.findings("QA204")
+    assert len(found) == 1, [s for s in run.report["skipped"] if s["code"] == "QA204"]
+    (f,) = found
+    ev = f["evidence"]
+    assert f["severity"] == "warning", f["message"]
+    assert ev["dated_by"] == "finished_at"
+    assert 55 < ev["oldest_row_age_days"] <= 60.1
+    assert abs(ev["archive_rows"] - (ROWS - PENDING)) < 0.1 * ROWS
+    before = shape.dba.execute("SELECT count(*) FROM " + shape.queue)[0][0]
+    shape.apply_fix(f, review=True)
+    left = shape.dba.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE status = 'pending'), "
+        f"max(now() - finished_at) < interval '7 days' FROM {shape.queue}"
+    )
+    # About 7 of the 60 days are kept, and no job waiting to be claimed is deleted.
+    ((count, pending, within),) = left
+    assert pending == PENDING and within
+    assert count < before * 0.2
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check(), "QA204", shape.queue)
+
+
+def test_a_pruned_archive_is_quiet(shape: Shape) -> None:
+    build(shape, finished_over_days=5)
+    assert_quiet(shape.check(), "QA204", shape.queue)
+
+
+def test_a_queue_that_deletes_on_completion_is_quiet(shape: Shape) -> None:
+    # Most finished rows gone and a larger backlog: a third of the table is archive.
+    build(shape, finished_over_days=60)
+    shape.db.execute(
+        "DELETE FROM jobs WHERE status = 'done' AND id % 10 <> 0; "
+        "INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, 10000); ANALYZE jobs"
+    )
+    assert_quiet(shape.check(), "QA204", shape.queue)
+
+
+def test_a_role_that_may_not_read_the_finish_time_gets_a_skip_naming_its_grant(
+    db: TestDB,
+) -> None:
+    build(Shape("public-superuser", db, db, db, "public", None, None, ()), finished_over_days=60)
+    db.execute("DROP ROLE IF EXISTS qa204_monitor")
+    db.execute("CREATE ROLE qa204_monitor LOGIN IN ROLE pg_monitor")
+    db.execute("GRANT SELECT (status) ON jobs TO qa204_monitor")
+    dsn = db.server.dsn(db.name, user="qa204_monitor")
+    try:
+        run = qadvisor("check", dsn, "--format", "json")
+        assert run.rc in (0, 1), run.stderr
+        assert not [f for f in run.report["findings"] if f["code"] == "QA204"]
+        (skip,) = [s for s in run.report["skipped"] if s["code"] == "QA204"]
+        assert skip["fact"] == "archive_age"
+        assert skip["grants"] == ["GRANT SELECT (finished_at) ON public.jobs TO qa204_monitor;"]
+        db.execute("GRANT SELECT (finished_at) ON jobs TO qa204_monitor")
+        run = qadvisor("check", dsn, "--format", "json")
+        assert [f["code"] for f in run.report["findings"]].count("QA204") == 1
+    finally:
+        db.execute("DROP OWNED BY qa204_monitor; DROP ROLE qa204_monitor")

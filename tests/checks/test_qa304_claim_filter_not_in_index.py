@@ -1,0 +1,181 @@
+"""QA304 claim-filter-not-in-index: a skewed backlog on real servers, then unit tests.
+
+One big queue's live rows sit ahead of a small queue's in the order the claim's index walks;
+the small queue's claim filters its queue and reads past all of them. The planner, which
+takes the queues' rows to be spread evenly, chooses that walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from qadvisor.api import parse_explain, scans
+from qadvisor.model import Column, Finding, PlanNode, Severity, Statement
+from qadvisor.sql.dequeue import analyse
+from tests import snapshots as S
+from tests.conftest import TestDB
+from tests.helpers import Run, assert_quiet
+from tests.shapes import Shape
+
+BIG, SMALL = 40_000, 200
+
+SMALL_SELECT = (
+    "SELECT id FROM jobs WHERE queue = 'mail' AND state = 'available' "
+    "ORDER BY priority, scheduled_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+SMALL_CLAIM = f"UPDATE jobs SET state = 'executing' WHERE id = ({SMALL_SELECT}) RETURNING id"
+
+
+def build_skewed_queue(db: TestDB) -> None:
+    """A multi-queue table: 100,000 completed jobs (a fifth of them mail), 40,000 waiting
+    'default' jobs scheduled before 200 waiting 'mail' jobs, and the live-set index on the
+    ORDER BY alone."""
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            queue        text        NOT NULL,
+            state        text        NOT NULL DEFAULT 'available',
+            priority     int         NOT NULL DEFAULT 0,
+            scheduled_at timestamptz NOT NULL DEFAULT now(),
+            payload      text
+        );
+        INSERT INTO jobs (queue, state, scheduled_at)
+        SELECT CASE WHEN g % 5 = 0 THEN 'mail' ELSE 'default' END, 'completed',
+               now() - interval '30 days' + g * interval '1 second'
+          FROM generate_series(1, 100000) AS g;
+        INSERT INTO jobs (queue, scheduled_at)
+        SELECT 'default', now() - interval '1 day' + g * interval '1 second'
+          FROM generate_series(1, {BIG}) AS g;
+        INSERT INTO jobs (queue, scheduled_at)
+        SELECT 'mail', now() + g * interval '1 second' FROM generate_series(1, {SMALL}) AS g;
+        CREATE INDEX jobs_live ON jobs (priority, scheduled_at) WHERE state = 'available';
+        ANALYZE jobs;
+        """
+    )
+
+
+def found(run: Run) -> dict[str, Any]:
+    hits = run.findings("QA304")
+    assert len(hits) == 1, [s for s in run.report["skipped"] if s["code"] == "QA304"]
+    return hits[0]
+
+
+def test_a_backlog_ahead_of_the_claimed_queue_is_measured_fixed_as_printed_and_gone(
+    shape: Shape,
+) -> None:
+    build_skewed_queue(shape.db)
+    f = found(shape.check("--query", SMALL_CLAIM, "--analyze"))
+    ev = f["evidence"]
+    assert f["severity"] == "warning", f["message"]
+    assert ev["filter_column"] == "queue" and ev["scan_index"] == "jobs_live"
+    # Every 'default' row waiting ahead of the first mail row was read and thrown away.
+    assert ev["rows_removed_per_claim"] == BIG
+    assert ev["planner_rows_estimate"] > 100 * ev["rows_removed_per_claim"] / BIG
+    build, drop = f["fix"]["steps"]
+    assert build["kind"] == "migration"
+    assert "(queue, priority, scheduled_at) WHERE state = 'available'" in build["sql"]
+    # The old index goes too, for review: while it exists the planner, which takes mail
+    # for a fifth of the live rows, may keep walking it.
+    assert drop["kind"] == "review" and drop["sql"].startswith("DROP INDEX CONCURRENTLY")
+    shape.apply_fix(f, review=True)
+    after = shape.check("--query", SMALL_CLAIM, "--analyze")
+    assert_quiet(after, "QA304", shape.queue)
+    # The server's plan: the claim descends the new index by its queue.
+    ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {SMALL_SELECT}")
+    plan, _ = parse_explain(raw)
+    (scan,) = scans(plan, None, "jobs")
+    assert scan.index == "jobs_available_queue_priority_scheduled_at_idx", scan
+    assert "queue" in (scan.index_cond or "") and "queue" not in (scan.filter or "")
+
+
+def test_without_a_measurement_it_is_latent(shape: Shape) -> None:
+    build_skewed_queue(shape.db)
+    f = found(shape.check("--query", SMALL_CLAIM))
+    assert f["severity"] == "info" and "latent" in f["message"], f["message"]
+
+
+def test_a_claim_on_an_index_led_by_its_queue_is_quiet(shape: Shape) -> None:
+    build_skewed_queue(shape.db)
+    shape.db.execute(
+        "DROP INDEX jobs_live; CREATE INDEX jobs_live ON jobs (queue, priority, scheduled_at) "
+        "WHERE state = 'available'; ANALYZE jobs"
+    )
+    assert_quiet(shape.check("--query", SMALL_CLAIM, "--analyze"), "QA304", shape.queue)
+
+
+def test_a_backlog_that_does_not_hold_the_claim_up_is_quiet_when_measured(
+    shape: Shape,
+) -> None:
+    # The mail jobs come first in the order: the claim's first row is one of them.
+    build_skewed_queue(shape.db)
+    shape.db.execute(
+        "UPDATE jobs SET scheduled_at = scheduled_at - interval '2 days' "
+        "WHERE queue = 'mail' AND state = 'available'; ANALYZE jobs"
+    )
+    assert_quiet(shape.check("--query", SMALL_CLAIM, "--analyze"), "QA304", shape.queue)
+
+
+# --- unit tests on hand-built snapshots --------------------------------------------------------
+
+SCAN = PlanNode(
+    "Index Scan", relation="jobs", schema="public", index="jobs_live",
+    filter="((jobs.queue = 'mail'::text) AND (jobs.status = 'pending'::text))",
+    plan_rows=5000, total_cost=3800,
+)  # fmt: skip
+PLAN = PlanNode("Limit", total_cost=1.0, children=(PlanNode("LockRows", children=(SCAN,)),))
+TEXT = (
+    "SELECT id FROM jobs WHERE queue = 'mail' AND status = 'pending' "
+    "ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def judged(**stmt: object) -> list[object]:
+    live = S.index("jobs_live", ("created_at",), 8192, predicate="(status = 'pending')",
+                   reltuples=45_000)  # fmt: skip
+    table = S.jobs_table(indexes=(live,))
+    table = replace(table, columns=(*table.columns, Column("queue", "text", True)))
+    base: dict[str, object] = {
+        "text": TEXT, "source": "--query 1", "custom_plan": PLAN, "parsed": analyse(TEXT),
+    }  # fmt: skip
+    base.update(stmt)
+    snap = replace(S.snapshot(table), statements=(Statement(**base),))  # type: ignore[arg-type]
+    return S.run("QA304", snap)
+
+
+@pytest.mark.parametrize(
+    ("counters", "severity"),
+    [
+        ({}, Severity.INFO),
+        ({"calls": 500, "shared_blks_per_call": 480.0}, Severity.WARNING),
+        ({"calls": 500, "shared_blks_per_call": 4.0}, Severity.INFO),
+        ({"calls": 10, "shared_blks_per_call": 480.0}, Severity.INFO),
+    ],
+)
+def test_counters_confirm_what_the_plan_shows(
+    counters: dict[str, object], severity: Severity
+) -> None:
+    (f,) = judged(**counters)
+    assert isinstance(f, Finding), f
+    assert f.severity == severity, f.message
+    assert f.evidence["filter_column"] == "queue"
+
+
+def test_a_measured_small_discard_is_quiet_and_a_large_one_warns() -> None:
+    small = replace(SCAN, rows_removed_by_filter=12.0, actual_rows=1.0)
+    plan = replace(PLAN, children=(PlanNode("LockRows", children=(small,)),))
+    assert judged(analyzed_plan=plan) == []
+    large = replace(SCAN, rows_removed_by_filter=39_000.0, actual_rows=1.0)
+    plan = replace(PLAN, children=(PlanNode("LockRows", children=(large,)),))
+    (f,) = judged(analyzed_plan=plan)
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING
+    assert f.evidence["rows_removed_per_claim"] == 39_000.0
+
+
+def test_the_queue_in_the_index_condition_is_quiet() -> None:
+    cond = replace(SCAN, index_cond="(jobs.queue = 'mail'::text)", filter=None)
+    plan = replace(PLAN, children=(PlanNode("LockRows", children=(cond,)),))
+    assert judged(custom_plan=plan) == []
