@@ -300,8 +300,8 @@ def _fix(table: Table, dating: DatingColumn, options: Options) -> Fix:
             f"index on {ident(dating.name)} each batch scans the table for them"
         )
     note = (
-        f"{walk}. Rows a worker has locked wait for it. Run it from a scheduler (pg_cron, "
-        "the application's), or as a one-off before a pruner takes over"
+        f"{walk}. A row a worker holds locked makes its batch wait. Run it from a scheduler "
+        "(pg_cron, the application's), or once before a pruner takes over"
     )
     if dating.kind == "creation":
         note = (
