@@ -302,12 +302,15 @@ def connect(
         applied = {k: min(v, given[k]) if given.get(k, 0) > 0 else v for k, v in ours.items()}
         conn.bound(statement_bound_s(applied["statement_timeout"]), started + run_s, run_s)
         # Every transaction of this session is read-only; EXPLAIN of a locking statement still
-        # works, EXPLAIN ANALYZE of one is refused by the server itself.
+        # works, EXPLAIN ANALYZE of one is refused by the server itself. Dates are printed in
+        # ISO form, which psycopg reads (a database's DateStyle = 'SQL, DMY' would stop the
+        # first timestamp); the day/month order the application's literals are read in stays.
         conn.execute(
             "SELECT set_config('default_transaction_read_only', 'on', false),"
             " set_config('statement_timeout', %s, false),"
             " set_config('lock_timeout', %s, false),"
-            " set_config('idle_in_transaction_session_timeout', %s, false)",
+            " set_config('idle_in_transaction_session_timeout', %s, false),"
+            " set_config('DateStyle', 'ISO', false)",
             tuple(str(applied[k]) for k in _ROLE_LIMITS),
         )
     except Unresponsive:

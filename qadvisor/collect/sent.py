@@ -121,11 +121,13 @@ SENT: tuple[Sent, ...] = (
          NO_LOCK, CONNECT,
          template="SELECT name, setting FROM pg_settings WHERE name = ANY(%s)"),
     Sent("session_settings", ("session",),
-         "Pins the session read-only, with the stricter timeouts; they end with the session.",
+         "Pins the session read-only, with the stricter timeouts, and prints dates in ISO form; "
+         "they end with the session.",
          "none", CONNECT,
          template="SELECT set_config('default_transaction_read_only', 'on', false),"
          " set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false),"
-         " set_config('idle_in_transaction_session_timeout', %s, false)"),
+         " set_config('idle_in_transaction_session_timeout', %s, false),"
+         " set_config('DateStyle', 'ISO', false)"),
     # --- collection (collect/snapshot.py and the modules it calls) ----------------------------
     _file("server", "collection", "The server, the database, the role and its standing.",
           NO_LOCK, CONNECT),

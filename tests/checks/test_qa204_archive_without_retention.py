@@ -241,3 +241,14 @@ def test_a_role_that_may_not_read_the_finish_time_gets_a_skip_naming_its_grant(
         assert [f["code"] for f in run.report["findings"]].count("QA204") == 1
     finally:
         db.execute("DROP OWNED BY qa204_monitor; DROP ROLE qa204_monitor")
+
+
+def test_a_database_whose_datestyle_is_not_iso_is_dated_all_the_same(db: TestDB) -> None:
+    build(Shape("public-superuser", db, db, db, "public", None, None, ()), finished_over_days=60)
+    db.execute(f"ALTER DATABASE {db.name} SET DateStyle = 'SQL, DMY'")
+    db.execute(f"ALTER DATABASE {db.name} SET TimeZone = 'Asia/Kolkata'")
+    # psycopg reads timestamps in ISO form only: qadvisor's session prints them so.
+    run = qadvisor("check", db.dsn, "--format", "json")
+    assert run.rc == 1 and run.stderr == "", run.stderr
+    (f,) = [f for f in run.report["findings"] if f["code"] == "QA204"]
+    assert 55 < f["evidence"]["oldest_row_age_days"] <= 60.1, f["evidence"]

@@ -6,7 +6,8 @@
 -- what ANALYZE saw of its largest value: an id's progress where its sequence is not readable.
 -- The lower bound of a date or timestamp column is the smallest value ANALYZE saw, in UTC (a
 -- timestamp without time zone is read in this session's TimeZone, as DEFAULT now() writes
--- it): how old a queue's oldest finished row is, without a scan of the archive.
+-- it), printed in ISO form whatever the session's DateStyle: how old a queue's oldest
+-- finished row is, without a scan of the archive.
 SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
        s.null_frac::float8, s.n_distinct::float8, s.avg_width,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_vals::text::text[] END AS most_common_vals,
@@ -17,10 +18,13 @@ SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
                   (SELECT max(v) FROM unnest(s.most_common_vals::text::bigint[]) AS v))::text
        END AS upper_bound,
        CASE WHEN t.typname IN ('timestamptz', 'timestamp', 'date') THEN
-         ((SELECT min(v)
-             FROM unnest(coalesce(s.histogram_bounds::text::timestamptz[], '{}')
-                         || coalesce(s.most_common_vals::text::timestamptz[], '{}')) AS v)
-          AT TIME ZONE 'UTC')::text
+         (SELECT CASE WHEN isfinite(m)
+                      THEN to_char(m AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')
+                      ELSE m::text END
+            FROM (SELECT min(v) AS m
+                    FROM unnest(coalesce(s.histogram_bounds::text::timestamptz[], '{}')
+                                || coalesce(s.most_common_vals::text::timestamptz[], '{}'))
+                         AS v) AS lowest)
        END AS lower_bound
   FROM pg_stats s
   LEFT JOIN pg_type t ON t.oid = (
