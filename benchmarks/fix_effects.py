@@ -1,4 +1,5 @@
-"""Measure what the printed fixes of QA204 and QA304 change: before and after, on one server.
+"""Measure what the printed fixes of QA204, QA205 and QA304 change: before and after, on one
+server.
 
 QA204 (archive-without-retention): a queue whose finished rows span --days days, with a small
 live set; the finding's batched DELETE is run exactly as printed, then VACUUM. Printed: rows,
@@ -9,6 +10,12 @@ QA304 (claim-filter-not-in-index): a multi-queue table whose big queue's waiting
 of a small queue's in the claim's order; the finding's CREATE INDEX (and its DROP, for review)
 are run as printed. Printed: the small queue's claim (its SELECT, EXPLAIN ANALYZE in a
 rolled-back transaction) in time, shared buffers and rows removed by filter, before and after.
+
+QA205 (claim-updates-never-hot): a queue of --rows finished jobs and 5,100 running ones whose
+workers beat each job's heart (an UPDATE of heartbeat_at by id), with an index on heartbeat_at
+over every row; the finding's DROP INDEX (for review) is run as printed. Printed: for the same
+rounds of heartbeats before and after, the updates that were HOT, the WAL they wrote, their
+time, and how much the table's indexes grew.
 
 Run: python benchmarks/fix_effects.py [--rows 1000000] [--days 60] [--big 200000]
 """
@@ -137,6 +144,91 @@ def finding_or_none(dsn: str, code: str, queries: list[tuple[str, str]] | None =
     return "; ".join(found + [f"skipped: {r}" for r in skipped])
 
 
+HEARTBEAT = "UPDATE jobs SET heartbeat_at = now() WHERE id = %s"
+NEXT_JOB = (
+    "UPDATE jobs SET status = 'running', heartbeat_at = now() WHERE id = (SELECT id FROM jobs"
+    " WHERE status = 'queued' ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
+)
+
+
+def heartbeats(dsn: str, ids: list[int], rounds: int) -> dict[str, float]:
+    """``rounds`` heartbeats of each running job, one statement each, as workers send them:
+    seconds, WAL bytes, HOT updates and index growth."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")  # full-page images start afresh for both runs
+
+        def counters() -> tuple[int, int, int]:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            row = conn.execute(
+                "SELECT n_tup_upd, n_tup_hot_upd, pg_indexes_size('jobs') FROM"
+                " pg_stat_user_tables WHERE relname = 'jobs'"
+            ).fetchone()
+            assert row is not None
+            return int(row[0]), int(row[1]), int(row[2])
+
+        upd0, hot0, idx0 = counters()
+        lsn0 = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        start = time.perf_counter()
+        for _ in range(rounds):
+            for i in ids:
+                conn.execute(HEARTBEAT, [i])
+        took = time.perf_counter() - start
+        wal = conn.execute("SELECT pg_current_wal_lsn() - %s::pg_lsn", lsn0).fetchone()
+        time.sleep(1.1)  # the stats of this session's last statements are flushed
+        upd1, hot1, idx1 = counters()
+    assert wal is not None
+    return {
+        "updates": upd1 - upd0, "hot": hot1 - hot0, "wal": float(wal[0]), "s": took,
+        "index_growth": idx1 - idx0,
+    }  # fmt: skip
+
+
+def never_hot(dsn: str, rows: int) -> None:
+    running, rounds = 5_000, 5  # and 100 claimed below
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS jobs")
+        conn.execute(
+            "CREATE TABLE jobs (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, status text"
+            " NOT NULL DEFAULT 'queued', run_at timestamptz NOT NULL DEFAULT now(),"
+            " heartbeat_at timestamptz, finished_at timestamptz, payload text)"
+        )
+        conn.execute(
+            "INSERT INTO jobs (status, heartbeat_at, finished_at, payload) SELECT 'done',"
+            " now() - g * interval '1 second', now() - g * interval '1 second', repeat('x', 100)"
+            " FROM generate_series(1, %s) AS g",
+            (rows,),
+        )
+        conn.execute(
+            "INSERT INTO jobs (status, heartbeat_at, payload) SELECT 'running', now(),"
+            " repeat('x', 100) FROM generate_series(1, %s)",
+            (running,),
+        )
+        conn.execute("CREATE INDEX jobs_queued ON jobs (run_at) WHERE status = 'queued'")
+        conn.execute("CREATE INDEX jobs_heartbeat_at ON jobs (heartbeat_at)")
+        conn.execute("VACUUM (ANALYZE) jobs")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        conn.execute("INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, 100)")
+        conn.execute("SELECT pg_stat_statements_reset()")
+        for _ in range(100):  # the workers' claims: what makes the table a queue
+            conn.execute(NEXT_JOB)
+        ids = [r[0] for r in conn.execute("SELECT id FROM jobs WHERE status = 'running'")]
+    before = heartbeats(dsn, ids, rounds)
+    found = finding(dsn, "QA205", [], analyze=False)
+    took = apply(dsn, found)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM jobs")  # the dead versions of the first run are gone for both
+    after = heartbeats(dsn, ids, rounds)
+    print(f"\nQA205: {found.message}")
+    print(f"  the printed DROP INDEX took {took:.1f} s")
+    print(f"  {'':10} {'updates':>8} {'HOT':>8} {'WAL':>9} {'seconds':>8} {'index growth':>13}")
+    for name, m in (("before", before), ("after", after)):
+        print(
+            f"  {name:10} {m['updates']:>8,.0f} {m['hot']:>8,.0f} {human_bytes(m['wal']):>9} "
+            f"{m['s']:>8.2f} {human_bytes(m['index_growth']):>13}"
+        )
+    print(f"  QA205 after the fix: {finding_or_none(dsn, 'QA205') or 'quiet'}")
+
+
 def filtered_claim(dsn: str, big: int) -> None:
     small = 200
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -183,7 +275,7 @@ def filtered_claim(dsn: str, big: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=1_000_000, help="QA204: finished rows")
+    parser.add_argument("--rows", type=int, default=1_000_000, help="QA204, QA205: finished rows")
     parser.add_argument("--days", type=int, default=60, help="QA204: days they span")
     parser.add_argument("--big", type=int, default=200_000, help="QA304: the big queue's rows")
     args = parser.parse_args()
@@ -194,6 +286,7 @@ def main() -> None:
         try:
             print(f"PostgreSQL {server.version_num}")
             retention(server.dsn(), args.rows, args.days)
+            never_hot(server.dsn(), args.rows)
             filtered_claim(server.dsn(), args.big)
         finally:
             server.stop()

@@ -39,6 +39,7 @@ from qadvisor.derive.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
+from qadvisor.derive.hot_updates import RecordedUpdate, index_columns, recorded_updates, stops_hot
 from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
 from qadvisor.derive.plans.explain_json import parse_explain
@@ -224,6 +225,12 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "at_least",
     "at_most",
     "near",
+    # 4c. which recorded updates of a queue table could be heap-only, and which index stops
+    # them (qadvisor.derive.hot_updates). RecordedUpdate is what recorded_updates lists.
+    "RecordedUpdate",
+    "index_columns",
+    "recorded_updates",
+    "stops_hot",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
     # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.

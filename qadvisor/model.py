@@ -426,6 +426,7 @@ class Stakeholder:
     shared_blks_per_call: float | None = None
     indexes_used: tuple[str, ...] = ()
     plan_error: str | None = None
+    rows: int | None = None  # rows it returned or changed, summed over its calls
 
 
 @dataclass(frozen=True)

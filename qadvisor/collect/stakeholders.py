@@ -145,6 +145,7 @@ def _planned(
         queue="",
         queryid=int(row["queryid"]),
         calls=int(row["calls"]),
+        rows=int(row["rows"]) if row.get("rows") is not None else None,
         mean_exec_ms=_round(row["mean_exec_ms"]),
         shared_blks_per_call=_round(row["shared_blks_per_call"]),
     )

@@ -22,6 +22,7 @@ CONTRACT = {
     "QA202": "vacuum-horizon-held",
     "QA203": "queue-autovacuum-disabled",
     "QA204": "archive-without-retention",
+    "QA205": "claim-updates-never-hot",
     "QA206": "queue-id-runway",
     "QA301": "generic-plan-misses-partial-index",
     "QA302": "predicate-does-not-imply-index",

@@ -165,6 +165,8 @@ REVIEW_ONLY = {
     "QA402": "tests/checks/test_qa402_idle_tenants_in_rotation.py runs the prune as printed",
     "QA204": "tests/checks/test_qa204_archive_without_retention.py runs the batched DELETE "
     "as printed",
+    "QA205": "tests/checks/test_qa205_claim_updates_never_hot.py drops the index as printed "
+    "and sees the heartbeats go HOT",
     "QA206": "tests/checks/test_qa206_queue_id_runway.py runs the bigint migration as printed",
 }
 

@@ -7,6 +7,7 @@ SELECT queryid,
        (array_agg(query ORDER BY calls DESC))[1] AS query,
        array_agg(DISTINCT pg_get_userbyid(userid) ORDER BY pg_get_userbyid(userid)) AS roles,
        sum(calls)::bigint AS calls,
+       sum(rows)::bigint AS rows,
        sum(total_exec_time) / sum(calls) AS mean_exec_ms,
        sum(shared_blks_hit + shared_blks_read)::float8 / sum(calls) AS shared_blks_per_call
   FROM {pgss}
