@@ -93,6 +93,9 @@ class Column:
     type: str
     not_null: bool = False
     enum_labels: tuple[str, ...] = ()
+    # A stored generated column's expression: an update that sets a column it reads changes
+    # this column too.
+    generated: str | None = None
 
 
 @dataclass(frozen=True)

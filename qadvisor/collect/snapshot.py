@@ -513,7 +513,13 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
     columns: dict[int, list[Column]] = {}
     for r in column_rows.value:
         columns.setdefault(r["relid"], []).append(
-            Column(r["column"], r["type"], r["not_null"], tuple(r["enum_labels"] or ()))
+            Column(
+                r["column"],
+                r["type"],
+                r["not_null"],
+                tuple(r["enum_labels"] or ()),
+                r["generated"],
+            )
         )
     index_rows = read_rows(
         conn, "index_definitions", "the queue tables' indexes", "indexes", params

@@ -94,8 +94,9 @@ def recorded_updates(snapshot: Snapshot, table: Table) -> tuple[list[RecordedUpd
 
 
 def _sets(text: str, table: Table, names: dict[str, str]) -> tuple[str, ...] | None:
-    """The columns of ``table`` the statement's UPDATEs of it set; None when its text does not
-    parse. An unqualified name is the table's when the statement was resolved to it."""
+    """The columns of ``table`` the statement's UPDATEs of it set, the stored generated
+    columns computed from them included; None when its text does not parse. An unqualified
+    name is the table's when the statement was resolved to it."""
     targets = update_targets(text)
     if targets is None:
         return None
@@ -109,4 +110,8 @@ def _sets(text: str, table: Table, names: dict[str, str]) -> tuple[str, ...] | N
             on = t.table == table.name and t.schema in (None, table.schema)
         if on:
             columns.extend(c for c in t.columns if c not in columns)
+    # A stored generated column is computed again from what the update sets.
+    for c in table.columns:
+        if c.generated and c.name not in columns and condition_columns(c.generated) & set(columns):
+            columns.append(c.name)
     return tuple(columns)

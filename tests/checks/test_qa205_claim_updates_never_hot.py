@@ -10,7 +10,15 @@ from typing import Any
 
 import psycopg
 
-from qadvisor.model import Column, Finding, Severity, Stakeholder, Statement, TableStats
+from qadvisor.model import (
+    Column,
+    Finding,
+    LivePredicate,
+    Severity,
+    Stakeholder,
+    Statement,
+    TableStats,
+)
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.conftest import TestDB, flush_stats
@@ -228,3 +236,38 @@ def test_an_unknown_live_set_is_a_skip_only_when_an_update_sets_an_indexed_colum
     (s,) = judged(statements=(beats(),), live_known=False)
     assert not isinstance(s, Finding) and "live predicate's column is unknown" in str(s), s
     assert judged(updates=300, hot=0, statements=(beats(),), live_known=False) == []
+
+
+def test_an_update_of_what_a_generated_live_flag_reads_sets_the_flag() -> None:
+    # graphile-worker's shape: is_available is stored, generated from locked_at and attempts;
+    # a failure's update sets run_at, which the live index's keys hold, and locked_at, which
+    # turns the flag: it changes the live predicate's column, as a claim does.
+    live = S.index("jobs_main", ("priority", "run_at"), 8192, predicate="(is_available = true)")
+    table = S.jobs_table(indexes=(live,))
+    table = replace(
+        table,
+        columns=(
+            *table.columns,
+            Column("run_at", "timestamp with time zone"),
+            Column("locked_at", "timestamp with time zone"),
+            Column("attempts", "smallint"),
+            Column(
+                "is_available", "boolean", generated="((locked_at IS NULL) AND (attempts < 25))"
+            ),
+        ),
+        stats=TableStats(n_tup_upd=20_000, n_tup_hot_upd=100),
+    )
+    claim = Statement(text=CLAIM_TEXT, source="--query 1", parsed=analyse(CLAIM_TEXT))
+    fail = Stakeholder(
+        "pg_stat_statements",
+        "UPDATE jobs SET run_at = now() + interval '1 minute', locked_at = NULL WHERE id = $1",
+        "public.jobs", 7, 18_000, rows=18_000,
+    )  # fmt: skip
+    flag = LivePredicate("is_available", "true", (), "partial index jobs_main")
+    snap = replace(S.snapshot(table, live=flag), statements=(claim,), stakeholders=(fail,))
+    assert S.run("QA205", snap) == []
+    # Without the generated column the same update would keep run_at's index from HOT.
+    plain = replace(table, columns=tuple(c for c in table.columns if c.name != "is_available"))
+    snap = replace(S.snapshot(plain, live=flag), statements=(claim,), stakeholders=(fail,))
+    (f,) = S.run("QA205", snap)
+    assert isinstance(f, Finding)
