@@ -28,7 +28,7 @@ _LEFTOVER = re.compile(r"^(?P<base>.+)_cc(?P<kind>new|old)\d*$")
 @check("QA103", "invalid-index-on-queue", severity=Severity.WARNING,
        category="indexes", requires=("table_facts", "sizes", "index_definitions"))  # fmt: skip
 def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
-    """An invalid index on a queue table: every write maintains it, no query can use it.
+    """An invalid index on a queue table: no query can use it, and writes may maintain it.
 
     ## What it finds
     An index of a queue table with `pg_index.indisvalid = false`: what a failed or cancelled
@@ -37,11 +37,15 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     (the same name without the suffix, or the same definition).
 
     ## Why it matters
-    PostgreSQL keeps an invalid index up to date on every insert and update, so each claim and
-    each completion pays for it, and its entries bloat like any other index's, but the planner
-    never uses it. A scheduled `REINDEX CONCURRENTLY` that times out on a large index leaves a
-    new `_ccnew` copy each time it runs: River's users found 13 of them that "come back within
-    a day or two".
+    The planner never uses an invalid index. Once a concurrent build has filled it
+    (`pg_index.indisready`), PostgreSQL keeps it up to date on every insert and update, so each
+    claim and each completion pays for it, and its entries bloat like any other index's. A
+    build that failed before that (a unique key that the rows already break) left an empty
+    index no write maintains, but it holds its name: `CREATE INDEX CONCURRENTLY IF NOT
+    EXISTS` run again does nothing, and the index the migration meant to add is not there. A
+    scheduled `REINDEX CONCURRENTLY` that times out on a large index leaves a new `_ccnew`
+    copy each time it runs: River's users found 13 of them that "come back within a day or
+    two".
 
     ## How to fix
     `DROP INDEX CONCURRENTLY` the invalid index (it takes a SHARE UPDATE EXCLUSIVE lock, so
@@ -96,25 +100,39 @@ def _finding(table: Table, idx: Index, invalid_count: int) -> Finding:
             "jobs, QA101's partial index on the live set is the cure: it stays small, so "
             "nothing needs reindexing on a schedule."
         )
+    if not idx.is_ready:
+        notes.append(
+            f"Its build stopped before it was filled: if the index is needed, create it again "
+            f"once the cause is gone (a unique index over rows that break it fails again); a "
+            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS skips it while {idx.name} exists."
+        )
     shadow = f", beside valid index {twin.name}" if twin is not None else ""
+    cost = (
+        "every write maintains it and no query can use it"
+        if idx.is_ready
+        else "no query can use it and no write maintains it, but it holds its name: CREATE "
+        "INDEX CONCURRENTLY IF NOT EXISTS run again skips it, so the index it was to be is "
+        "not there"
+    )
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
         message=(
             f"Index {idx.name} on {table.qualified} is invalid ({human_bytes(idx.bytes)}"
-            f"{shadow}): every write maintains it and no query can use it."
+            f"{shadow}): {cost}."
         ),
         evidence={
             "index_definition": idx.definition,
             "index_bytes": idx.bytes,
             **({"index_bytes_source": idx.bytes_source} if idx.bytes_source else {}),
             "left_by": how,
+            "maintained_by_writes": idx.is_ready,
             "shadowed_index": twin.name if twin is not None else None,
             "shadowed_index_bytes": twin.bytes if twin is not None else None,
             "invalid_indexes_on_table": invalid_count,
         },
         explanation=(
-            "An invalid index is maintained by every insert and update but never used by the "
-            "planner: pure cost on the queue's hottest path."
+            "An invalid index is never used by the planner; once its build has filled it, "
+            "every insert and update maintains it: pure cost on the queue's hottest path."
         ),
         fix=Fix(
             notes=" ".join(notes),

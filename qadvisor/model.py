@@ -137,6 +137,9 @@ class Index:
     # None: measured with pg_relation_size; else how ``bytes`` was estimated instead (another
     # session's lock kept the index from being opened).
     bytes_source: str | None = None
+    # pg_index.indisready: writes maintain it. False only for an index whose concurrent build
+    # stopped before it was filled (a failed CREATE INDEX CONCURRENTLY's first phases).
+    is_ready: bool = True
 
     @property
     def is_partial(self) -> bool:

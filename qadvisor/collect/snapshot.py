@@ -536,6 +536,7 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 is_primary=r["is_primary"],
                 is_constraint=r["is_constraint"],
                 is_valid=r["is_valid"],
+                is_ready=r["is_ready"],
                 bytes=r["bytes"],
                 reltuples=r["reltuples"],
                 idx_scan=r["idx_scan"],

@@ -111,6 +111,7 @@ LABELS: Mapping[str, str] = {
     "idle_tenants": "Idle tenants in the rotation",
     "idx_scan": "Index scans",
     "left_by": "Left by",
+    "maintained_by_writes": "Maintained by writes",
     "shadowed_index": "Valid index beside it",
     "shadowed_index_bytes": "Size of the valid index",
     "invalid_indexes_on_table": "Invalid indexes on the table",

@@ -24,7 +24,7 @@ SELECT x.indrelid AS relid, x.indexrelid AS index_relid, i.relname AS name,
        pg_get_expr(x.indpred, x.indrelid) AS predicate,
        x.indisunique AS is_unique, x.indisprimary AS is_primary,
        EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid) AS is_constraint,
-       x.indisvalid AS is_valid,
+       x.indisvalid AS is_valid, x.indisready AS is_ready,
        CASE WHEN x.indexrelid = ANY(%(blocked)s::oid[])
             THEN i.relpages::bigint * current_setting('block_size')::bigint
             ELSE pg_relation_size(x.indexrelid) END AS bytes,
