@@ -275,6 +275,12 @@ def _evaluate(
     universe = list(labels) or sorted(named)
 
     def holds(node: exp.Expression, value: str | None) -> bool | None:
+        if _is_column(node, column):  # a boolean column alone: it holds where it is true
+            return value == "true"
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
+            if not _is_column(node.this, column):
+                return None
+            return (value == _literal(node.expression)) != bool(node.args.get("negate"))
         if isinstance(node, exp.Paren):
             return holds(node.this, value)
         if isinstance(node, exp.Not):
@@ -356,6 +362,8 @@ def _is_column(node: exp.Expression, column: str) -> bool:
 def _literal(node: exp.Expression) -> str | None:
     while isinstance(node, exp.Cast):
         node = node.this
+    if isinstance(node, exp.Boolean):
+        return "true" if node.this else "false"
     return str(node.this) if isinstance(node, exp.Literal) and node.is_string else None
 
 

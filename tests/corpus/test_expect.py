@@ -11,6 +11,7 @@ PGBOSS = Live("state", frozenset({"created", "retry"}),
 PROCRASTINATE = Live("status", frozenset({"todo"}), ("todo", "doing", "succeeded", "failed"))
 DJANGO = Live("status", frozenset({"READY"}))  # varchar: no labels, only the values named
 FINISHED_AT = Live("finished_at", frozenset())  # IS NULL
+AVAILABLE = Live("is_available", frozenset({"true"}), ("true", "false"))  # a boolean flag
 
 
 @pytest.mark.parametrize(
@@ -43,6 +44,13 @@ FINISHED_AT = Live("finished_at", frozenset())  # IS NULL
         (FINISHED_AT, "finished_at IS NULL", True),
         (FINISHED_AT, "finished_at IS NOT NULL", False),
         (FINISHED_AT, "status = 'pending'", False),
+        (AVAILABLE, "is_available = true", True),
+        (AVAILABLE, "jobs.is_available = true AND run_at <= now()", True),
+        (AVAILABLE, "is_available", True),
+        (AVAILABLE, "is_available IS TRUE", True),
+        (AVAILABLE, "is_available = false", False),
+        (AVAILABLE, "NOT is_available", False),
+        (AVAILABLE, "is_available IS NOT TRUE", False),
         (PGBOSS, "not sql at all (", False),
     ],
 )
