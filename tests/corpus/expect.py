@@ -23,6 +23,7 @@ from qadvisor.demo.pgserver import LocalServer
 from tests.corpus.fixwalk import foreign_literals, used_indexes_dropped, verdicts
 from tests.corpus.library import Library, Observed
 from tests.helpers import qadvisor
+from tests.sql.postgres_parser import compare
 
 # The lock checks judge claims only; none of the libraries claims without SKIP LOCKED.
 LOCK_CODES = frozenset({"QA501", "QA502", "QA503"})
@@ -196,6 +197,26 @@ class CorpusSuite:
         assert not skipped, "checks skipped: " + "; ".join(
             f"{s['code']} ({s.get('queue')}): {s['reason']}" for s in skipped
         )
+
+    def test_statements_read_as_postgresql_reads_them(self, observed: Observed) -> None:
+        # Every statement the library ran that qadvisor kept (claims, maintenance, the other
+        # statements on its tables, those left out), as pg_stat_statements recorded it, is
+        # read by qadvisor's parser as by PostgreSQL's. A refusal is allowed only where the
+        # report says the statement was left out.
+        snap = observed.snapshot
+        problems: list[str] = []
+        compared = 0
+        for kind in ("statements", "maintenance", "stakeholders", "left_out"):
+            for s in snap.get(kind) or ():
+                verdict = compare(s["text"])
+                if verdict is None:
+                    continue
+                compared += 1
+                problems += [f"{kind}: {m}\n    {s['text']}" for m in verdict.misread]
+                if verdict.refused and kind != "left_out":
+                    problems.append(f"{kind}: refused ({verdict.refused})\n    {s['text']}")
+        assert compared, "no statement of the library was compared"
+        assert not problems, "\n".join(problems)
 
     def test_a_second_run_gives_the_same_findings(
         self, observed: Observed, corpus_server: LocalServer
