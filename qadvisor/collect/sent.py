@@ -163,7 +163,9 @@ SENT: tuple[Sent, ...] = (
           "setting.", NO_LOCK, "pg_read_all_settings (part of pg_monitor)",
           when="qadvisor's role or the database sets search_path"),
     _file("candidate_columns", "collection",
-          "Status-like and timestamp columns that can mark a row as waiting.", NO_LOCK,
+          "Status-like and timestamp columns that can mark a row as waiting, of the tables "
+          "that can be queues (claimed, named, with a partial index, a library's shape or an "
+          "indexed status whose values read as waiting).", NO_LOCK,
           "none beyond CONNECT (by OID)", facts=("discovery",)),
     _file("partial_indexes", "collection",
           "Partial index predicates of every user table.",

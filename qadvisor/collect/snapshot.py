@@ -400,13 +400,6 @@ def _discover(
     role: str,
 ) -> _Discovered:
     claimed = sorted({c.relid for c in claims})
-    candidates = q.rows(conn, "candidate_columns", {"claimed": claimed})
-    columns = [_candidate(r) for r in candidates]
-    all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
-    partials = [
-        discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
-        for r in q.rows(conn, "partial_indexes", {"blocked": blocked})
-    ]
     explicit = []
     for t in resolve_tables(conn, table_names) if table_names else []:
         if _system_schema(t.schema):
@@ -414,6 +407,14 @@ def _discover(
             what = t.arg if t.arg == name else f"{t.arg} ({name})"
             raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
         explicit.append((t.schema, t.table, t.relid))
+    named = [relid for _, _, relid in explicit]
+    candidates = q.rows(conn, "candidate_columns", discover.candidate_filter(claimed, named))
+    columns = [_candidate(r) for r in candidates]
+    all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
+    partials = [
+        discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
+        for r in q.rows(conn, "partial_indexes", {"blocked": blocked})
+    ]
     rejected: list[Rejected] = []  # filled by discover.decide as it decides
     decisions = discover.decide(columns, partials, claims, all_columns, explicit, rejected, role)
     return _Discovered(tuple(decisions), tuple(rejected), tuple(columns))

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from qadvisor.derive.estimates import boolean_literal, parse_index_predicate
 from qadvisor.derive.predicates import operand_values
@@ -143,6 +143,22 @@ LIBRARIES = (
     Library("Que", frozenset({"finished_at", "expired_at", "run_at", "job_class"}), frozenset(),
             LivePredicate("finished_at", "is null", (), "queue library Que")),
 )  # fmt: skip
+
+
+def candidate_filter(claimed: Sequence[int], named: Sequence[int] = ()) -> dict[str, Any]:
+    """What the candidate-column query needs to leave out, on the server, the tables that
+    cannot be queues: the claimed tables and those named with ``--table`` (kept whatever they
+    look like), each library's columns (its live column first, so one index probe rules most
+    tables out) and the status words that read as waiting."""
+    shapes = [
+        ",".join([lib.live.column, *sorted(lib.columns - {lib.live.column})]) for lib in LIBRARIES
+    ]
+    return {
+        "claimed": list(claimed),
+        "named": list(named),
+        "shapes": shapes,
+        "live_words": list(LIVE_WORDS),
+    }
 
 
 @dataclass(frozen=True)

@@ -164,10 +164,17 @@ def queue(table: str, live: LivePredicate | None = QUEUED) -> Queue:
 
 
 def candidates(who: RoleDB) -> list[discover.CandidateColumn]:
-    """The candidate columns the collector reads, as ``who`` reads them (candidate_columns.sql)."""
+    """The candidate columns the collector reads, as ``who`` reads them (candidate_columns.sql),
+    with every table of the shop named as ``--table`` names one: some of them have no index and
+    no claim, and discovery alone would not read their columns."""
     wanted = {f.name for f in fields(discover.CandidateColumn)}
     with connect(who.dsn, SessionLimits()) as conn:
-        rows = q.rows(conn, "candidate_columns", {"claimed": []})
+        named = conn.execute(
+            "SELECT array_agg(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind = 'r' AND n.nspname IN ('app', 'hidden')"
+        ).fetchone()
+        assert named is not None
+        rows = q.rows(conn, "candidate_columns", discover.candidate_filter([], named[0]))
     out = []
     for r in rows:
         values: dict[str, Any] = {k: v for k, v in r.items() if k in wanted}

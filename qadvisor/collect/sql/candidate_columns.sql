@@ -1,35 +1,91 @@
--- Columns that can mark a queue row as live: status/state columns and nullable *_at columns
--- of every table, and every column of the tables claims read (%(claimed)s: a claim may wait
--- on any column, a boolean or an enum, and may read a partition). One query for the whole
--- database, however many tables it has. By OID: no USAGE on the schemas is needed.
-SELECT n.nspname AS schema, c.relname AS table, c.oid AS relid, c.relkind = 'p' AS partitioned,
-       a.attname AS column,
-       format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS not_null,
-       has_column_privilege(c.oid, a.attnum, 'SELECT') AS readable,
+-- Columns that can mark a queue row as live: status/state columns and nullable *_at columns,
+-- of the tables that can be queues, and every column of the tables claims read (%(claimed)s:
+-- a claim may wait on any column, a boolean or an enum, and may read a partition). One query
+-- for the whole database, however many tables it has. By OID: no USAGE on the schemas is
+-- needed.
+--
+-- A table no claim reads can be a queue only through a partial index, a known library's shape
+-- (%(shapes)s: each library's column names, comma-separated, its live column first), or an
+-- indexed status column whose values read as waiting (%(live_words)s, compared in lower case;
+-- or values this role may not read, which discovery reports). Every other table is left out
+-- here, on the server, before the per-column work (statistics, enum labels, the table's
+-- columns): 10,000 tables with an unindexed updated_at or an indexed active/inactive status
+-- cost one scan of pg_attribute and one pg_stats probe per indexed status column.
+WITH candidate AS MATERIALIZED (
+    SELECT c.oid AS relid, n.nspname AS schema, c.relname AS table, c.relkind = 'p' AS partitioned,
+           a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull
+      FROM pg_attribute a
+      JOIN pg_class c ON c.oid = a.attrelid
+      JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE c.relkind IN ('r', 'p')
+       AND a.attnum > 0 AND NOT a.attisdropped
+       AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+       AND n.nspname !~ '^pg_(toast|temp_)'
+       AND (c.oid = ANY (%(claimed)s::oid[])
+            OR (NOT c.relispartition
+                -- The LIKEs are a cheap pre-filter for the patterns (a regular expression
+                -- on each of the catalog's columns costs more than the rest of the scan).
+                AND ((lower(a.attname::text) LIKE ANY (ARRAY['%%status', '%%state', '%%statename'])
+                      AND a.attname ~* '(^|_)(status|state|statename)$')
+                     OR (NOT a.attnotnull AND lower(a.attname::text) LIKE '%%\_at'
+                         AND a.attname ~* '_at$'))))
+), shape AS (
+    SELECT string_to_array(s, ',')::name[] AS columns FROM unnest(%(shapes)s::text[]) AS s
+), kept AS (
+    SELECT DISTINCT k.relid
+      FROM candidate k
+     WHERE k.relid = ANY (%(claimed)s::oid[])
+        OR k.relid = ANY (%(named)s::oid[])  -- named with --table: judged whatever it is
+        OR EXISTS (SELECT 1 FROM pg_index x
+                    WHERE x.indrelid = k.relid AND x.indpred IS NOT NULL)
+        OR (k.attname IN (SELECT columns[1] FROM shape)
+            AND EXISTS (SELECT 1 FROM shape
+                         WHERE shape.columns[1] = k.attname
+                           -- one index probe for the second column before the whole list
+                           AND EXISTS (SELECT 1 FROM pg_attribute b
+                                        WHERE b.attrelid = k.relid
+                                          AND b.attname = shape.columns[2])
+                           AND shape.columns <@ ARRAY(SELECT b.attname FROM pg_attribute b
+                                                       WHERE b.attrelid = k.relid
+                                                         AND b.attnum > 0
+                                                         AND NOT b.attisdropped)))
+        OR (k.attname ~* '(^|_)(status|state|statename)$'
+            AND EXISTS (SELECT 1 FROM pg_index x
+                         WHERE x.indrelid = k.relid AND k.attnum = ANY (x.indkey::int2[]))
+            AND (NOT has_column_privilege(k.relid, k.attnum, 'SELECT')
+                 OR EXISTS (SELECT 1
+                              FROM pg_type t
+                              JOIN pg_enum e
+                                ON e.enumtypid = CASE WHEN t.typtype = 'd' THEN t.typbasetype
+                                                      ELSE t.oid END
+                             WHERE t.oid = k.atttypid
+                               AND lower(e.enumlabel::text) = ANY (%(live_words)s::text[]))
+                 OR EXISTS (SELECT 1 FROM pg_stats s,
+                                   unnest(s.most_common_vals::text::text[]) AS v
+                             WHERE s.schemaname = k.schema AND s.tablename = k.table
+                               AND s.attname = k.attname AND NOT s.inherited
+                               AND s.avg_width <= 64
+                               AND lower(v) = ANY (%(live_words)s::text[]))))
+)
+SELECT k.schema, k.table, k.relid, k.partitioned,
+       k.attname AS column,
+       format_type(k.atttypid, k.atttypmod) AS type, k.attnotnull AS not_null,
+       has_column_privilege(k.relid, k.attnum, 'SELECT') AS readable,
        CASE WHEN et.typtype = 'e' THEN
          ARRAY(SELECT e.enumlabel::text FROM pg_enum e
                 WHERE e.enumtypid = et.oid ORDER BY e.enumsortorder)
        END AS enum_labels,
        EXISTS (SELECT 1 FROM pg_index x
-                WHERE x.indrelid = c.oid AND a.attnum = ANY (x.indkey::int2[])) AS indexed,
+                WHERE x.indrelid = k.relid AND k.attnum = ANY (x.indkey::int2[])) AS indexed,
        (SELECT s.most_common_vals::text::text[] FROM pg_stats s
-         WHERE s.schemaname = n.nspname AND s.tablename = c.relname
-           AND s.attname = a.attname AND NOT s.inherited AND s.avg_width <= 64
+         WHERE s.schemaname = k.schema AND s.tablename = k.table
+           AND s.attname = k.attname AND NOT s.inherited AND s.avg_width <= 64
          LIMIT 1) AS common_values,
        ARRAY(SELECT b.attname::text FROM pg_attribute b
-              WHERE b.attrelid = c.oid AND b.attnum > 0 AND NOT b.attisdropped) AS table_columns
-  FROM pg_attribute a
-  JOIN pg_class c ON c.oid = a.attrelid
-  JOIN pg_namespace n ON n.oid = c.relnamespace
-  JOIN pg_type t ON t.oid = a.atttypid
+              WHERE b.attrelid = k.relid AND b.attnum > 0 AND NOT b.attisdropped) AS table_columns
+  FROM candidate k
+  JOIN kept USING (relid)
+  JOIN pg_type t ON t.oid = k.atttypid
   -- The enum a domain is over counts as the column's enum.
   JOIN pg_type et ON et.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
- WHERE c.relkind IN ('r', 'p')
-   AND a.attnum > 0 AND NOT a.attisdropped
-   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-   AND n.nspname !~ '^pg_(toast|temp_)'
-   AND (c.oid = ANY (%(claimed)s::oid[])
-        OR (NOT c.relispartition
-            AND (a.attname ~* '(^|_)(status|state|statename)$'
-                 OR (a.attname ~* '_at$' AND NOT a.attnotnull))))
- ORDER BY 1, 2, a.attnum
+ ORDER BY 1, 2, k.attnum
