@@ -8,25 +8,41 @@ report (:func:`write` with ``annotations``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol, TextIO
+import importlib
+from collections.abc import Iterator, Mapping
+from typing import ClassVar, Protocol, TextIO
 
 from qadvisor.model import Report
-from qadvisor.render import github, junit, markdown, sarif, terminal
-from qadvisor.render import json as json_format
 
 
 class Renderer(Protocol):
     def write(self, report: Report, out: TextIO) -> None: ...
 
 
-RENDERERS: Mapping[str, Renderer] = {
-    "text": terminal,
-    "json": json_format,
-    "markdown": markdown,
-    "sarif": sarif,
-    "junit": junit,
-}
+class _Renderers(Mapping[str, Renderer]):
+    """Each format's module, imported when it is first asked for: a JSON run in CI does not
+    pay for the terminal renderer's rich."""
+
+    _MODULES: ClassVar[dict[str, str]] = {
+        "text": "terminal",
+        "json": "json",
+        "markdown": "markdown",
+        "sarif": "sarif",
+        "junit": "junit",
+    }
+
+    def __getitem__(self, fmt: str) -> Renderer:
+        module: Renderer = importlib.import_module(f"qadvisor.render.{self._MODULES[fmt]}")
+        return module
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._MODULES)
+
+    def __len__(self) -> int:
+        return len(self._MODULES)
+
+
+RENDERERS: Mapping[str, Renderer] = _Renderers()
 
 
 def write(
@@ -37,8 +53,12 @@ def write(
     format, what discovery did not take (JSON always carries it; the other formats leave it
     out)."""
     if fmt == "text":
+        from qadvisor.render import terminal
+
         terminal.write(report, out, verbose=verbose)
     else:
         RENDERERS[fmt].write(report, out)
     if annotations and fmt == "text":
+        from qadvisor.render import github
+
         out.write(github.render(report))
