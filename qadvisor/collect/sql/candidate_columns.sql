@@ -23,12 +23,13 @@ WITH candidate AS MATERIALIZED (
        AND n.nspname !~ '^pg_(toast|temp_)'
        AND (c.oid = ANY (%(claimed)s::oid[])
             OR (NOT c.relispartition
-                -- The LIKEs are a cheap pre-filter for the patterns (a regular expression
-                -- on each of the catalog's columns costs more than the rest of the scan).
-                AND ((lower(a.attname::text) LIKE ANY (ARRAY['%%status', '%%state', '%%statename'])
-                      AND a.attname ~* '(^|_)(status|state|statename)$')
-                     OR (NOT a.attnotnull AND lower(a.attname::text) LIKE '%%\_at'
-                         AND a.attname ~* '_at$'))))
+                -- The name's last characters are a cheap pre-filter for the patterns: a
+                -- regular expression on each of the catalog's columns costs more than the
+                -- rest of the scan.
+                AND ((NOT a.attnotnull AND lower(right(a.attname::text, 3)) = '_at')
+                     OR (lower(right(a.attname::text, 9))
+                           LIKE ANY (ARRAY['%%status', '%%state', '%%statename'])
+                         AND a.attname ~* '(^|_)(status|state|statename)$'))))
 ), shape AS (
     SELECT string_to_array(s, ',')::name[] AS columns FROM unnest(%(shapes)s::text[]) AS s
 ), kept AS (
