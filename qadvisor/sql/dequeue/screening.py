@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from functools import lru_cache
 from typing import ClassVar
 
 import sqlglot
@@ -203,7 +204,23 @@ def _tree(sql: str) -> exp.Expr:
 
 def _bounded_parse(sql: str, into: type[exp.Expr] | None = None) -> exp.Expr:
     """sqlglot's tree, or StatementError when it nests deeper than MAX_TREE_DEPTH (or
-    square brackets deeper than MAX_BRACKET_DEPTH)."""
+    square brackets deeper than MAX_BRACKET_DEPTH).
+
+    A run reads the same few texts many times (a claim for its analysis, its fingerprint, its
+    planning forms, its rewrites; an index predicate for every statement it is compared
+    with): the tree is parsed once and each caller gets a copy of its own, since callers
+    transform trees in place."""
+    if into is not None:  # a fragment read as one node type: rare, not worth a cache entry
+        return _parse(sql, into)
+    return _parsed(sql).copy()
+
+
+@lru_cache(maxsize=256)
+def _parsed(sql: str) -> exp.Expr:
+    return _parse(sql, None)
+
+
+def _parse(sql: str, into: type[exp.Expr] | None) -> exp.Expr:
     with suppress(TokenError):  # parse_one says what is wrong with such text
         parens = brackets = 0
         for token in Postgres().tokenize(sql):
