@@ -14,10 +14,9 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+import firm.queue as fq
 from alembic import command
 from alembic.config import Config
-
-import firm.queue as fq
 from firm.queue import queues as fq_queues
 from firm.queue.supervisor import DispatcherConfig, ForkSupervisor, SupervisorConfig, WorkerConfig
 
