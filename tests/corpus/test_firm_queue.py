@@ -136,12 +136,24 @@ QUIET = {
     "QA303": "index_firm_queue_poll_all (priority, job_id), poll_by_queue (queue_name, "
     "priority, job_id), dispatch_all (scheduled_at, priority, job_id) and blocked_for_release "
     "(concurrency_key, priority, job_id) supply each claim's order",
-    "QA304": "each claim's condition column leads the index that supplies its order",
     "QA403": "queue names are no tenants",
 }
 
 
-def _expect(claims: tuple[Claim, ...]) -> Expect:
+# The wildcard claim has no condition; promote_one's concurrency_key leads
+# blocked_for_release, which supplies its order.
+NO_FILTER = {"QA304": "no claim filters a column outside the index that supplies its order"}
+# Per named queue, a claim of a queue the statistics put at most of the table's rows (the
+# binding of $1 is a hypothesis from its most common values) is planned on poll_all with a
+# Filter, poll_by_queue (queue_name, priority, job_id) serving it as well: a latent cost that
+# pg_stat_statements' blocks per call do not confirm on a table of a hundred rows.
+LATENT_FILTER = {
+    "QA304": "WHERE queue_name = $1: planned on index_firm_queue_poll_all (priority, job_id) "
+    "with a Filter for the queue most of the rows belong to; not confirmed by its counters"
+}
+
+
+def _expect(claims: tuple[Claim, ...], filters: Codes) -> Expect:
     return Expect(
         queues={
             READY: Live.every_row(),
@@ -168,15 +180,19 @@ def _expect(claims: tuple[Claim, ...]) -> Expect:
         claims=claims,
         not_claims=NOT_CLAIMS,
         codes={
-            "fresh": Codes(forbidden={**SMALL, **QUIET}),
-            "aged": Codes(forbidden={**SMALL, **QUIET}),
+            "fresh": Codes(
+                forbidden={**SMALL, **QUIET, **filters.forbidden}, info_only=filters.info_only
+            ),
+            "aged": Codes(
+                forbidden={**SMALL, **QUIET, **filters.forbidden}, info_only=filters.info_only
+            ),
         },
     )
 
 
 class TestFirmQueue(CorpusSuite):
     library = FIRM_QUEUE
-    expect = _expect((WORKER_CLAIM, PROMOTE))
+    expect = _expect((WORKER_CLAIM, PROMOTE), Codes(forbidden=NO_FILTER))
 
 
 NAMED_QUEUES = dataclasses.replace(
@@ -193,4 +209,4 @@ class TestFirmQueueNamedQueues(CorpusSuite):
     condition that picks a queue's rows and says nothing about which rows wait."""
 
     library = NAMED_QUEUES
-    expect = _expect((QUEUE_CLAIM, PROMOTE))
+    expect = _expect((QUEUE_CLAIM, PROMOTE), Codes(info_only=LATENT_FILTER))
