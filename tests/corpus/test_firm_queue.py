@@ -30,6 +30,16 @@ LIMIT, deleted with their jobs); and the supervisor's recovery of claims whose p
 gone (recovery.py): ``claimed_executions JOIN jobs ... WHERE process_id IS NOT NULL AND NOT
 EXISTS (SELECT ... FROM firm_queue_processes ...) FOR UPDATE SKIP LOCKED``, at every start
 and shutdown, which puts each orphan back in ready.
+
+What that makes of the tables: ``ready_executions`` is the queue, every row of it live (the
+worker's claim has no condition, or one that only chooses the queue); ``blocked_executions``
+is one too, a queue per concurrency key that a release takes the next row of. ``jobs`` is
+not, though the dispatcher's and the recovery's joins lock its rows as well (FOR UPDATE
+without OF): they reach it by key from an execution row, no claim picks its rows by what they
+hold, and its finished rows are the archive. ``claimed_executions`` holds running jobs, which
+only the recovery sweep locks (no order, no LIMIT). ``scheduled_executions`` is left to
+either verdict (see `optional`). ``queues.clear``'s sweep of one queue's ready rows is judged
+as a claim of ready; nothing fires on it.
 """
 
 import dataclasses
