@@ -299,6 +299,7 @@ def _judge(
                 via,
                 stmt.calls,
                 parsed.unconditional,
+                parsed.by_value,
             )
         )
 

@@ -112,6 +112,9 @@ class Claim:
     calls: int | None = None  # pg_stat_statements calls, when seen there
     # No condition chooses among its rows (DequeueStatement.unconditional): it takes any.
     unconditional: bool = False
+    # It takes the next rows of one queue or key (DequeueStatement.by_value): when none of
+    # the columns it compares says which rows wait, it takes any row of that queue.
+    by_value: bool = False
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,7 @@ def _live_predicate(
     # 0. The claim's own condition on the table.
     # The claim workers run most says what they wait for (a stager or a dependency resolver
     # on the same table claims other states, less often).
-    bare: Claim | None = None  # the most run claim that takes any row
+    bare: Claim | None = None  # the most run claim that takes any row (of a queue)
     for claim in sorted(ev.claims, key=lambda c: (not c.skip_locked, -(c.calls or 0))):
         if claim.unconditional:
             bare = bare or claim
@@ -287,14 +290,22 @@ def _live_predicate(
         live, why = _claim_live(ev, claim, all_columns)
         if live is not None or why:
             return live, why
+        if claim.by_value:
+            # queue_name = $1 chooses whose rows, not which of them wait: every row of
+            # the queue it serves is as claimable as those of an unconditional claim.
+            bare = bare or claim
     live, why = _structural_live(ev, all_columns)
     if live is None and bare is not None and not _hidden_status(ev):
         # It takes any row (a table a job enters when it can run and leaves when claimed),
         # and nothing in the table says which rows wait: the whole table is the live set.
-        source = f"claim {bare.label}; it has no condition on {ev.table}"
-        return LivePredicate.every_row(source), (
-            f"live set: every row of {ev.table} (the claim has no condition on it)"
-        )
+        if bare.unconditional:
+            source = f"claim {bare.label}; it has no condition on {ev.table}"
+            said = "the claim has no condition on it"
+        else:
+            chooses = " AND ".join(p.text for p in bare.predicates)
+            source = f"claim {bare.label}; its condition {chooses} chooses a queue"
+            said = f"the claim's condition {chooses} chooses a queue, not which rows wait"
+        return LivePredicate.every_row(source), f"live set: every row of {ev.table} ({said})"
     return live, why
 
 

@@ -39,7 +39,8 @@ COMMON_FORBIDDEN = {
 
 @dataclass(frozen=True)
 class Live:
-    """A live predicate by meaning: the values of `column` that are live (empty: IS NULL).
+    """A live predicate by meaning: the values of `column` that are live (empty: IS NULL);
+    without a column, every row (`every_row`).
 
     `labels` is the column's enum in declaration order, so a range such as
     ``state < 'active'`` can be evaluated.
@@ -49,7 +50,14 @@ class Live:
     values: frozenset[str]
     labels: tuple[str, ...] = ()
 
+    @classmethod
+    def every_row(cls) -> Live:
+        """Every row of the table is live (a claim with no condition on it): ``TRUE``."""
+        return cls("", frozenset())
+
     def admits(self, predicate_sql: str) -> bool:
+        if not self.column:
+            return _always_true(predicate_sql)
         judged = _evaluate(predicate_sql, self.column, self.labels)
         if judged is None:
             return False
@@ -155,10 +163,12 @@ class CorpusSuite:
             for name in names:
                 printed = queues[name]["live_predicate"]
                 if printed is None or not live.admits(printed):
-                    wrong.append(
-                        f"{name}: {printed!r}, expected {live.column} in "
-                        f"{sorted(live.values) or 'IS NULL'}"
+                    wanted = (
+                        f"{live.column} in {sorted(live.values) or 'IS NULL'}"
+                        if live.column
+                        else "TRUE (every row)"
                     )
+                    wrong.append(f"{name}: {printed!r}, expected {wanted}")
         assert not wrong, "wrong live predicates: " + "; ".join(wrong) + _context(observed)
 
     def test_claims_found_and_planned(self, observed: Observed) -> None:
@@ -353,6 +363,18 @@ def _evaluate(
         if verdict:
             admitted.add(value)
     return holds(tree, None) is True, frozenset(admitted)
+
+
+def _always_true(predicate_sql: str) -> bool:
+    """Whether the predicate is the constant true (``TRUE``, ``(true)``), which admits every
+    row whatever its columns hold."""
+    try:
+        tree = sqlglot.parse_one(predicate_sql, read="postgres")
+    except sqlglot.errors.ParseError:
+        return False
+    while isinstance(tree, exp.Paren):
+        tree = tree.this
+    return isinstance(tree, exp.Boolean) and bool(tree.this)
 
 
 def _array_values(node: exp.Expression) -> set[str] | None:

@@ -12,6 +12,7 @@ PROCRASTINATE = Live("status", frozenset({"todo"}), ("todo", "doing", "succeeded
 DJANGO = Live("status", frozenset({"READY"}))  # varchar: no labels, only the values named
 FINISHED_AT = Live("finished_at", frozenset())  # IS NULL
 AVAILABLE = Live("is_available", frozenset({"true"}), ("true", "false"))  # a boolean flag
+EVERY_ROW = Live.every_row()  # a claim with no condition: a job's row is deleted when claimed
 
 
 @pytest.mark.parametrize(
@@ -51,6 +52,11 @@ AVAILABLE = Live("is_available", frozenset({"true"}), ("true", "false"))  # a bo
         (AVAILABLE, "is_available = false", False),
         (AVAILABLE, "NOT is_available", False),
         (AVAILABLE, "is_available IS NOT TRUE", False),
+        (EVERY_ROW, "TRUE", True),
+        (EVERY_ROW, "(true)", True),
+        (EVERY_ROW, "FALSE", False),
+        (EVERY_ROW, "queue_name = 'default'", False),
+        (EVERY_ROW, "finished_at IS NULL", False),
         (PGBOSS, "not sql at all (", False),
     ],
 )

@@ -51,7 +51,7 @@ def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
     assert parsed is not None
     return Claim(
         hash(table) & 0xFFFF, "public", table, label, parsed.predicates,
-        unconditional=parsed.unconditional,
+        unconditional=parsed.unconditional, by_value=parsed.by_value,
     )  # fmt: skip
 
 
@@ -329,6 +329,50 @@ def test_a_claim_without_a_condition_makes_the_whole_table_its_live_set() -> Non
     )
     (d,) = discover.decide(columns, [], [claim("ready_executions", joined)])
     assert d.live is not None and d.live.whole_table
+
+
+NAMED = (
+    "SELECT ready_executions.id, ready_executions.job_id FROM ready_executions WHERE "
+    "ready_executions.queue_name = $1::VARCHAR ORDER BY ready_executions.priority, "
+    "ready_executions.job_id LIMIT $2::INTEGER FOR UPDATE SKIP LOCKED"
+)
+
+
+def test_a_claim_that_chooses_a_queue_by_value_makes_every_row_live() -> None:
+    # A worker polling named queues takes one queue's next rows at a time: queue_name says
+    # whose rows, not which rows wait, and every row of every queue is claimable.
+    queue = col("ready_executions", "queue_name", ("default", "emails"), type="character varying")
+    sweep = "SELECT id FROM ready_executions WHERE queue_name = $1 FOR UPDATE SKIP LOCKED"
+    claims = [claim("ready_executions", NAMED), claim("ready_executions", sweep, "--query 2")]
+    (d,) = discover.decide([queue], [], claims)
+    assert d.live is not None and d.live.whole_table
+    assert "every row of ready_executions" in d.reason
+    assert "queue_name = CAST($1 AS VARCHAR) chooses a queue, not which rows wait" in d.reason
+    # A status column compared the same way is the live predicate, as before.
+    status = col("jobs", "status", ("pending", "done"))
+    by_status = "SELECT id FROM jobs WHERE status = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([status], [], [claim("jobs", by_status)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("status", ("pending",))
+    # A table whose status says which rows wait keeps that, whichever queue is chosen.
+    by_queue = "SELECT id FROM jobs WHERE queue = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([status], [], [claim("jobs", by_queue)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("status", ("pending",))
+
+
+def test_a_sweep_or_a_due_time_claim_is_no_choice_of_queue() -> None:
+    # No LIMIT: every row of the queue is locked (a clear); a time compared with a parameter
+    # reads as a clean-up's cut-off as well as a due time: neither makes a queue by itself.
+    for sql in (
+        "SELECT id FROM ready_executions WHERE queue_name = $1 FOR UPDATE SKIP LOCKED",
+        "SELECT id FROM ready_executions WHERE created_at <= $1 ORDER BY created_at "
+        "LIMIT $2 FOR UPDATE SKIP LOCKED",
+    ):
+        rejected: list[Rejected] = []
+        queue = col("ready_executions", "queue_name", ("default",), type="character varying")
+        assert (
+            discover.decide([queue], [], [claim("ready_executions", sql)], rejected=rejected) == []
+        )
+        assert "can be a live predicate" in rejected[0].reason
 
 
 def test_a_claim_with_a_condition_that_is_no_live_predicate_is_still_rejected() -> None:

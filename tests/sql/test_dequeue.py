@@ -97,7 +97,47 @@ def test_fifo_select() -> None:
         lateral=None,
         parameters=(),
         relations=((None, "jobs"),),
+        by_value=True,  # status = 'queued': a value; the catalog says it is a status
     )
+
+
+@pytest.mark.parametrize(
+    ("sql", "by_value"),
+    [
+        # One queue's next rows: which queue is chosen, not which rows wait.
+        (
+            "SELECT id, job_id FROM ready_executions WHERE ready_executions.queue_name = "
+            "$1::VARCHAR ORDER BY priority, job_id LIMIT $2::INTEGER FOR UPDATE SKIP LOCKED",
+            True,
+        ),
+        (
+            "SELECT r.id FROM ready r JOIN jobs j ON j.id = r.job_id WHERE r.kind = ANY($1) "
+            "AND j.tenant = $2 ORDER BY r.id LIMIT 5 FOR UPDATE SKIP LOCKED",
+            True,
+        ),
+        # A sweep of a whole queue (no LIMIT), a range, a sub-select: no such choice.
+        ("SELECT id FROM ready WHERE queue_name = $1 FOR UPDATE SKIP LOCKED", False),
+        (
+            "SELECT id FROM scheduled WHERE scheduled_at <= $1 ORDER BY scheduled_at "
+            "LIMIT $2 FOR UPDATE SKIP LOCKED",
+            False,
+        ),
+        (
+            "SELECT id FROM ready WHERE queue_name IN (SELECT name FROM queues) "
+            "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+            False,
+        ),
+        (
+            "SELECT id FROM ready WHERE queue_name = $1 AND NOT EXISTS (SELECT 1 FROM pauses p "
+            "WHERE p.queue_name = ready.queue_name) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+            False,
+        ),
+        # No condition at all is `unconditional`, not this.
+        ("SELECT id FROM ready ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED", False),
+    ],
+)
+def test_a_claim_that_chooses_a_queue_by_value(sql: str, by_value: bool) -> None:
+    assert analysed(sql).by_value is by_value
 
 
 def test_fifo_from_pg_stat_statements() -> None:

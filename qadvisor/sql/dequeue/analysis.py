@@ -141,6 +141,10 @@ class DequeueStatement:
     # No condition chooses its rows, from the locking level down to the queue table's (join
     # equalities aside): the claim takes any row of the table.
     unconditional: bool = False
+    # It takes the first rows of an order (ORDER BY ... LIMIT) and its only conditions on the
+    # queue table compare a column with values (``queue_name = $1``, ``kind = ANY($2)``):
+    # it picks which queue's (or key's) next rows to take, not which rows wait.
+    by_value: bool = False
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -410,6 +414,7 @@ def analyse(sql: str) -> DequeueStatement | None:
         maintenance=recognise(tree, select, queue_table, predicates),
         joins=_joins(owner, queue_key, ctes),
         unconditional=_unconditional(select, owner, queue_key),
+        by_value=_by_value(select, owner, queue_key),
     )
 
 
@@ -428,6 +433,45 @@ def _unconditional(select: exp.Select, owner: exp.Select, key: str) -> bool:
             if _chooses(conjunct) and (level is not owner or ours(conjunct)):
                 return False
     return True
+
+
+def _by_value(select: exp.Select, owner: exp.Select, key: str) -> bool:
+    """It takes the first rows of an order (ORDER BY and LIMIT where the lock is) and every
+    condition that chooses among the queue table's rows is at its own level and compares one
+    of its columns with parameters or constants (=, IN, = ANY): a choice of which queue or
+    key to serve. Whether that column also says which rows wait (a status) is for the
+    catalog to tell; a sweep with no LIMIT, a range or a sub-select is never this."""
+    if not select.args.get("order") or _limit_count(select) is None:
+        return False
+
+    def is_ours(node: exp.Expr) -> bool:
+        node = unwrap(node)
+        return (
+            isinstance(node, exp.Column)
+            and isinstance(node.this, exp.Identifier)
+            and qualifier(node) in (key, None)
+        )
+
+    compared = False
+    for level in _levels(select, owner):
+        for conjunct in filters(level):
+            if not _chooses(conjunct):
+                continue
+            nested = any(qualifier(c) == key for c in conjunct.find_all(exp.Column))
+            if level is not owner:
+                return False
+            if not nested and not any(is_ours(c) for c in own_columns(conjunct)):
+                continue  # about a joined table's rows
+            pred = _predicate(conjunct, is_ours)
+            if (
+                pred is None
+                or pred.op not in ("=", "in", "any")
+                or not pred.operands
+                or any(o.kind not in ("parameter", "literal") for o in pred.operands)
+            ):
+                return False
+            compared = True
+    return compared
 
 
 def _levels(select: exp.Select, owner: exp.Select) -> Iterator[exp.Select]:
