@@ -22,6 +22,7 @@ from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.functions import function_claims, scan_functions
 from qadvisor.sql.function_claims import DYNAMIC_SQL, FunctionClaim
 from qadvisor.sql.recorded_statements import match_nested
+from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB
 
 SCHEMA = r"""
@@ -599,3 +600,24 @@ def test_claims_are_plain_data(db: TestDB) -> None:
         assert hash(again) == hash(claim)
         with pytest.raises(dataclasses.FrozenInstanceError):
             claim.text = ""  # type: ignore[misc]
+
+
+def test_a_call_that_quotes_the_function_name_is_counted(db: TestDB) -> None:
+    # Drivers and ORMs quote identifiers: `SELECT * FROM "app"."app_claim_column"()` calls
+    # the function as surely as the bare name does. With track = top the call is all that
+    # pg_stat_statements has of the claim: its calls and the role that ran it.
+    build(db)
+    with db.connect() as conn:
+        conn.execute(
+            "SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database"
+            " WHERE datname = current_database()"
+        )
+        conn.execute("SET pg_stat_statements.track = 'top'")
+        for query in ('SELECT * FROM "app"."app_claim_column"()', 'SELECT "app_claim_row" (%s)'):
+            with conn.transaction(force_rollback=True):
+                conn.execute("SET LOCAL search_path = app")
+                conn.execute(query, ["default"] if "%s" in query else None)
+    snap = take_snapshot(db)
+    claims = {s.function: s for s in snap.statements if s.function}
+    assert claims["app.app_claim_column()"].calls == 1
+    assert claims["app.app_claim_row(text)"].calls == 1
