@@ -354,9 +354,9 @@ def _from_pg_stat_statements(
     left_out = []
     for r in rows:
         recorded = strip_prepare(str(r["query"]))
-        # A typed literal whose string became $n (timestamptz $2) is the cast it means.
-        text = dequeue.typed_placeholders(recorded)
         try:
+            # A typed literal whose string became $n (timestamptz $2) is the cast it means.
+            text = dequeue.typed_placeholders(recorded)
             parsed = dequeue.analyse(text)
             fingerprint = dequeue.fingerprint(text)
         except dequeue.StatementError as exc:
