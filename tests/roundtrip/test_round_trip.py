@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ class RoundTrip:
     cases: list[Case]
     outcomes: list[Outcome]
     databases: int
+    seconds: dict[str, float]
 
     def count(self, verdict: str) -> list[Outcome]:
         return [o for o in self.outcomes if o.verdict == verdict]
@@ -55,7 +57,8 @@ class RoundTrip:
         return (
             f"{len(statements)} statements and {len(functions)} functions "
             f"({sum(len(c.sites) for c in functions)} row-locking statements in them) "
-            f"harvested, in {self.databases} databases; "
+            f"harvested, in {self.databases} databases "
+            f"({', '.join(f'{k}: {v:.1f} s' for k, v in self.seconds.items())}); "
             f"read back: {read_back}; "
             + ", ".join(f"{k}: {v}" for k, v in sorted(verdicts.items()))
         )
@@ -71,6 +74,7 @@ def round_trip(
     number = next(_runs)
     names = [f"roundtrip_{number}_{i}" for i in range(len(groups))]
     out: list[Outcome] = []
+    seconds: collections.Counter[str] = collections.Counter()
     with contextlib.ExitStack() as stack:
         with admin.connect() as conn:
             for case in cases:
@@ -81,14 +85,18 @@ def round_trip(
             admin.execute(f"CREATE DATABASE {name}")
             stack.callback(admin.execute, f"DROP DATABASE {name} WITH (FORCE)")
             db = TestDB(name, pg_server)
+            started = time.monotonic()
             with db.connect() as conn:
                 run.build(conn, name, group)
                 run.run(conn, group)
                 conn.execute("SET pg_stat_statements.track = 'none'")
                 run.recorded(conn, group)
+            seconds["building and running"] += time.monotonic() - started
+            started = time.monotonic()
             path = tmp_path_factory.mktemp("roundtrip") / f"{name}.json"
             out += run.outcomes(group, run.snapshot(db.dsn, path))
-        yield RoundTrip(cases, out, len(groups))
+            seconds["qadvisor snapshot"] += time.monotonic() - started
+        yield RoundTrip(cases, out, len(groups), dict(seconds))
 
 
 def _drop_roles(admin: TestDB, cases: list[Case]) -> None:
