@@ -31,9 +31,15 @@ MAX_NOT_MADE = 0.05
 MAX_NOT_RUN = 0.05
 # Of the claims qadvisor judged (planned or not), at least this share must plan.
 MIN_PLANNED = 0.95
-# Statements the server runs but qadvisor does not plan, with why that is accepted: the
-# server cannot PREPARE them generically either, or they are refusal tests' inputs.
-ACCEPTED_UNPLANNED: dict[str, str] = {}
+# Row-locking statements the server runs that qadvisor does not plan, by "path:function" (a
+# function's) or "path:line" (a statement's), with why that is accepted. Any other fails.
+ACCEPTED_UNPLANNED: dict[str, str] = {
+    "tests/collect/test_functions_collect.py:app_lock_job": "its body locks without SKIP "
+    "LOCKED and only a statement that does not lock rows calls it, so qadvisor does not read "
+    "the function (collect/functions.py reads those that hold SKIP LOCKED or that a "
+    "row-locking statement calls); pg_stat_statements' nested entry, which names the "
+    "variable p_id, is then one of the other statements on the queue table",
+}
 UNPARSABLE = "not analysed: unparsable SQL"
 
 _runs = itertools.count(1)
@@ -146,12 +152,14 @@ def test_the_tables_of_almost_every_statement_are_made_and_it_runs(round_trip: R
 def test_the_claims_plan(round_trip: RoundTrip) -> None:
     judged = round_trip.count("planned") + round_trip.count("not planned")
     unplanned = [
-        o
-        for o in round_trip.count("not planned")
-        if o.case.where.split(":")[0] not in ACCEPTED_UNPLANNED
+        o for o in round_trip.count("not planned") if _key(o.case) not in ACCEPTED_UNPLANNED
     ]
     assert judged, "no claim was judged"
     planned = len(round_trip.count("planned"))
-    assert not unplanned or planned >= MIN_PLANNED * len(judged), (
-        f"{planned} of {len(judged)} claims planned; not planned:\n" + _listed(unplanned)
-    )
+    assert planned >= MIN_PLANNED * len(judged), f"only {planned} of {len(judged)} claims planned"
+    assert not unplanned, "not planned, and not accepted:\n" + _listed(unplanned)
+
+
+def _key(case: Case) -> str:
+    path, _, line = case.where.rpartition(":")
+    return f"{path}:{case.fn.name if case.fn is not None else line}"
