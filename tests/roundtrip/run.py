@@ -623,6 +623,12 @@ def entries(snap: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 REFUSED_AS_WRITTEN = {"0A000", "42601", "42803", "42P01", "42702"}
 
 
+def _refused_as_written(case: Case) -> bool:
+    # 42601 is also "INSERT has more expressions than target columns": a table's shape.
+    syntax = case.ran_state != "42601" or (case.ran or "").startswith("syntax error")
+    return case.ran_state in REFUSED_AS_WRITTEN and syntax
+
+
 @dataclass
 class Outcome:
     """What the snapshot holds of one case: its entries, by kind."""
@@ -659,7 +665,7 @@ class Outcome:
             return "not made"
         if c.ran is not None and not locking_rows(c):
             # A function that failed after its claim ran still had the claim recorded.
-            return "refused as written" if c.ran_state in REFUSED_AS_WRITTEN else "not run"
+            return "refused as written" if _refused_as_written(c) else "not run"
         if c.fn is None and not locking_rows(c):
             return "not read back"
         if self.unplanned:
@@ -679,7 +685,7 @@ class Outcome:
         if c.made is not None:
             return f"tables not made: {c.made}"
         if c.ran is not None and not locking_rows(c):
-            if c.ran_state in REFUSED_AS_WRITTEN:
+            if _refused_as_written(c):
                 return f"refused by the server as written: {c.ran}"
             return f"not run: {c.ran}"
         reasons = [f"plan_error: {s['plan_error']}" for s in self.unplanned if s.get("plan_error")]
