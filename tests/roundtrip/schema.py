@@ -19,7 +19,6 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from pglast import ast as pg
@@ -413,7 +412,3 @@ def _plpgsql_walk(node: object, variables: set[str], queries: list[str]) -> None
     elif isinstance(node, list):
         for value in node:
             _plpgsql_walk(value, variables, queries)
-
-
-def relative(path: Path) -> str:
-    return str(path.relative_to(ROOT))
