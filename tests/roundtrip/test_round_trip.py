@@ -29,8 +29,11 @@ from tests.sql.test_postgres_parser_agrees import REFUSED
 # derivation cannot make) or fail to run; each is listed when the share is exceeded.
 MAX_NOT_MADE = 0.05
 MAX_NOT_RUN = 0.05
-# Of the claims qadvisor judged (planned or not), at least this share must plan.
+# Of the claims qadvisor judged (planned or not), at least this share must plan; of all the
+# statements read back (claims or not), this one (156 of 200 on PostgreSQL 15 and 18): more
+# left out than that is a change in what qadvisor takes for a claim, to look at.
 MIN_PLANNED = 0.95
+MIN_PLANNED_OF_READ_BACK = 0.75
 # Row-locking statements the server runs that qadvisor does not plan, by "path:function" (a
 # function's) or "path:line" (a statement's), with why that is accepted. Any other fails.
 ACCEPTED_UNPLANNED: dict[str, str] = {
@@ -157,6 +160,11 @@ def test_the_claims_plan(round_trip: RoundTrip) -> None:
     assert judged, "no claim was judged"
     planned = len(round_trip.count("planned"))
     assert planned >= MIN_PLANNED * len(judged), f"only {planned} of {len(judged)} claims planned"
+    read_back = [o for o in round_trip.outcomes if run.locking_rows(o.case)]
+    assert planned >= MIN_PLANNED_OF_READ_BACK * len(read_back), (
+        f"only {planned} of the {len(read_back)} statements read back planned; the others:\n"
+        + _listed([o for o in read_back if o.verdict != "planned"])
+    )
     assert not unplanned, "not planned, and not accepted:\n" + _listed(unplanned)
 
 
