@@ -148,7 +148,13 @@ def collect(
     unjudged = _claims(queues, planned.value, found.value.pgss_missing, guard, reads_all_stats)
     tenants = collect_tenants(conn, queues, table_facts.value, planned.value, guard)
     stakeholders = _stakeholders(
-        conn, queues, planned.value, found.value.path_of, guard, found.value.pgss_missing
+        conn,
+        queues,
+        planned.value,
+        found.value.path_of,
+        guard,
+        found.value.pgss_missing,
+        found.value.in_bodies,
     )
     sample: Read[Sample | None] = Read(None)
     if sample_seconds and relids:
@@ -191,8 +197,10 @@ def _stakeholders(
     path_of: Callable[[str | None], names.SearchPath],
     guard: Guard,
     pgss_missing: str | None,
+    in_bodies: frozenset[int] = frozenset(),
 ) -> Read[tuple[Stakeholder, ...]]:
-    """The other recorded statements on the queue tables and the indexes they read."""
+    """The other recorded statements on the queue tables and the indexes they read: not the
+    claims, nor the functions' row-locking statements recorded inside them (``in_bodies``)."""
     if pgss_missing is not None:
         return Read(())
 
@@ -207,7 +215,7 @@ def _stakeholders(
             return f"not planned: EXPLAIN needs {', '.join(missing)}, which {guard.role} lacks"
         return None
 
-    claims = [s.queryid for s in planned if s.queryid is not None]
+    claims = sorted({*(s.queryid for s in planned if s.queryid is not None), *in_bodies})
     try:
         read = read_stakeholders(conn, queues, claims, path_of, refuse)
     except psycopg.Error as exc:
@@ -270,6 +278,9 @@ class _Found:
     left_out: tuple[LeftOut, ...]  # functions' claims that cannot be analysed
     pgss_missing: str | None  # why pg_stat_statements could not be read
     path_of: Callable[[str | None], names.SearchPath]  # a role's search_path
+    # queryids of the entries pg_stat_statements recorded inside functions that are their
+    # row-locking statements (claims or left out): no other statements on the queue tables.
+    in_bodies: frozenset[int] = frozenset()
 
 
 def _statements(
@@ -287,7 +298,9 @@ def _statements(
     function_names = sorted({c.function.rpartition(".")[2] for c in scan.claims})
     no_calls: Read[list[dict[str, Any]]] = Read([])
     calls = no_calls if pgss.unavailable else function_calls(conn, function_names)
-    found, left_out = statements.found_statements(pgss.value, queries, scan.claims, calls.value)
+    found, left_out, in_bodies = statements.found_statements(
+        pgss.value, queries, scan.claims, calls.value
+    )
     catalog = read_fact(
         conn,
         "statement_names",
@@ -301,7 +314,9 @@ def _statements(
         return names.role_search_path(role, database, role_settings, server_path.value)
 
     gathered = statements.gather(found, catalog.value, path_of, session_path)
-    result = _Found(gathered, tuple(left_out), pgss.unavailable.get("pg_stat_statements"), path_of)
+    result = _Found(
+        gathered, tuple(left_out), pgss.unavailable.get("pg_stat_statements"), path_of, in_bodies
+    )
     return merged(result, pgss, Read(None, scan.unavailable), calls, catalog, server_path)
 
 

@@ -71,7 +71,7 @@ def found_statements(
     queries: Sequence[tuple[str, str]],
     function_claims: Sequence[FunctionClaim] = (),
     calls: Sequence[Mapping[str, Any]] = (),
-) -> tuple[list[Statement], list[LeftOut]]:
+) -> tuple[list[Statement], list[LeftOut], frozenset[int]]:
     """Statements from pg_stat_statements rows, the user's (source, text) pairs and the
     claims of functions (with the pg_stat_statements ``calls`` of those functions), parsed;
     not yet resolved; and the functions' claims that cannot be analysed, left out with why.
@@ -80,7 +80,8 @@ def found_statements(
     A statement pg_stat_statements recorded inside a function (``track = all``) is the
     function's claim: its counters go to the claim, whose text has the body's literals and
     typed placeholders for the variables (the recorded text names the variables and fails to
-    plan).
+    plan). The queryids of such entries are the third value: they are the functions'
+    statements, not other statements on the queue tables (collect/stakeholders.py).
     """
     nested: dict[int, list[Mapping[str, Any]]] = {}
     top = []
@@ -96,7 +97,8 @@ def found_statements(
             top.append(r)
     in_functions, left_out = _from_functions(function_claims, nested, calls)
     recorded, unread = _from_pg_stat_statements(top)
-    return [*recorded, *in_functions, *_from_queries(queries)], [*unread, *left_out]
+    in_bodies = frozenset(int(r["queryid"]) for rows in nested.values() for r in rows)
+    return [*recorded, *in_functions, *_from_queries(queries)], [*unread, *left_out], in_bodies
 
 
 def _from_functions(
@@ -353,9 +355,9 @@ def _from_pg_stat_statements(
     left_out = []
     for r in rows:
         recorded = strip_prepare(str(r["query"]))
-        # A typed literal whose string became $n (timestamptz $2) is the cast it means.
-        text = dequeue.typed_placeholders(recorded)
         try:
+            # A typed literal whose string became $n (timestamptz $2) is the cast it means.
+            text = dequeue.typed_placeholders(recorded)
             parsed = dequeue.analyse(text)
             fingerprint = dequeue.fingerprint(text)
         except dequeue.StatementError as exc:

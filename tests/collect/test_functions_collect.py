@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from typing import Any
 
 import psycopg
@@ -22,6 +23,7 @@ from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.functions import function_claims, scan_functions
 from qadvisor.sql.function_claims import DYNAMIC_SQL, FunctionClaim
 from qadvisor.sql.recorded_statements import match_nested
+from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB
 
 SCHEMA = r"""
@@ -599,3 +601,44 @@ def test_claims_are_plain_data(db: TestDB) -> None:
         assert hash(again) == hash(claim)
         with pytest.raises(dataclasses.FrozenInstanceError):
             claim.text = ""  # type: ignore[misc]
+
+
+def test_a_call_that_quotes_the_function_name_is_counted(db: TestDB) -> None:
+    # Drivers and ORMs quote identifiers: `SELECT * FROM "app"."app_claim_column"()` calls
+    # the function as surely as the bare name does. With track = top the call is all that
+    # pg_stat_statements has of the claim: its calls and the role that ran it.
+    build(db)
+    with db.connect() as conn:
+        conn.execute(
+            "SELECT pg_stat_statements_reset(0, oid, 0) FROM pg_database"
+            " WHERE datname = current_database()"
+        )
+        conn.execute("SET pg_stat_statements.track = 'top'")
+        for query in ('SELECT * FROM "app"."app_claim_column"()', 'SELECT "app_claim_row" (%s)'):
+            with conn.transaction(force_rollback=True):
+                conn.execute("SET LOCAL search_path = app")
+                conn.execute(query, ["default"] if "%s" in query else None)
+    snap = take_snapshot(db)
+    claims = {s.function: s for s in snap.statements if s.function}
+    assert claims["app.app_claim_column()"].calls == 1
+    assert claims["app.app_claim_row(text)"].calls == 1
+
+
+def test_a_claims_nested_entry_is_the_claim_not_another_statement_on_the_queue(
+    db: TestDB,
+) -> None:
+    # With track = all pg_stat_statements records each row-locking statement inside a
+    # function too, naming the function's variables: that entry is the function's statement
+    # (a claim planned with the variables typed, or left out with why), never one of the
+    # other statements on the queue table, which cannot be planned.
+    build(db)
+    run_calls(db, "all")
+    snap = take_snapshot(db)
+    claims = [s for s in snap.statements if s.function and s.custom_plan is not None]
+    assert {s.function for s in claims} >= {"app.app_fetch_job(character varying[], bigint)"}
+    fetch = next(s for s in claims if s.function.startswith("app.app_fetch_job"))
+    assert fetch.calls == 1  # its nested entry's
+    # (Of the functions read: those holding SKIP LOCKED; one whose lock waits is read only
+    # when a row-locking statement calls it.)
+    locking = [s for s in snap.stakeholders if re.search(r"(?i)\bskip\s+locked\b", s.text)]
+    assert not locking, [(s.text, s.plan_error) for s in locking]

@@ -19,7 +19,7 @@ import pytest
 from qadvisor import api
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
-from qadvisor.collect.statements import strip_prepare
+from qadvisor.collect.statements import found_statements, strip_prepare
 from qadvisor.demo.pgserver import embedded_bin_dir, start_server
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse, fingerprint
@@ -462,3 +462,16 @@ def test_a_monitoring_role_without_update_gets_the_plan_of_the_claim_s_scan(db: 
         assert snap.hidden == ()
     finally:
         db.execute("DROP OWNED BY qa_plan_monitor")
+
+
+def test_a_recorded_text_that_cannot_be_split_into_tokens_is_left_out_with_why() -> None:
+    # pg_stat_statements cuts a text at track_activity_query_size and may hold what the
+    # tokenizer cannot split; that statement is left out saying so, the others still come.
+    row = {"queryid": 7, "calls": 1, "roles": ["app"], "mean_exec_ms": 0.1,
+           "shared_blks_per_call": 1.0, "toplevel": True}  # fmt: skip
+    cut = {**row, "query": "SELECT id FROM jobs WHERE note = 'unterminated FOR UPDATE"}
+    claim = {**row, "queryid": 8, "query": "SELECT id FROM jobs LIMIT $1 FOR UPDATE SKIP LOCKED"}
+    found, left_out, _ = found_statements([cut, claim], [])
+    assert [s.queryid for s in found] == [8]
+    (out,) = left_out
+    assert out.source == "pg_stat_statements 7" and "cannot split it into tokens" in out.reason

@@ -830,3 +830,19 @@ def test_a_typed_literal_has_one_fingerprint_however_it_was_recorded() -> None:
         "SELECT a FROM t WHERE b = $1"
     )
     assert dequeue.fingerprint("SELECT interval FROM t") != dequeue.fingerprint("SELECT $1 FROM t")
+
+
+def test_parameters_next_to_each_other_are_parameters() -> None:
+    # PostgreSQL before 18 records IN ('queued','retry') as IN ($3,$4): a "$" then a digit is a
+    # parameter (a dollar-quote tag cannot start with a digit), never the opening of a
+    # dollar-quoted string tagged "3,".
+    s = analysed(
+        "select id from jobs where status in ($3,$4) and kind = any(array[$5,$6]) "
+        "order by id limit $1 for update skip locked"
+    )
+    assert s.parameters == (1, 3, 4, 5, 6)
+    assert [(p.column, p.op) for p in s.predicates][:1] == [("status", "in")]
+    assert dequeue.fingerprint("select f($1,$2)") == dequeue.fingerprint("select f($1, $2)")
+    # Dollar quotes are still read as PostgreSQL reads them.
+    texts = [t.text for t in dequeue.tokenize("select $$a;$$, $q$b$q$, x$1 from t")]
+    assert texts == ["select", "a;", ",", "b", ",", "x$1", "from", "t"]

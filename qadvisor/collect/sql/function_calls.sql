@@ -2,7 +2,8 @@
 -- the view, schema-qualified by the caller): with pg_stat_statements.track = top (the
 -- default) the call is all that is recorded of a claim inside a function, and its counters
 -- say how often workers claim. One row per queryid, the 200 most called; names are matched
--- as text here and confirmed by the caller's tokenizer.
+-- as text here and confirmed by the caller's tokenizer: a name followed by its argument list,
+-- quoted ("app"."claim"(...)) or spaced (claim (...)) as well as bare.
 SELECT queryid,
        (array_agg(query ORDER BY calls DESC))[1] AS query,
        array_agg(DISTINCT pg_get_userbyid(userid) ORDER BY pg_get_userbyid(userid)) AS roles,
@@ -14,7 +15,8 @@ SELECT queryid,
    AND queryid IS NOT NULL
    AND query !~* '^\s*(explain|create|alter|drop|comment)\M'
    AND EXISTS (SELECT 1 FROM unnest(%(names)s::text[]) AS n(name)
-                WHERE strpos(lower(query), lower(n.name) || '(') > 0)
+                WHERE strpos(regexp_replace(lower(query), '"?\s*\(', '(', 'g'),
+                             lower(n.name) || '(') > 0)
  GROUP BY queryid
  ORDER BY sum(calls) DESC, queryid
  LIMIT 200

@@ -19,10 +19,10 @@ import sqlglot
 from sqlglot import Token, TokenType, exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokenizer_core import TokenizerCore
 
 from qadvisor.sql.scope import main_statement
 
-DIALECT = "postgres"
 _PLANNABLE = "a single SELECT/UPDATE/DELETE/WITH statement"
 
 
@@ -37,7 +37,38 @@ _STARTS = {TokenType.SELECT, TokenType.WITH, TokenType.UPDATE, TokenType.DELETE,
 _KEYWORDS = Postgres.tokenizer_class.KEYWORDS
 
 
-class _PlpgsqlTokenizer(Postgres.Tokenizer):
+class _Core(TokenizerCore):
+    __slots__ = ()
+
+    def _scan_string(self, start: str) -> bool:
+        # A dollar-quote tag follows the rules of an unquoted identifier, so it never starts
+        # with a digit: "$" then a digit is a positional parameter. sqlglot reads "$3,$4)" as
+        # a dollar-quoted string tagged "3," that never ends; PostgreSQL before 18 records
+        # IN ('queued','retry') just so.
+        if start == "$" and self._peek.isdigit():
+            self._add(self.heredoc_string_alternative)
+            return True
+        return bool(super()._scan_string(start))
+
+
+class _Postgres(Postgres):
+    """sqlglot's PostgreSQL dialect with PostgreSQL's own reading of positional parameters."""
+
+    class Tokenizer(Postgres.Tokenizer):
+        def _init_core(self) -> TokenizerCore:
+            core = super()._init_core()
+            core.__class__ = _Core  # the same state, with PostgreSQL's reading of "$1"
+            return core
+
+
+_Tokenizer = _Postgres.Tokenizer
+
+
+# The dialect qadvisor reads and prints SQL in.
+DIALECT = _Postgres
+
+
+class _PlpgsqlTokenizer(_Tokenizer):
     # The SQL tokenizer reads the rest of a statement that starts with EXECUTE, FETCH or a
     # COMMAND word (DECLARE) as one string; in a function body those words start PL/pgSQL
     # statements and sections whose tokens are needed.
@@ -57,7 +88,7 @@ def tokenize(sql: str, *, plpgsql: bool = False) -> list[Token]:
     try:
         if plpgsql:
             return list(_PlpgsqlTokenizer().tokenize(sql))
-        return list(Postgres().tokenize(sql))
+        return list(_Tokenizer().tokenize(sql))
     except TokenError:
         raise StatementError(f"unparsable SQL: {UNSPLITTABLE}") from None
 
@@ -223,7 +254,7 @@ def _parsed(sql: str) -> exp.Expr:
 def _parse(sql: str, into: type[exp.Expr] | None) -> exp.Expr:
     with suppress(TokenError):  # parse_one says what is wrong with such text
         parens = brackets = 0
-        for token in Postgres().tokenize(sql):
+        for token in _Tokenizer().tokenize(sql):
             kind = token.token_type
             parens += (kind == TokenType.L_PAREN) - (kind == TokenType.R_PAREN)
             brackets += (kind == TokenType.L_BRACKET) - (kind == TokenType.R_BRACKET)
