@@ -5,7 +5,9 @@ The strongest evidence is a claim: a row-locking statement that chooses which jo
 pg_stat_statements, in a ``--query-file`` or in a function's body. A claimed table is a queue
 whatever its columns are called, and the claim's own condition on it is the live predicate:
 status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum range
-(``state < 'active'``). A claim with no condition on the table takes any row: the whole
+(``state < 'active'``), or the union an OR over nullable columns takes (``(locked_at IS NULL
+AND next_run_at <= $3) OR locked_at <= $4``: next_run_at or locked_at set, a waiting job or
+one whose lock went stale). A claim with no condition on the table takes any row: the whole
 table is its live set, unless the table's structure (below) says which rows wait. Where the
 claim compares with a parameter (pg_stat_statements shows every constant as ``$n``), the
 values come from the weaker evidence: a partial index on that column, a known library's
@@ -369,7 +371,9 @@ def _claim_live(
     for pred in [*ranked, None]:
         if union is not None and (pred is None or (_rank(ev, pred) or 0) > 0):
             # An OR whose arms say which columns are set in the rows it takes reads as the
-            # live set before a flag (a hidden value) or a lone IS NULL: those narrow it.
+            # live set before a flag or a lone IS NULL beside it: those narrow what the OR
+            # takes (Agenda's disabled = FALSE holds on finished rows too), and the live
+            # predicate is one condition, not their conjunction.
             taken, arms = union
             where = f"claim {claim.label}"
             return LivePredicate.any_of(taken.parts, where), (
