@@ -149,7 +149,8 @@ def _on_dequeue_path(idx: Index, live: LivePredicate, order_columns: set[str]) -
     statement orders by (the claim walks it from the oldest entry, finished rows first)."""
     if not idx.is_valid or idx.is_partial:
         return False
-    return live.column in idx.columns or (bool(idx.columns) and idx.columns[0] in order_columns)
+    keyed = any(c in idx.columns for c in live.columns)
+    return keyed or (bool(idx.columns) and idx.columns[0] in order_columns)
 
 
 def _dequeue_order_columns(snapshot: Snapshot, table: Table) -> set[str]:
@@ -296,16 +297,16 @@ def _unproven(existing: Index, name: str) -> str:
 
 
 def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[str, ...]:
-    keys = tuple(c for c in idx.columns if c is not None and c != live.column)
+    keys = tuple(c for c in idx.columns if c is not None and c not in live.columns)
     if keys:
         return keys
     for name in _ORDER_COLUMNS:
-        if table.column(name) is not None and name != live.column:
+        if table.column(name) is not None and name not in live.columns:
             return (name,)
     pk = next((i for i in table.indexes if i.is_primary), None)
     if pk is not None and all(pk.columns):
         return tuple(c for c in pk.columns if c is not None)
-    return (live.column,)
+    return live.columns[:1]
 
 
 def _claims_reading(snapshot: Snapshot, table: Table, name: str) -> list[Statement]:

@@ -403,8 +403,9 @@ def _fix(d: Dequeue, idx: Index, columns: frozenset[str], forced: bool, source: 
             f"Generic plans are forced by {source}; unless something needs it, "
             "RESET it (e.g. ALTER DATABASE ... RESET plan_cache_mode) as well."
         )
-    if queue.live is not None and not queue.live.whole_table and queue.live.column not in columns:
-        notes.append(f"The queue's live predicate is on {queue.live.column}.")
+    live_columns = queue.live.columns if queue.live is not None else ()
+    if live_columns and not set(live_columns) & set(columns):
+        notes.append(f"The queue's live predicate is on {', '.join(live_columns)}.")
     try:
         rewritten = with_placeholders(d.parsed.text, numbers) if numbers else None
     except StatementError:

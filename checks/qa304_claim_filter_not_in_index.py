@@ -121,10 +121,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 def _compared_columns(d: Dequeue) -> list[str]:
     """Columns the claim compares with one value (``queue = $1``, ``kind = 'mail'``), other
     than the live column: what tells one queue's rows from another's."""
-    live = d.queue.live.column if d.queue.live is not None else None
+    live = d.queue.live.columns if d.queue.live is not None else ()
     out = []
     for p in d.parsed.predicates:
-        if p.op == "=" and p.column != live and d.table.column(p.column) is not None:
+        if p.op == "=" and p.column not in live and d.table.column(p.column) is not None:
             out.append(p.column)
     return list(dict.fromkeys(out))
 

@@ -21,7 +21,9 @@ from qadvisor.sql.dequeue import DequeueStatement, PredicateOp
 SNAPSHOT_FORMAT = 1
 
 # The closed sets of the snapshot and the findings; Snapshot.from_dict refuses other values.
-LiveOp = Literal["in", "not in", "is null", "true", "false", "<", "<=", ">", ">=", "all"]
+LiveOp = Literal[
+    "in", "not in", "is null", "is not null", "true", "false", "<", "<=", ">", ">=", "all", "or"
+]
 HolderKind = Literal["transaction", "prepared transaction", "replication slot", "standby"]
 TargetKind = Literal["table", "index", "statement", "server", "database", "horizon"]
 # "safe": can run as printed on a live system; "review": read the notes first.
@@ -238,6 +240,11 @@ class LivePredicate:
     claim without a condition (a table a job is moved into when it can run and deleted from
     when it is claimed). A check that reads the live column reads none then, the live rows
     are the table's, and an index on the live set is a plain one.
+
+    "or" (``column`` is empty) is a union of ``parts``, each a predicate on one column: a
+    design with no status column where which of its timestamps are set says where a job is,
+    and whose claim also takes jobs whose lock went stale (``next_run_at IS NOT NULL OR
+    locked_at IS NOT NULL``). A part may be "is not null", which stands alone nowhere else.
     """
 
     column: str
@@ -245,10 +252,15 @@ class LivePredicate:
     values: tuple[str, ...] = ()
     # Where it came from: "partial index <name>", "status values", "queue library <name>".
     source: str = ""
+    parts: tuple[LivePredicate, ...] = ()
 
     @classmethod
     def every_row(cls, source: str = "") -> LivePredicate:
         return cls("", "all", (), source)
+
+    @classmethod
+    def any_of(cls, parts: tuple[LivePredicate, ...], source: str = "") -> LivePredicate:
+        return cls("", "or", (), source, parts)
 
     @property
     def whole_table(self) -> bool:
@@ -256,7 +268,9 @@ class LivePredicate:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The columns it reads: none for the whole table."""
+        """The columns it reads: none for the whole table, each part's for a union."""
+        if self.op == "or":
+            return tuple(dict.fromkeys(p.column for p in self.parts))
         return () if self.whole_table else (self.column,)
 
 

@@ -28,7 +28,7 @@ from qadvisor.collect.locks import (
 from qadvisor.collect.planner import PlanForm
 from qadvisor.derive import discover
 from qadvisor.derive.archive_dates import dating_column
-from qadvisor.derive.estimates import live_index
+from qadvisor.derive.estimates import live_index, part_index
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
@@ -342,11 +342,22 @@ class Guard:
             return None
         if queue.live.whole_table:
             return None  # its rows are the table's reltuples, which every role may read
-        idx = live_index(table, queue.live)
-        if idx is not None and idx.reltuples >= 0:
-            return None
-        if acc is not None and queue.live.column not in acc.readable:
-            column = queue.live.column
+        if queue.live.op == "or":
+            # Each part is counted by a partial index on exactly it, or by its column's stats.
+            parts = [
+                p
+                for p in queue.live.parts
+                if (i := part_index(table, p)) is None or i.reltuples < 0
+            ]
+            columns = [p.column for p in parts]
+        else:
+            idx = live_index(table, queue.live)
+            if idx is not None and idx.reltuples >= 0:
+                return None
+            columns = [queue.live.column]
+        hidden = [c for c in columns if acc is not None and c not in acc.readable]
+        if hidden:
+            column = hidden[0]
             grant = fact.grant("select", self.role, table.schema, table.name, [column])
             return self._hidden(
                 "live_set",

@@ -5,7 +5,9 @@ The strongest evidence is a claim: a row-locking statement that chooses which jo
 pg_stat_statements, in a ``--query-file`` or in a function's body. A claimed table is a queue
 whatever its columns are called, and the claim's own condition on it is the live predicate:
 status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum range
-(``state < 'active'``). A claim with no condition on the table takes any row: the whole
+(``state < 'active'``), or the union an OR over nullable columns takes (``(locked_at IS NULL
+AND next_run_at <= $3) OR locked_at <= $4``: next_run_at or locked_at set, a waiting job or
+one whose lock went stale). A claim with no condition on the table takes any row: the whole
 table is its live set, unless the table's structure (below) says which rows wait. Where the
 claim compares with a parameter (pg_stat_statements shows every constant as ``$n``), the
 values come from the weaker evidence: a partial index on that column, a known library's
@@ -25,6 +27,7 @@ user can see why a table was (or was not) taken for a queue.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -33,8 +36,8 @@ from typing import Any, Literal
 from qadvisor.derive.estimates import boolean_literal, parse_index_predicate
 from qadvisor.derive.predicates import operand_values
 from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
-from qadvisor.sql.dequeue import Predicate
-from qadvisor.sql.printing import ident, qualified
+from qadvisor.sql.dequeue import Predicate, nullness_arms
+from qadvisor.sql.printing import ident, predicate_sql, qualified
 
 # Status values that mean "waiting to be claimed", in the order they are preferred.
 LIVE_WORDS = (
@@ -391,7 +394,20 @@ def _claim_live(
         (p for p in claim.predicates if _rank(ev, p) is not None),
         key=lambda p: _rank(ev, p) or 0,
     )
-    for pred in ranked:
+    union = _claim_union(ev, claim)
+    for pred in [*ranked, None]:
+        if union is not None and (pred is None or (_rank(ev, pred) or 0) > 0):
+            # An OR whose arms say which columns are set in the rows it takes reads as the
+            # live set before a flag or a lone IS NULL beside it: those narrow what the OR
+            # takes (Agenda's disabled = FALSE holds on finished rows too), and the live
+            # predicate is one condition, not their conjunction.
+            taken, arms = union
+            where = f"claim {claim.label}"
+            return LivePredicate.any_of(taken.parts, where), (
+                f"live predicate {predicate_sql(taken)} from the arms of {arms} of {where}"
+            )
+        if pred is None:
+            break
         col = ev.column(pred.column)
         live, inferred = _claim_values(ev, pred, col, all_columns)
         where = f"claim {claim.label}"
@@ -405,6 +421,55 @@ def _claim_live(
             f"is not known: {inferred}"
         )
     return None, ""
+
+
+def _claim_union(ev: _Evidence, claim: Claim) -> tuple[LivePredicate, str] | None:
+    """The live set of a claim's OR over nullable columns, as a union of one-column IS NULL /
+    IS NOT NULL conditions, with the OR's text: ``(locked_at IS NULL AND next_run_at <= $3)
+    OR locked_at <= $4`` takes rows with next_run_at set or locked_at set, never one with
+    both NULL. None when no such OR separates rows (``scheduled_at IS NULL OR scheduled_at
+    <= now()`` admits every row) or its union is no OR of one-column conditions."""
+    for pred in claim.predicates:
+        if pred.op != "other":
+            continue
+        arms = nullness_arms(pred.text)
+        nullable = [
+            name
+            for name in dict.fromkeys(c for arm in arms for c, _ in arm)
+            if (col := ev.column(name)) is not None and not col.not_null
+        ]
+        if not nullable or len(nullable) > _MAX_UNION_COLUMNS:
+            continue
+        rows = list(itertools.product((True, False), repeat=len(nullable)))  # True: NULL
+
+        taken = {row for row in rows if any(_arm_holds(row, arm, nullable) for arm in arms)}
+        if not taken or len(taken) == len(rows):
+            continue
+        terms = [
+            (i, null)
+            for i in range(len(nullable))
+            for null in (False, True)
+            if all(row in taken for row in rows if row[i] == null)
+        ]
+        if len(terms) < 2 or {r for r in rows for i, n in terms if r[i] == n} != taken:
+            continue
+        parts = tuple(
+            LivePredicate(nullable[i], "is null" if null else "is not null") for i, null in terms
+        )
+        return LivePredicate.any_of(parts), pred.text
+    return None
+
+
+def _arm_holds(
+    row: tuple[bool, ...], arm: tuple[tuple[str, bool], ...], columns: list[str]
+) -> bool:
+    """Whether a row, given by which of `columns` are NULL, meets what an arm requires of
+    them (a requirement on another column narrows the arm, it does not exclude the row)."""
+    return all(row[columns.index(c)] == null for c, null in arm if c in columns)
+
+
+# An OR's union is read by trying every NULL / not NULL combination of its columns.
+_MAX_UNION_COLUMNS = 4
 
 
 def _rank(ev: _Evidence, pred: Predicate) -> int | None:

@@ -103,6 +103,12 @@ def boolean_literal(pred: Predicate) -> Literal["true", "false"] | None:
 
 
 def same_predicate(a: LivePredicate, b: LivePredicate) -> bool:
+    if a.op == "or" or b.op == "or":
+        return (
+            a.op == b.op
+            and len(a.parts) == len(b.parts)
+            and all(any(same_predicate(p, q) for q in b.parts) for p in a.parts)
+        )
     return a.column == b.column and a.op == b.op and set(a.values) == set(b.values)
 
 
@@ -129,6 +135,8 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
         return LiveEstimate(
             table.reltuples, "reltuples of the table: the claim takes any of its rows", 1.0
         )
+    if live.op == "or":
+        return _union_estimate(table, live)
     idx = live_index(table, live)
     by_stats = _stats_estimate(table, live)
     # Every ANALYZE (alone, in VACUUM ANALYZE or autovacuum's) re-estimates a partial index's
@@ -144,6 +152,47 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
     if by_stats.rows is not None:
         return dataclasses.replace(by_stats, stale=_stale(table, by_stats.rows))
     return by_stats
+
+
+def _union_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
+    """The rows of a union of one-column conditions: at most the sum of its parts' rows (a
+    row in two parts, a running job that still has its next run, counts twice), each part
+    from a partial index on exactly it when there is one, else from pg_stats."""
+    rows = 0.0
+    sources = []
+    for part in live.parts:
+        idx = part_index(table, part)
+        if idx is not None and idx.reltuples >= 0:
+            rows += idx.reltuples
+            sources.append(f"reltuples of partial index {idx.name}")
+            continue
+        if part.op not in ("is null", "is not null"):
+            return LiveEstimate(None, f"{part.column} {part.op} in a union is not estimated")
+        stats = table.stats_of(part.column)
+        if stats is None:
+            return _stats_estimate(table, LivePredicate(part.column, "is null"))
+        null = stats.null_frac if part.op == "is null" else 1.0 - stats.null_frac
+        rows += null * table.reltuples
+        sources.append(f"null_frac of {part.column} in pg_stats")
+    rows = min(rows, table.reltuples)
+    frac = rows / table.reltuples if table.reltuples > 0 else None
+    source = "at most the sum of " + ", ".join(sources) + _as_of(table, vacuum=True)
+    return LiveEstimate(rows, source, frac, _stale(table, rows))
+
+
+def part_index(table: Table, part: LivePredicate) -> Index | None:
+    """A valid partial index whose predicate is exactly ``part`` (``next_run_at IS NOT
+    NULL``), a condition ``parse_index_predicate`` does not read as a live set by itself."""
+    for idx in table.indexes:
+        if not (idx.is_valid and idx.predicate):
+            continue
+        try:
+            conditions = condition_predicates(idx.predicate)
+        except StatementError:
+            continue
+        if [(c.column, c.op) for c in conditions] == [(part.column, part.op)]:
+            return idx
+    return None
 
 
 def _agree(a: float, b: float) -> bool:

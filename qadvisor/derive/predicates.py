@@ -16,6 +16,7 @@ from qadvisor.sql.dequeue import (
     array_values,
     condition_columns,
     literal_value,
+    nullness_arms,
 )
 from qadvisor.sql.printing import ident
 
@@ -53,6 +54,8 @@ def predicate_implies(
     """
     if target.whole_table:
         return ValueJudgement(True, ())  # every row: any condition implies it
+    if target.op == "or":
+        return _implies_union(predicates, target)
     on_column = tuple(p for p in predicates if p.column == target.column)
     if not on_column:
         return ValueJudgement(False, on_column)
@@ -82,6 +85,27 @@ def predicate_implies(
         elif got and set(got) <= set(target.values):
             return ValueJudgement(True, on_column)
     return ValueJudgement(None if undecided else False, on_column)
+
+
+def _implies_union(predicates: Sequence[Predicate], target: LivePredicate) -> ValueJudgement:
+    """A union of one-column IS NULL / IS NOT NULL parts is proved, as PostgreSQL's predicate
+    test proves an OR, by a conjunct that proves one part (a strict comparison proves IS NOT
+    NULL, a parameter's value unknown or not) or by an OR each of whose arms proves a part."""
+    wanted = {(p.column, p.op == "is null") for p in target.parts}
+    columns = {p.column for p in target.parts}
+    used = tuple(p for p in predicates if p.column in columns or p.op == "other")
+    for pred in used:
+        if pred.op == "other":
+            arms = nullness_arms(pred.text)
+            if arms and all(any(req in wanted for req in arm) for arm in arms):
+                return ValueJudgement(True, used)
+            continue
+        if pred.op == "is null" and (pred.column, True) in wanted:
+            return ValueJudgement(True, used)
+        strict = pred.op not in ("is null", "true", "false", "other")
+        if strict and (pred.column, False) in wanted:
+            return ValueJudgement(True, used)
+    return ValueJudgement(False, used)
 
 
 def operand_values(pred: Predicate, values: dict[str, str]) -> tuple[str, ...] | None:

@@ -58,9 +58,15 @@ def predicate_sql(live: LivePredicate, alias: str | None = None) -> str:
     index on it is no partial one: see ``index_where``)."""
     if live.whole_table:
         return "TRUE"
+    if live.op == "or":
+        # Parenthesised: callers put the live predicate before AND (a round-robin's
+        # sub-select, a tenant probe). Each part is one column's, with no OR of its own.
+        return "(" + " OR ".join(predicate_sql(p, alias) for p in live.parts) + ")"
     col = ident(live.column) if alias is None else f"{ident(alias)}.{ident(live.column)}"
     if live.op == "is null":
         return f"{col} IS NULL"
+    if live.op == "is not null":
+        return f"{col} IS NOT NULL"
     if live.op == "true":
         return col
     if live.op == "false":
@@ -88,8 +94,12 @@ def live_words(live: LivePredicate, limit: int = 2) -> list[str]:
     ``not_done``, ``is_available``, ``state_lt_active``; none for the whole table."""
     if live.whole_table:
         return []
+    if live.op == "or":
+        return [w for p in live.parts[:limit] for w in live_words(p, 1)]
     if live.op == "is null":
         return [f"{live.column}_null"]
+    if live.op == "is not null":
+        return [f"{live.column}_set"]
     if live.op == "true":
         return [live.column]
     if live.op == "false":

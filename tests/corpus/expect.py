@@ -10,6 +10,7 @@ set of values they admit.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -66,6 +67,91 @@ class Live:
             return admits_null and not values
         return not admits_null and values == self.values
 
+    def describe(self) -> str:
+        if not self.column:
+            return "TRUE (every row)"
+        return f"{self.column} in {sorted(self.values) or 'IS NULL'}"
+
+
+@dataclass(frozen=True)
+class LiveRows:
+    """A live predicate by meaning over several nullable columns, for a design with no status
+    column where NULL or not in each says where a row is (``next_run_at``, ``locked_at``).
+
+    `live` holds the combinations the claim can take, one value per column: None for NULL,
+    ``"set"`` for any value. A comparison of a column with anything but another of these
+    columns (``next_run_at <= $3``, ``locked_at <= now() - interval '5 minutes'``) holds for a
+    row that has a value: time narrows which live rows are due, it does not move a row in or
+    out of the live set. A condition on other columns (a name, a disabled flag) narrows the
+    same way and is passed over where it is ANDed.
+    """
+
+    columns: tuple[str, ...]
+    live: frozenset[tuple[str | None, ...]]
+
+    def admits(self, predicate_sql: str) -> bool:
+        try:
+            tree = sqlglot.parse_one(predicate_sql, read="postgres")
+        except sqlglot.errors.ParseError:
+            return False
+        admitted = set()
+        for row in itertools.product((None, "set"), repeat=len(self.columns)):
+            verdict = _holds_on_row(tree, dict(zip(self.columns, row, strict=True)))
+            if verdict is None:
+                return False
+            if verdict:
+                admitted.add(row)
+        return admitted == set(self.live)
+
+    def describe(self) -> str:
+        shown = [
+            " AND ".join(
+                f"{c} IS {'NOT ' if v else ''}NULL" for c, v in zip(self.columns, row, strict=True)
+            )
+            for row in sorted(self.live, key=str)
+        ]
+        return "rows where " + " | ".join(shown)
+
+
+def _holds_on_row(node: exp.Expr, row: dict[str, str | None]) -> bool | None:
+    """Whether `node` holds on a row given by which of `row`'s columns are NULL; None when it
+    cannot be judged."""
+
+    def mentions(n: exp.Expr) -> bool:
+        return any(c.name in row for c in n.find_all(exp.Column))
+
+    def column(n: exp.Expr) -> str | None:
+        while isinstance(n, exp.Cast | exp.Paren):
+            n = n.this
+        return n.name if isinstance(n, exp.Column) and n.name in row else None
+
+    if isinstance(node, exp.Paren):
+        return _holds_on_row(node.this, row)
+    if isinstance(node, exp.Not):
+        inner = _holds_on_row(node.this, row)
+        return None if inner is None else not inner
+    if isinstance(node, exp.And):
+        if not mentions(node.left):
+            return _holds_on_row(node.right, row)
+        if not mentions(node.right):
+            return _holds_on_row(node.left, row)
+        a, b = _holds_on_row(node.left, row), _holds_on_row(node.right, row)
+        return None if a is None or b is None else a and b
+    if isinstance(node, exp.Or):
+        a, b = _holds_on_row(node.left, row), _holds_on_row(node.right, row)
+        return None if a is None or b is None else a or b
+    if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+        name = column(node.this)
+        return None if name is None else (row[name] is None) != bool(node.args.get("negate"))
+    comparisons = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+    if isinstance(node, comparisons):
+        left, right = column(node.left), column(node.right)
+        if left is not None and not mentions(node.right):
+            return row[left] is not None
+        if right is not None and not mentions(node.left):
+            return row[right] is not None
+    return None
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -116,7 +202,8 @@ class Codes:
 
 @dataclass(frozen=True)
 class Expect:
-    queues: dict[str, Live]  # every queue table, schema.table -> what its claim waits for
+    # every queue table, schema.table -> what its claim waits for
+    queues: dict[str, Live | LiveRows]
     not_queues: dict[str, str]  # tables that look like queues but are not, with why
     claims: tuple[Claim, ...]
     not_claims: tuple[NotClaim, ...]
@@ -163,12 +250,7 @@ class CorpusSuite:
             for name in names:
                 printed = queues[name]["live_predicate"]
                 if printed is None or not live.admits(printed):
-                    wanted = (
-                        f"{live.column} in {sorted(live.values) or 'IS NULL'}"
-                        if live.column
-                        else "TRUE (every row)"
-                    )
-                    wrong.append(f"{name}: {printed!r}, expected {wanted}")
+                    wrong.append(f"{name}: {printed!r}, expected {live.describe()}")
         assert not wrong, "wrong live predicates: " + "; ".join(wrong) + _context(observed)
 
     def test_claims_found_and_planned(self, observed: Observed) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.corpus.expect import Live
+from tests.corpus.expect import Live, LiveRows
 
 PGBOSS = Live("state", frozenset({"created", "retry"}),
               ("created", "retry", "active", "completed", "cancelled", "failed"))  # fmt: skip
@@ -62,3 +62,33 @@ EVERY_ROW = Live.every_row()  # a claim with no condition: a job's row is delete
 )
 def test_live_predicate_judged_by_meaning(live: Live, printed: str, right: bool) -> None:
     assert live.admits(printed) is right
+
+
+# Agenda: waiting (next_run_at set, not locked) or running (locked_at set); the archive has both
+# NULL.
+WAITING_OR_HELD = LiveRows(
+    ("next_run_at", "locked_at"),
+    frozenset({("set", None), ("set", "set"), (None, "set")}),
+)
+
+
+@pytest.mark.parametrize(
+    ("printed", "right"),
+    [
+        ("next_run_at IS NOT NULL OR locked_at IS NOT NULL", True),
+        ("NOT (next_run_at IS NULL AND locked_at IS NULL)", True),
+        ("(locked_at IS NULL AND next_run_at <= $3) OR locked_at <= $4", True),
+        (
+            "NOT disabled AND ((locked_at IS NULL AND next_run_at <= now()) "
+            "OR locked_at <= now() - interval '10 minutes')",
+            True,
+        ),
+        ("next_run_at IS NOT NULL", False),  # misses running one-off jobs
+        ("locked_at IS NULL AND next_run_at IS NOT NULL", False),  # misses the stale branch
+        ("locked_at IS NULL", False),  # takes the archive
+        ("NOT disabled", False),  # cannot be judged over these columns: every row
+        ("next_run_at <= locked_at", False),  # two of the columns compared: not judged
+    ],
+)
+def test_live_rows_judged_by_meaning(printed: str, right: bool) -> None:
+    assert WAITING_OR_HELD.admits(printed) is right

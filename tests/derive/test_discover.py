@@ -6,6 +6,7 @@ from qadvisor.derive import discover
 from qadvisor.derive.discover import CandidateColumn, Claim, PartialIndex
 from qadvisor.model import LivePredicate, Rejected
 from qadvisor.sql.dequeue import analyse
+from qadvisor.sql.printing import predicate_sql
 from tests.conftest import TestDB, flush_stats
 from tests.helpers import build_archive_queue, check
 
@@ -436,3 +437,66 @@ def test_a_claim_without_a_condition_on_a_table_with_waiting_and_finished_states
     rejected: list[Rejected] = []
     (d,) = discover.decide([hidden], [], [claim("jobs", bare)], rejected=rejected)
     assert d.live is None and "hidden from this role" in d.reason
+
+
+# A design with no status column: where a job is shows in which of its timestamps are set,
+# and the claim also takes jobs whose lock went stale (Agenda's PostgreSQL backend).
+STALE_LOCK_CLAIM = (
+    "UPDATE agenda_jobs SET locked_at = $1 WHERE id = (SELECT id FROM agenda_jobs "
+    "WHERE name = $2 AND disabled = $6 AND ((locked_at IS NULL AND next_run_at <= $3) "
+    "OR locked_at <= $4) ORDER BY next_run_at ASC NULLS LAST, priority DESC LIMIT $7 "
+    "FOR UPDATE SKIP LOCKED) RETURNING *"
+)
+STALE_LOCK_COLUMNS = [
+    col("agenda_jobs", "name"),
+    col("agenda_jobs", "disabled", ("false",), type="boolean", not_null=False),
+    col("agenda_jobs", "next_run_at", type="timestamp with time zone", not_null=False),
+    col("agenda_jobs", "locked_at", type="timestamp with time zone", not_null=False),
+]
+
+
+def test_an_or_over_timestamps_is_the_live_set_not_a_flag_every_row_meets() -> None:
+    # disabled = $6 is FALSE by the partial index, but every row (the archive too) has it;
+    # the OR takes a waiting row (next_run_at set, unlocked) or a locked one whose lock is
+    # old: every row but one with both NULL, a finished job.
+    disabled = PartialIndex(
+        "public", "agenda_jobs", hash("agenda_jobs") & 0xFFFF, "agenda_jobs_find_and_lock_idx",
+        "(disabled = false)",
+    )  # fmt: skip
+    (d,) = discover.decide(STALE_LOCK_COLUMNS, [disabled], [claim("agenda_jobs", STALE_LOCK_CLAIM)])
+    assert d.live is not None and d.live.op == "or"
+    assert {(p.column, p.op) for p in d.live.parts} == {
+        ("next_run_at", "is not null"),
+        ("locked_at", "is not null"),
+    }
+    assert predicate_sql(d.live) == "(locked_at IS NOT NULL OR next_run_at IS NOT NULL)"
+    assert "from the arms of" in d.reason
+
+
+def test_an_or_that_admits_every_row_says_nothing_of_the_live_set() -> None:
+    # scheduled_at IS NULL OR scheduled_at <= now(): NULL or not, a row passes.
+    sql = (
+        "SELECT id FROM jobs WHERE status = $1 AND (scheduled_at IS NULL OR scheduled_at <= "
+        "now()) ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    columns = [
+        col("jobs", "status", ("todo", "succeeded")),
+        col("jobs", "scheduled_at", type="timestamp with time zone", not_null=False),
+    ]
+    (d,) = discover.decide(columns, [], [claim("jobs", sql)])
+    assert d.live is not None and (d.live.column, d.live.op) == ("status", "in")
+
+
+def test_a_status_condition_outranks_an_or_over_timestamps() -> None:
+    sql = (
+        "SELECT id FROM jobs WHERE status = 'queued' AND (finished_at IS NULL AND run_at <= "
+        "now() OR lease_until < now()) LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    columns = [
+        col("jobs", "status", ("queued", "done")),
+        col("jobs", "finished_at", type="timestamp with time zone", not_null=False),
+        col("jobs", "run_at", type="timestamp with time zone", not_null=False),
+        col("jobs", "lease_until", type="timestamp with time zone", not_null=False),
+    ]
+    (d,) = discover.decide(columns, [], [claim("jobs", sql)])
+    assert d.live == LivePredicate("status", "in", ("queued",), d.live.source if d.live else "")

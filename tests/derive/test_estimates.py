@@ -543,3 +543,53 @@ def test_the_estimate_says_as_of_when_and_whether_the_table_changed_more_since()
     assert by_stats.stale  # 5,000 changed rows against 500 live ones
     calm = dataclasses.replace(t, stats=dataclasses.replace(stats, n_mod_since_analyze=200))
     assert live_rows(calm, S.PENDING).stale == ""
+
+
+# --- a union of one-column conditions (an OR over timestamps) ---------------------------------
+
+WAITING_OR_LOCKED = LivePredicate.any_of(
+    (LivePredicate("next_run_at", "is not null"), LivePredicate("locked_at", "is not null"))
+)
+
+
+def test_a_union_is_at_most_the_sum_of_its_parts_from_indexes_else_from_null_frac() -> None:
+    next_run = ColumnStats("next_run_at", 0.99, -0.01, 8)
+    locked = ColumnStats("locked_at", 0.995, -0.005, 8)
+    t = table(next_run, locked, reltuples=100_000)
+    got = live_rows(t, WAITING_OR_LOCKED)
+    assert got.rows == pytest.approx(1_000 + 500)
+    assert "null_frac of next_run_at" in got.source and "null_frac of locked_at" in got.source
+    # A partial index on exactly a part counts it instead (here 40 locked rows).
+    idx = S.index("jobs_locked", ("locked_at",), 8192, predicate="(locked_at IS NOT NULL)",
+                  reltuples=40.0)  # fmt: skip
+    counted = live_rows(dataclasses.replace(t, indexes=(idx,)), WAITING_OR_LOCKED)
+    assert counted.rows == pytest.approx(1_000 + 40)
+    assert "reltuples of partial index jobs_locked" in counted.source
+
+
+def test_a_union_prints_as_an_or_in_parentheses_and_names_its_parts() -> None:
+    assert predicate_sql(WAITING_OR_LOCKED) == "(next_run_at IS NOT NULL OR locked_at IS NOT NULL)"
+    assert predicate_sql(WAITING_OR_LOCKED, "j") == (
+        "(j.next_run_at IS NOT NULL OR j.locked_at IS NOT NULL)"
+    )
+    assert index_where(WAITING_OR_LOCKED) == predicate_sql(WAITING_OR_LOCKED)
+    assert live_words(WAITING_OR_LOCKED) == ["next_run_at_set", "locked_at_set"]
+    assert WAITING_OR_LOCKED.columns == ("next_run_at", "locked_at")
+
+
+@pytest.mark.parametrize(
+    ("claim_where", "implied"),
+    [
+        # Each arm proves a part: PostgreSQL's predicate test proves the OR, a parameter or not.
+        ("(locked_at IS NULL AND next_run_at <= $3) OR locked_at <= $4", True),
+        ("next_run_at <= now()", True),  # one strict comparison proves its part
+        ("locked_at IS NULL", False),  # the archive has it too
+        ("(locked_at IS NULL OR locked_at < $1)", False),  # an arm proves no part
+    ],
+)
+def test_a_claim_proves_a_union_when_each_arm_proves_a_part(
+    claim_where: str, implied: bool
+) -> None:
+    parsed = analyse(f"SELECT id FROM jobs WHERE {claim_where} LIMIT 1 FOR UPDATE SKIP LOCKED")
+    assert parsed is not None
+    assert predicate_implies(parsed.predicates, WAITING_OR_LOCKED).implies is implied

@@ -23,6 +23,7 @@ from qadvisor.sql.dequeue import (
     analyse,
     check_plannable,
     normalise_for_planning,
+    nullness_arms,
     parse,
     queue_columns_read,
     read_only_scan,
@@ -846,3 +847,29 @@ def test_parameters_next_to_each_other_are_parameters() -> None:
     # Dollar quotes are still read as PostgreSQL reads them.
     texts = [t.text for t in dequeue.tokenize("select $$a;$$, $q$b$q$, x$1 from t")]
     assert texts == ["select", "a;", ",", "b", ",", "x$1", "from", "t"]
+
+
+@pytest.mark.parametrize(
+    ("condition", "arms"),
+    [
+        (
+            "(locked_at IS NULL AND next_run_at <= $3) OR locked_at <= $4",
+            ((("locked_at", True), ("next_run_at", False)), (("locked_at", False),)),
+        ),
+        (
+            "status = 'queued' OR (status = 'running' AND j.lease_expires_at < now() - "
+            "interval '5 minutes')",
+            ((("status", False),), (("status", False), ("lease_expires_at", False))),
+        ),
+        (
+            "NOT (a IS NULL) OR b IS NOT NULL OR NOT c IS NOT NULL",
+            ((("a", False),), (("b", False),), (("c", True),)),
+        ),
+        ("a < b OR f(c)", ((), ())),  # two columns compared, a function: nothing of NULL
+        ("status = 'queued'", ()),  # no OR
+    ],
+)
+def test_the_arms_of_an_or_say_which_columns_they_need_null_or_set(
+    condition: str, arms: tuple[tuple[tuple[str, bool], ...], ...]
+) -> None:
+    assert nullness_arms(condition) == arms

@@ -262,6 +262,66 @@ def disjuncts(condition: str) -> tuple[Predicate, ...]:
     return tuple(p for p in out if p is not None) if all(out) else ()
 
 
+def nullness_arms(condition: str) -> tuple[tuple[tuple[str, bool], ...], ...]:
+    """The arms of an OR condition, each as what it requires of columns being NULL:
+    ``(column, True)`` for ``col IS NULL``, ``(column, False)`` for ``col IS NOT NULL`` or a
+    comparison of the column with something else, which no NULL passes (``next_run_at <=
+    $3``, ``lease_expires_at < now() - interval '5 minutes'``, ``state = ANY($1)``).
+
+    ``(locked_at IS NULL AND next_run_at <= $3) OR locked_at <= $4`` gives
+    ``((("locked_at", True), ("next_run_at", False)), (("locked_at", False),))``. A condition
+    of an arm that says nothing of NULL (a function, a comparison of two columns) narrows the
+    arm and is passed over; an arm that is itself an OR is read as one arm with no
+    requirement. () when the condition is no OR or does not parse. Columns however qualified.
+    """
+    try:
+        tree = parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
+    except StatementError:
+        return ()
+    select = main_statement(tree)
+    where = select.args.get("where") if isinstance(select, exp.Select) else None
+    node = unwrap(where.this) if where is not None else None
+    if not isinstance(node, exp.Or):
+        return ()
+    arms: list[exp.Expr] = []
+    pending: list[exp.Expr] = [node]
+    while pending:
+        item = unwrap(pending.pop())
+        if isinstance(item, exp.Or):
+            pending += [item.expression, item.this]
+        else:
+            arms.append(item)
+    return tuple(_nullness(arm) for arm in arms)
+
+
+def _nullness(arm: exp.Expr) -> tuple[tuple[str, bool], ...]:
+    required: dict[str, bool] = {}
+    pending: list[exp.Expr] = [arm]
+    while pending:
+        item = unwrap(pending.pop())
+        if isinstance(item, exp.And):
+            pending += [item.expression, item.this]
+            continue
+        negated = isinstance(item, exp.Not)
+        node = unwrap(item.this) if negated else item
+        found: tuple[str, bool] | None = None
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            subject = unwrap(node.this)
+            if isinstance(subject, exp.Column) and isinstance(subject.this, exp.Identifier):
+                is_null = negated == bool(node.args.get("negate"))
+                found = (column_name(subject), is_null)
+        elif isinstance(node, (*_OPS, exp.In)):
+            # A strict comparison is NULL, never true, for a NULL operand (so is its NOT).
+            left = unwrap(node.this)
+            right = None if isinstance(node, exp.In) else unwrap(node.expression)
+            sides = [n for n in (left, right) if isinstance(n, exp.Column)]
+            if len(sides) == 1 and isinstance(sides[0].this, exp.Identifier):
+                found = (column_name(sides[0]), False)
+        if found is not None:
+            required.setdefault(*found)
+    return tuple(required.items())
+
+
 def condition_columns(condition: str) -> frozenset[str]:
     """The names of the columns a condition mentions, however qualified (``status``,
     ``tenant_id`` of ``qt.tenant_id``), as PostgreSQL folds them; values, types and function
