@@ -14,6 +14,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from qadvisor import api
@@ -475,3 +476,51 @@ def test_a_recorded_text_that_cannot_be_split_into_tokens_is_left_out_with_why()
     assert [s.queryid for s in found] == [8]
     (out,) = left_out
     assert out.source == "pg_stat_statements 7" and "cannot split it into tokens" in out.reason
+
+
+def test_two_texts_of_one_queryid_are_two_statements_each_planned_as_written(db: TestDB) -> None:
+    # Two applications, each with its own schema and role, run claims on tables of one name
+    # that order by other columns at the same position. PostgreSQL 18 computes the queryid
+    # from names and column positions, so both texts share one: read as one statement, the
+    # most called text was planned under the other role's search_path too, and failed there.
+    db.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    apps = {"east": "created_at", "west": "enqueued_at"}
+    for schema, column in apps.items():
+        role = f"{db.name}_{schema}"
+        db.execute(
+            f"""
+            CREATE ROLE {role} LOGIN;
+            ALTER ROLE {role} IN DATABASE {db.name} SET search_path = {schema};
+            CREATE SCHEMA {schema} AUTHORIZATION {role};
+            CREATE TABLE {schema}.jobs (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                status text NOT NULL,
+                {column} timestamptz NOT NULL DEFAULT now()
+            );
+            ALTER TABLE {schema}.jobs OWNER TO {role};
+            INSERT INTO {schema}.jobs (status)
+            SELECT CASE WHEN g % 10 = 0 THEN 'queued' ELSE 'done' END
+              FROM generate_series(1, 2000) AS g;
+            CREATE INDEX ON {schema}.jobs ({column}) WHERE status = 'queued';
+            ANALYZE {schema}.jobs;
+            """
+        )
+    db.execute("SELECT pg_stat_statements_reset()")
+    for n, (schema, column) in enumerate(apps.items()):
+        dsn = db.server.dsn(db.name, user=f"{db.name}_{schema}")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for _ in range(2 + n):
+                with conn.transaction():
+                    conn.execute(
+                        f"SELECT id FROM jobs WHERE status = 'queued' ORDER BY {column} "
+                        "LIMIT 1 FOR UPDATE SKIP LOCKED"
+                    )
+            flush_stats(conn)
+    snap = take_snapshot(db)
+    claims = {s.text: s for s in snap.statements if s.source == "pg_stat_statements"}
+    assert len(claims) == 2, list(claims)
+    for schema, column in apps.items():
+        (claim,) = [s for text, s in claims.items() if column in text]
+        assert claim.plan_error is None, claim.plan_error
+        assert claim.roles == (f"{db.name}_{schema}",)
+        assert claim.queue == f"{schema}.jobs"
