@@ -12,45 +12,50 @@
 -- columns): 10,000 tables with an unindexed updated_at or an indexed active/inactive status
 -- cost one scan of pg_attribute and one pg_stats probe per indexed status column.
 WITH candidate AS MATERIALIZED (
-    SELECT c.oid AS relid, n.nspname AS schema, c.relname AS table, c.relkind = 'p' AS partitioned,
-           a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull
-      FROM pg_attribute a
-      JOIN pg_class c ON c.oid = a.attrelid
-      JOIN pg_namespace n ON n.oid = c.relnamespace
-     WHERE c.relkind IN ('r', 'p')
-       AND a.attnum > 0 AND NOT a.attisdropped
-       AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-       AND n.nspname !~ '^pg_(toast|temp_)'
-       AND (c.oid = ANY (%(claimed)s::oid[])
-            OR (NOT c.relispartition
-                -- The name's last characters are a cheap pre-filter for the patterns: a
-                -- regular expression on each of the catalog's columns costs more than the
-                -- rest of the scan.
-                AND ((NOT a.attnotnull AND lower(right(a.attname::text, 3)) = '_at')
-                     OR (lower(right(a.attname::text, 9))
-                           LIKE ANY (ARRAY['%%status', '%%state', '%%statename'])
-                         AND a.attname ~* '(^|_)(status|state|statename)$'))))
+    SELECT * FROM (
+        SELECT c.oid AS relid, n.nspname AS schema, c.relname AS table,
+               c.relkind = 'p' AS partitioned, c.oid = ANY (%(claimed)s::oid[]) AS claimed,
+               a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
+               -- The name's last characters are a cheap pre-filter for the patterns: a
+               -- regular expression on each of the catalog's columns costs more than the
+               -- rest of the scan.
+               (NOT c.relispartition
+                AND lower(right(a.attname::text, 9))
+                      LIKE ANY (ARRAY['%%status', '%%state', '%%statename'])
+                AND a.attname ~* '(^|_)(status|state|statename)$') AS status_like,
+               (NOT c.relispartition AND NOT a.attnotnull
+                AND lower(right(a.attname::text, 3)) = '_at') AS at_like
+          FROM pg_attribute a
+          JOIN pg_class c ON c.oid = a.attrelid
+          JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relkind IN ('r', 'p')
+           AND a.attnum > 0 AND NOT a.attisdropped
+           AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+           AND n.nspname !~ '^pg_(toast|temp_)'
+    ) AS columns
+     WHERE claimed OR status_like OR at_like
 ), shape AS (
     SELECT string_to_array(s, ',')::name[] AS columns FROM unnest(%(shapes)s::text[]) AS s
+), partial AS (
+    SELECT DISTINCT indrelid AS relid FROM pg_index WHERE indpred IS NOT NULL
 ), kept AS (
     SELECT DISTINCT k.relid
       FROM candidate k
-     WHERE k.relid = ANY (%(claimed)s::oid[])
+     WHERE k.claimed
         OR k.relid = ANY (%(named)s::oid[])  -- named with --table: judged whatever it is
-        OR EXISTS (SELECT 1 FROM pg_index x
-                    WHERE x.indrelid = k.relid AND x.indpred IS NOT NULL)
+        OR k.relid IN (SELECT relid FROM partial)
+        -- A library's shape: each of its columns probed by name (an index lookup), the
+        -- first missing one ends the test.
         OR (k.attname IN (SELECT columns[1] FROM shape)
             AND EXISTS (SELECT 1 FROM shape
                          WHERE shape.columns[1] = k.attname
-                           -- one index probe for the second column before the whole list
-                           AND EXISTS (SELECT 1 FROM pg_attribute b
-                                        WHERE b.attrelid = k.relid
-                                          AND b.attname = shape.columns[2])
-                           AND shape.columns <@ ARRAY(SELECT b.attname FROM pg_attribute b
-                                                       WHERE b.attrelid = k.relid
-                                                         AND b.attnum > 0
-                                                         AND NOT b.attisdropped)))
-        OR (k.attname ~* '(^|_)(status|state|statename)$'
+                           AND NOT EXISTS (SELECT 1 FROM unnest(shape.columns[2:]) AS need(name)
+                                            WHERE NOT EXISTS (
+                                                SELECT 1 FROM pg_attribute b
+                                                 WHERE b.attrelid = k.relid
+                                                   AND b.attname = need.name
+                                                   AND NOT b.attisdropped))))
+        OR (k.status_like
             AND EXISTS (SELECT 1 FROM pg_index x
                          WHERE x.indrelid = k.relid AND k.attnum = ANY (x.indkey::int2[]))
             AND (NOT has_column_privilege(k.relid, k.attnum, 'SELECT')
