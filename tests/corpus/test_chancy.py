@@ -48,7 +48,7 @@ CHANCY = Library(
     age_sql=(
         # Succeeded jobs as Worker.flush leaves them: one attempt of one, claimed by a worker
         # (taken_by, claim_id kept), started and completed; ids as chancy_uuid() makes them
-        # (100 ns ticks since the epoch in the top 60 bits, version 7, variant 2). All within
+        # (100 ns ticks since the epoch in bits 68-123, version 7, variant 2). All within
         # the last 20 hours: the default Pruner deletes what was created over 24 hours ago,
         # so a deployment never keeps older ones (and its run here deletes none of these).
         f"""
