@@ -82,7 +82,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     ## How to fix
     `CREATE INDEX CONCURRENTLY ... (<ORDER BY columns>) WHERE <live predicate>`: a partial
     index whose key is the ORDER BY, so the claim reads the first rows of the index and stops
-    after LIMIT. For a round-robin sub-select the key starts with the tenant column. The
+    after LIMIT. For a round-robin sub-select the key starts with the tenant column; for a
+    claim of one queue among several (`queue = $1`) it starts with that column, so the claim
+    descends to its queue's rows instead of walking every queue's (see QA304). The
     statement's predicate must imply the index's (see QA301 / QA302).
     The CREATE INDEX step names the recorded statements whose WHERE and ORDER BY the new
     index matches, derived from their text (not a plan: the index does not exist yet), or
@@ -361,6 +363,17 @@ def _fix(snapshot: Snapshot, d: Dequeue) -> Fix:
             notes.append(
                 f"The key starts with {lead}: the round-robin sub-select descends the index "
                 "once per tenant."
+            )
+    else:
+        # queue = $1: the claim reads one queue's rows. Led by that column, the index gives
+        # them in ORDER BY order; without it, the claim would walk every queue's rows in
+        # that order and throw the others' away (QA304).
+        lead_with = [c for c in d.compared_columns() if all(k.column != c for k in keys)]
+        if lead_with:
+            keys = (*(IndexKey(c) for c in lead_with), *keys)
+            notes.append(
+                f"The key starts with {', '.join(lead_with)}, which the claim compares with "
+                "one value: it descends to that value's rows and reads them in ORDER BY order."
             )
     build, source = _build(d, keys)
     if build.where is not None:

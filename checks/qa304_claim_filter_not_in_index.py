@@ -118,17 +118,6 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             yield answer
 
 
-def _compared_columns(d: Dequeue) -> list[str]:
-    """Columns the claim compares with one value (``queue = $1``, ``kind = 'mail'``), other
-    than the live column: what tells one queue's rows from another's."""
-    live = d.queue.live.columns if d.queue.live is not None else ()
-    out = []
-    for p in d.parsed.predicates:
-        if p.op == "=" and p.column not in live and d.table.column(p.column) is not None:
-            out.append(p.column)
-    return list(dict.fromkeys(out))
-
-
 def _mentions(text: str | None, column: str) -> bool:
     # A word of the condition, qualified or not, cast or not (``(jobs.queue)::text``).
     return text is not None and re.search(rf"(^|[\s(.]){re.escape(column)}\b", text) is not None
@@ -162,7 +151,7 @@ def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
     stmt = d.statement
     if stmt.custom_plan is None:
         return None
-    for column in _compared_columns(d):
+    for column in d.compared_columns():
         scan = _ordered_scan(d, stmt.custom_plan, column)
         if scan is None:
             continue

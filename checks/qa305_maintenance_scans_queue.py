@@ -48,7 +48,9 @@ def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     ## What it finds
     A maintenance statement on a queue table: a row-locking UPDATE or DELETE that resets,
     deletes or moves rows by age (`attempted_at < now() - interval '5 minutes'`, `heartbeat
-    < $1`) or deletes rows and returns none, instead of handing jobs to a worker. Such
+    < $1`, or the age of a row they refer to: `NOT EXISTS (SELECT 1 FROM workers w WHERE
+    w.id = jobs.worker_id AND w.last_seen >= now() - interval '90 seconds')`) or deletes
+    rows and returns none, instead of handing jobs to a worker. Such
     statements are recognised from their text, reported under `maintenance` and never judged
     as claims. This check judges what one costs as it ran: pg_stat_statements' shared blocks
     per call at half the table's pages or more (at least 8 MiB of table) say each run reads

@@ -151,11 +151,14 @@ def _planned(
     )
     if not _READS.match(_COMMENTS.sub("", text)):
         return []  # an INSERT, a utility statement: it reads no index a fix could drop
+    # A typed literal whose string became $n (interval $2) is the cast it means, as for the
+    # claims: recovery's INTERVAL '90 SECOND' plans as $2::interval.
+    planned = dequeue.typed_placeholders(text)
     try:
-        dequeue.parse(text)  # one statement, and one qadvisor may plan
+        dequeue.parse(planned)  # one statement, and one qadvisor may plan
     except dequeue.StatementError as exc:
         return [replace(base, queue=q.qualified, plan_error=f"not planned: {exc}") for q in named]
-    typed = typed_constant_placeholder(text)
+    typed = typed_constant_placeholder(planned)
     if typed is not None:
         why = (
             f"not planned: pg_stat_statements recorded a typed constant as a parameter "
@@ -168,7 +171,7 @@ def _planned(
         if refused:
             out.append(replace(base, queue=queue.qualified, plan_error=refused))
             continue
-        used, error = _indexes_read(conn, text, queue, path)
+        used, error = _indexes_read(conn, planned, queue, path)
         out.append(replace(base, queue=queue.qualified, indexes_used=used, plan_error=error))
     return out
 

@@ -28,6 +28,18 @@ class Dequeue:
     queue: Queue
     table: Table
 
+    def compared_columns(self) -> list[str]:
+        """Columns of the queue table the claim compares with one value (``queue = $1``,
+        ``kind = 'mail'``), other than the live column: what tells one queue's rows from
+        another's, so an index that serves the claim leads with them."""
+        live = self.queue.live.columns if self.queue.live is not None else ()
+        out = [
+            p.column
+            for p in self.parsed.predicates
+            if p.op == "=" and p.column not in live and self.table.column(p.column) is not None
+        ]
+        return list(dict.fromkeys(out))
+
 
 @dataclass(frozen=True)
 class Locking:

@@ -81,6 +81,24 @@ def test_round_robin_sub_select_gets_a_tenant_led_key() -> None:
     assert "(tenant_id, created_at) WHERE status = 'pending';" in f.fix.statements[0]
 
 
+def test_a_claim_of_one_queue_gets_a_key_led_by_its_queue_column() -> None:
+    text = (
+        "SELECT id FROM jobs WHERE queue = $1 AND status = 'pending' ORDER BY priority DESC, "
+        "id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    snap = _snap(text)
+    table = dataclasses.replace(
+        snap.tables[0], columns=(*snap.tables[0].columns, S.Column("queue", "text"))
+    )
+    (f,) = _findings(dataclasses.replace(snap, tables=(table,)))
+    assert f.fix is not None
+    assert f.fix.statements == (
+        "CREATE INDEX CONCURRENTLY jobs_pending_queue_priority_id_idx ON public.jobs "
+        "(queue, priority DESC, id) WHERE status = 'pending';",
+    )
+    assert "starts with queue" in f.fix.notes
+
+
 def test_quiet_when_an_index_supplies_the_order_or_the_sort_is_small() -> None:
     assert_quiet(S.report("QA303", _snap(plan=BY_INDEX)), "QA303")
     small = dataclasses.replace(
@@ -117,6 +135,45 @@ def test_found_fixed_and_gone(shape: Shape) -> None:
     shape.apply_fix(f)
     after = shape.check("--query", query)
     for code in ("QA301", "QA302", "QA303"):
+        assert_quiet(after, code, shape.queue)
+
+
+@pytest.mark.judges("QA303", "QA304")
+def test_a_claim_of_one_queue_found_fixed_and_gone(shape: Shape) -> None:
+    # chancy's shape: several queues in one table, a varchar state spelled as an OR, an
+    # order no index supplies. The printed index leads with the queue: the claim descends
+    # to its queue's rows (an index in ORDER BY order without it would be QA304's walk).
+    shape.db.execute(
+        """
+        CREATE TABLE jobs (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            queue      text        NOT NULL,
+            state      varchar(25) NOT NULL DEFAULT 'pending',
+            priority   integer     NOT NULL DEFAULT 0,
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        INSERT INTO jobs (queue, state)
+        SELECT CASE WHEN g % 10 < 8 THEN 'default' ELSE 'emails' END,
+               CASE WHEN g % 20 = 0 THEN 'pending' ELSE 'succeeded' END
+          FROM generate_series(1, 100000) AS g;
+        CREATE INDEX jobs_queue_state_idx ON jobs (queue, state);
+        ANALYZE jobs;
+        """
+    )
+    query = (
+        "SELECT id FROM jobs WHERE queue = 'default' AND (state = 'pending' OR state = "
+        "'retrying') ORDER BY priority DESC, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    run = shape.check("--query", query)
+    (f,) = run.findings("QA303")
+    assert f["evidence"]["rows_sorted"] >= 1000
+    assert f["fix"]["statements"] == [
+        f"CREATE INDEX CONCURRENTLY jobs_pending_retrying_queue_priority_id_idx ON "
+        f"{shape.queue} (queue, priority DESC, id) WHERE state IN ('pending', 'retrying');"
+    ]
+    shape.apply_fix(f)
+    after = shape.check("--query", query)
+    for code in ("QA303", "QA304"):
         assert_quiet(after, code, shape.queue)
 
 

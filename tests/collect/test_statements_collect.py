@@ -408,6 +408,24 @@ def test_a_plan_that_cannot_be_made_is_one_line_and_the_rest_goes_on(db: TestDB)
     assert "no row lock" in plain.plan_error
 
 
+def test_a_statement_on_the_queue_with_a_typed_literal_is_planned_as_its_cast(db: TestDB) -> None:
+    # pg_stat_statements records interval '30 days' as interval $2, which PREPARE refuses:
+    # the statements a DROP INDEX must not break plan it as $2::interval, as the claims do.
+    build_claim_queue(db, pgss=True)
+    run_claims(db)
+    purge = (
+        "SELECT count(*) FROM jobs WHERE status = 'done' "
+        "AND created_at < now() - interval '30 days'"
+    )
+    with db.connect() as conn:
+        conn.execute(purge)
+        flush_stats(conn)
+    snap = take_snapshot(db)
+    (recorded,) = [s for s in snap.stakeholders if "interval" in s.text.lower()]
+    assert "interval $" in recorded.text.lower()  # as recorded, the typed literal a $n
+    assert recorded.plan_error is None and recorded.queue == "public.jobs"
+
+
 def test_missing_pg_stat_statements_is_recorded_and_reported_as_a_skip(db: TestDB) -> None:
     build_claim_queue(db, rows=10_000)
     snap = take_snapshot(db, [("--query 1", CLAIM)])

@@ -64,7 +64,7 @@ class Library:
     name: str  # also names its databases
     env: envs.PythonEnv | envs.NodeEnv
     driver: str  # file under drivers/, run as `<interpreter> <driver> migrate|enqueue|work`
-    # Finished jobs so far: the worker runs until this reaches DONE_SHARE of the due jobs.
+    # Finished jobs so far: the worker runs until this reaches done_share of the due jobs.
     done_sql: str
     # Statements that add about 1 M finished rows as the library itself leaves them.
     age_sql: tuple[str, ...]
@@ -78,6 +78,9 @@ class Library:
     # Clone this library's aged database instead of aging our own (the same table written
     # by the same library in another mode): the archive is built once.
     aged_from: Library | None = None
+    # The share of the due jobs after which the worker is stopped: what is left is the
+    # backlog qadvisor sees (a lower share leaves a queue that has fallen behind).
+    done_share: float = DONE_SHARE
 
 
 @dataclass
@@ -236,7 +239,7 @@ def _work(
     already: int = 0,
 ) -> float:
     argv, env, cwd = _driver_command(server, lib, installed, dbname, "work", lib.workload)
-    target = already + int(due * DONE_SHARE)
+    target = already + int(due * lib.done_share)
     with admin(server, dbname) as conn:
 
         def done() -> bool:

@@ -67,6 +67,25 @@ MAINTENANCE = {
         "pruner",
         (),
     ),
+    # chancy's Recovery as pg_stat_statements records it: the jobs whose worker has no fresh
+    # heartbeat; the age is the workers table's, reached through the job's taken_by.
+    "reaper by its worker's heartbeat (NOT EXISTS a fresh one)": (
+        "WITH abandoned AS (SELECT cj.id, cj.claim_id FROM chancy_jobs cj WHERE NOT EXISTS "
+        "(SELECT $1 FROM chancy_workers cw WHERE cw.worker_id = cj.taken_by AND cw.last_seen "
+        ">= NOW() - $2::interval) AND cj.state = $3 FOR UPDATE OF cj SKIP LOCKED) UPDATE "
+        "chancy_jobs cj SET state = $4, taken_by = $5, claim_id = $6, started_at = $7, "
+        "max_attempts = max_attempts + $8 FROM abandoned WHERE cj.id = abandoned.id "
+        "RETURNING cj.id, abandoned.claim_id",
+        "reaper",
+        (),
+    ),
+    "reaper by its worker's heartbeat (EXISTS a stale one), bound first": (
+        "UPDATE jobs SET state = 'queued' WHERE id IN (SELECT id FROM jobs j WHERE j.state = "
+        "'running' AND EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id AND now() - "
+        "interval '1 minute' > w.heartbeat) FOR UPDATE SKIP LOCKED)",
+        "reaper",
+        (),
+    ),
     "mover into an archive table": (
         "WITH moved AS (DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE finished_at "
         "< now() - interval '7 days' FOR UPDATE SKIP LOCKED) RETURNING *), ins AS (INSERT "
@@ -101,6 +120,20 @@ CLAIMS = {
     "a number is no age": "UPDATE jobs SET status = 'failed' WHERE id IN (SELECT id FROM jobs "
     "WHERE attempts < 5 AND status = 'pending' LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING *",
     "pgqueuer's dequeue with its stale branch": PGQUEUER,
+    # Another table's recent rows as a rate limit: ordered and limited, it picks the next job.
+    "claim rate-limited by recent runs of its key": "UPDATE jobs SET status = 'running' WHERE "
+    "id = (SELECT id FROM jobs j WHERE status = 'pending' AND NOT EXISTS (SELECT 1 FROM runs r "
+    "WHERE r.key = j.key AND r.started_at > now() - interval '1 minute') ORDER BY id LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED) RETURNING *",
+    # A sub-select about no row of the queue (a global pause) is the same for every job.
+    "claim under a global pause": "UPDATE jobs SET status = 'running' WHERE id IN (SELECT id "
+    "FROM jobs WHERE status = 'pending' AND NOT EXISTS (SELECT 1 FROM pauses p WHERE "
+    "p.started_at > now() - interval '1 minute') FOR UPDATE SKIP LOCKED) RETURNING *",
+    # The worker's heartbeat is fresh: the jobs of live workers, not of dead ones.
+    "claim of the jobs of live workers": "UPDATE jobs SET status = 'running' WHERE id IN "
+    "(SELECT id FROM jobs j WHERE status = 'assigned' AND EXISTS (SELECT 1 FROM workers w "
+    "WHERE w.id = j.worker_id AND w.heartbeat > now() - interval '1 minute') FOR UPDATE SKIP "
+    "LOCKED) RETURNING *",
     "enum literals as parameters": ENUM_IN_SET,
 }
 
@@ -129,6 +162,16 @@ def test_the_reaper_keeps_its_state_condition_apart_from_its_age() -> None:
     assert m.age == ("attempted_at < $4",) and m.conditions == ("state = $3",)
     assert (m.action, m.returns, m.limited) == ("reset", False, False)
     assert m.description == "reaper (resets rows by age: attempted_at < $4)"
+
+
+def test_a_reaper_by_another_rows_age_names_that_condition() -> None:
+    parsed = analyse(MAINTENANCE["reaper by its worker's heartbeat (NOT EXISTS a fresh one)"][0])
+    assert parsed is not None and parsed.maintenance is not None
+    m = parsed.maintenance
+    assert m.conditions == ("cj.state = $3",) and m.age_columns == ()
+    assert len(m.age) == 1 and m.age[0].startswith("NOT EXISTS(") and "last_seen >=" in m.age[0]
+    assert (m.action, m.returns, m.limited) == ("reset", True, False)
+    assert "refer to" in m.reason
 
 
 def _locking_texts() -> list[tuple[str, str]]:

@@ -8,7 +8,7 @@ Nothing here talks to PostgreSQL or does I/O.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -238,7 +238,19 @@ def disjuncts(condition: str) -> tuple[Predicate, ...]:
         return ()
     select = main_statement(tree)
     where = select.args.get("where") if isinstance(select, exp.Select) else None
-    node = where.this if where is not None else None
+    arms = _or_arms(where.this) if where is not None else ()
+
+    def is_column(n: exp.Expr) -> bool:
+        n = unwrap(n)
+        return isinstance(n, exp.Column) and isinstance(n.this, exp.Identifier)
+
+    out = [_arm_predicate(arm, is_column) for arm in arms]
+    return tuple(p for p in out if p is not None) if all(out) else ()
+
+
+def _or_arms(node: exp.Expr) -> tuple[exp.Expr, ...]:
+    """The arms of an OR, nested ORs and parentheses flattened, in the order written; () when
+    ``node`` is no OR."""
     while isinstance(node, exp.Paren):
         node = node.this
     if not isinstance(node, exp.Or):
@@ -253,13 +265,7 @@ def disjuncts(condition: str) -> tuple[Predicate, ...]:
             pending += [item.expression, item.this]
         else:
             arms.append(item)
-
-    def is_column(n: exp.Expr) -> bool:
-        n = unwrap(n)
-        return isinstance(n, exp.Column) and isinstance(n.this, exp.Identifier)
-
-    out = [_predicate(arm, is_column) for arm in arms]
-    return tuple(p for p in out if p is not None) if all(out) else ()
+    return tuple(arms)
 
 
 def nullness_arms(condition: str) -> tuple[tuple[tuple[str, bool], ...], ...]:
@@ -718,7 +724,41 @@ def _predicates(
 
 
 def _predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> Predicate | None:
-    """The conjunct as column-op-operands when it has that shape, else None."""
+    """The conjunct as column-op-operands when it has that shape, else None.
+
+    An OR whose every arm compares the same column for equality with values (``state = $4
+    OR state = $5``, ``(state = 'a' OR state IN ('b', 'c'))``) admits exactly the values it
+    names: it is that column's IN list, as PostgreSQL 18's planner also reads it (an OR of
+    equalities becomes ``= ANY``), whatever spelling the application chose.
+    """
+    arms = _or_arms(conjunct)
+    if arms:
+        return _in_list(arms, sql_text(conjunct), is_ours)
+    return _arm_predicate(conjunct, is_ours)
+
+
+def _in_list(
+    arms: Sequence[exp.Expr], text: str, is_ours: Callable[[exp.Expr], bool]
+) -> Predicate | None:
+    """The OR of ``arms`` as one IN predicate, or None when it is not an OR of equalities of
+    one column with literals or parameters."""
+    columns: set[str] = set()
+    operands: list[Param] = []
+    for arm in arms:
+        pred = _arm_predicate(arm, is_ours)
+        if pred is None or pred.op not in ("=", "in"):
+            return None
+        if any(o.kind not in ("literal", "parameter") for o in pred.operands):
+            return None
+        columns.add(pred.column)
+        operands += pred.operands
+    if len(columns) != 1:
+        return None
+    return Predicate(columns.pop(), "in", tuple(operands), text)
+
+
+def _arm_predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> Predicate | None:
+    """One comparison as column-op-operands when it has that shape, else None."""
     text = sql_text(conjunct)
     negated = isinstance(conjunct, exp.Not)
     node = conjunct.this if negated else conjunct

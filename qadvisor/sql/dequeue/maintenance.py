@@ -17,6 +17,12 @@ What tells one from a claim is in the text, and only the text is read here:
   (``now() - interval '5 minutes'``, ``$1 - INTERVAL $4``, ``$1``), or, for a DELETE that
   returns nothing, by whatever condition it has (a purge: a deleted row reaches no worker).
 
+The age may be another row's: a reaper that resets the jobs of dead workers selects them by
+their worker's heartbeat, ``NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id AND
+w.last_seen >= now() - interval '90 seconds')`` (no fresh row refers for it), or ``EXISTS (...
+w.last_seen < now() - ...)`` (a stale one does). A sub-select correlated with the locked row
+that compares a column with time arithmetic that way is an age condition of that row.
+
 A bound written as time arithmetic (an interval, a subtraction) says "older than": such a
 statement is maintenance unless it also takes a bounded number of rows and returns them (then
 it is a claim that ends with an age condition). A bare bound (``$1``, ``now()``) may be a
@@ -26,15 +32,15 @@ returns nothing. Nothing here depends on a library's table or column names.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from sqlglot import exp
 
-from qadvisor.sql.dequeue.levels import unwrap
+from qadvisor.sql.dequeue.levels import filters, qualifier, sql_text, unwrap
 from qadvisor.sql.dequeue.screening import StatementError, expression
-from qadvisor.sql.scope import folded_name, main_statement, table_name
+from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
 
 if TYPE_CHECKING:
     from qadvisor.sql.dequeue.analysis import Predicate
@@ -89,7 +95,9 @@ def recognise(
         return None  # a SELECT hands its rows to the client; an ordered level picks the next
     returns = bool(write.args.get("returning"))
     limited = select.args.get("limit") is not None
-    strong, weak, others = [], [], []
+    strong: list[tuple[str | None, str]] = []
+    weak: list[tuple[str | None, str]] = []
+    others = []
     for pred in predicates:
         strength = _age_bound(pred.operands[0].text) if pred.op in ("<", "<=") else None
         if strength == "arithmetic":
@@ -98,10 +106,18 @@ def recognise(
             weak.append((pred.column, pred.text))
         else:
             others.append(pred.text)
+    # The age of a row the locked one refers to: no column of the queue table is its key.
+    referred = list(_referred_ages(select, queue))
+    strong += [(None, text) for text in referred]
     action: MaintenanceAction = "reset" if isinstance(write, exp.Update) else "delete"
     if isinstance(write, exp.Delete) and _moved(tree, write):
         action = "move"
-    if strong and not (limited and returns):
+    if referred and not (limited and returns):
+        reason = (
+            "it selects rows by the age of a row they refer to (older than a time bound) and "
+            "hands none to a worker in order"
+        )
+    elif strong and not (limited and returns):
         reason = "it selects rows older than a time bound and hands none to a worker in order"
     elif (strong or weak) and not returns:
         reason = "it selects rows by age and returns none of them"
@@ -114,12 +130,63 @@ def recognise(
         kind=_ACTION_KIND[action],
         action=action,
         age=tuple(t for _, t in age),
-        age_columns=tuple(dict.fromkeys(c for c, _ in age)),
+        age_columns=tuple(dict.fromkeys(c for c, _ in age if c is not None)),
         conditions=tuple(others),
         returns=returns,
         limited=limited,
         reason=reason,
     )
+
+
+def _referred_ages(select: exp.Select, queue: exp.Table) -> Iterator[str]:
+    """The conditions of the locking level that choose its rows by the age of another row
+    they refer to, as SQL: a ``NOT EXISTS`` whose sub-select, correlated with the queue
+    table's row, keeps only fresh rows (``last_seen >= now() - interval ...``), or an
+    ``EXISTS`` whose sub-select keeps only stale ones (``last_seen < now() - ...``)."""
+    key = source_key(queue)
+    for conjunct in filters(select):
+        negated = isinstance(conjunct, exp.Not)
+        node = unwrap(conjunct.this if negated else conjunct)
+        if not isinstance(node, exp.Exists):
+            continue
+        sub = main_statement(node.this)
+        if not isinstance(sub, exp.Select):
+            continue
+        if not any(qualifier(c) == key for c in sub.find_all(exp.Column)):
+            continue  # not about the locked row: the same for every row
+        # The sub-select's rows must be stale (EXISTS) or, under NOT, fresh.
+        wanted = (">", ">=") if negated else ("<", "<=")
+        for inner in filters(sub):
+            bound = _bound_of(inner, wanted)
+            if bound is not None and _age_bound(sql_text(bound)) == "arithmetic":
+                yield sql_text(conjunct)
+                break
+
+
+def _bound_of(condition: exp.Expr, ops: tuple[str, ...]) -> exp.Expr | None:
+    """The bound of ``column <op> bound`` (either side written first) when ``op`` is one of
+    ``ops`` as read from the column's side, else None."""
+    node = unwrap(condition)
+    if type(node) not in _SIDES:
+        return None
+    assert isinstance(node, exp.Binary)
+    op, swapped = _SIDES[type(node)]
+    left, right = unwrap(node.this), unwrap(node.expression)
+    bound: exp.Expr | None = None
+    if isinstance(left, exp.Column) and not isinstance(right, exp.Column) and op in ops:
+        bound = node.expression
+    elif isinstance(right, exp.Column) and not isinstance(left, exp.Column) and swapped in ops:
+        bound = node.this
+    return bound
+
+
+# A comparison node -> (its operator, the operator with the sides swapped).
+_SIDES: dict[type[exp.Expr], tuple[str, str]] = {
+    exp.LT: ("<", ">"),
+    exp.LTE: ("<=", ">="),
+    exp.GT: (">", "<"),
+    exp.GTE: (">=", "<="),
+}
 
 
 def _write_of(tree: exp.Expr, queue: exp.Table) -> exp.Update | exp.Delete | None:
