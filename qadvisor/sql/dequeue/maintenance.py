@@ -19,9 +19,10 @@ What tells one from a claim is in the text, and only the text is read here:
 
 The age may be another row's: a reaper that resets the jobs of dead workers selects them by
 their worker's heartbeat, ``NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id AND
-w.last_seen >= now() - interval '90 seconds')`` (no fresh row refers for it), or ``EXISTS (...
-w.last_seen < now() - ...)`` (a stale one does). A sub-select correlated with the locked row
-that compares a column with time arithmetic that way is an age condition of that row.
+w.last_seen >= now() - interval '90 seconds')`` (no fresh heartbeat vouches for the job), or
+``EXISTS (... w.last_seen < now() - ...)`` (a stale one marks it). A sub-select correlated
+with the locked row that compares a column with time arithmetic that way is an age condition
+of that row.
 
 A bound written as time arithmetic (an interval, a subtraction) says "older than": such a
 statement is maintenance unless it also takes a bounded number of rows and returns them (then
