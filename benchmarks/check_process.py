@@ -205,7 +205,7 @@ def build(dsn: str, rows: int) -> None:
         # A skewed backlog: one tenant holds most of it, ten more a little each.
         conn.execute(
             "INSERT INTO jobs (tenant_id, enqueued_at)"
-            " SELECT CASE WHEN g %% 10 = 0 THEN 2 + g %% %s ELSE 1 END,"
+            " SELECT CASE WHEN g %% 10 = 0 THEN 2 + (g / 10) %% %s ELSE 1 END,"
             "        now() - interval '1 hour' + g * interval '1 millisecond'"
             "   FROM generate_series(1, %s) g",
             (BUSY_TENANTS - 1, LIVE),
