@@ -228,17 +228,24 @@ def condition_predicates(condition: str) -> tuple[Predicate, ...]:
     return tuple(_predicates(select, "qadvisor_condition"))
 
 
+def _condition_tree(condition: str) -> exp.Expr | None:
+    """A condition's tree, read as the WHERE of a query on one table; None when it does not
+    parse."""
+    try:
+        tree = parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
+    except StatementError:
+        return None
+    select = main_statement(tree)
+    where = select.args.get("where") if isinstance(select, exp.Select) else None
+    return where.this if where is not None else None
+
+
 def disjuncts(condition: str) -> tuple[Predicate, ...]:
     """The arms of an OR of comparisons (``state = $4 OR j.state = $5``), each as a
     predicate on its column however qualified; () when the condition is no OR or an arm is
     not a comparison of a column. What a parameter in such an arm is compared with."""
-    try:
-        tree = parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
-    except StatementError:
-        return ()
-    select = main_statement(tree)
-    where = select.args.get("where") if isinstance(select, exp.Select) else None
-    arms = _or_arms(where.this) if where is not None else ()
+    where = _condition_tree(condition)
+    arms = _or_arms(where) if where is not None else ()
 
     def is_column(n: exp.Expr) -> bool:
         n = unwrap(n)
@@ -280,13 +287,8 @@ def nullness_arms(condition: str) -> tuple[tuple[tuple[str, bool], ...], ...]:
     arm and is passed over; an arm that is itself an OR is read as one arm with no
     requirement. () when the condition is no OR or does not parse. Columns however qualified.
     """
-    try:
-        tree = parse(f"SELECT 1 FROM qadvisor_condition WHERE {condition}")
-    except StatementError:
-        return ()
-    select = main_statement(tree)
-    where = select.args.get("where") if isinstance(select, exp.Select) else None
-    node = unwrap(where.this) if where is not None else None
+    where = _condition_tree(condition)
+    node = unwrap(where) if where is not None else None
     if not isinstance(node, exp.Or):
         return ()
     arms: list[exp.Expr] = []
