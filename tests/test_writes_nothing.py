@@ -173,3 +173,37 @@ def test_the_comparison_sees_a_write_a_lock_and_a_setting(db: TestDB) -> None:
     assert (
         later["settings a new session starts with"] != written["settings a new session starts with"]
     )
+
+
+def temp_files(db: TestDB) -> int:
+    query = "SELECT temp_files FROM pg_stat_database WHERE datname = current_database()"
+    return int(db.execute(query)[0][0])
+
+
+def test_reading_pg_stat_statements_writes_no_temporary_file(db: TestDB) -> None:
+    """pg_stat_statements materialises every entry with its text before any filter, past
+    work_mem in temporary files: with this database's work_mem at 1 MB (pg_settings, another
+    such view, still fits) and the view holding more text than that, reading the view spills,
+    and a whole run of qadvisor, which reads it once with work_mem raised for that statement,
+    does not."""
+    build(db)
+    columns = ", ".join(f"c{i} int" for i in range(600))
+    db.execute(f"CREATE TABLE wide ({columns})")
+    # Inside the statement: a comment before it is not part of the recorded text.
+    padding = " /* " + "x" * 3000 + " */"
+    with db.connect() as conn:
+        for i in range(600):  # one entry per column: each a queryid of its own
+            conn.execute(f"SELECT c{i}{padding} FROM wide")
+    db.execute(f"ALTER DATABASE {db.name} SET work_mem = '1MB'")
+    settle(db)
+    before = temp_files(db)
+    with db.connect() as conn:
+        conn.execute("SELECT count(*) FROM pg_stat_statements").fetchall()
+    settle(db)
+    spilled = temp_files(db)
+    assert spilled > before, "reading the view wrote no temporary file: the test proves nothing"
+
+    run = qadvisor("check", db.dsn, "--format", "json")
+    assert run.rc in (0, 1) and "Traceback" not in run.stderr, run.stderr
+    settle(db)
+    assert temp_files(db) == spilled

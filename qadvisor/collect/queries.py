@@ -1,4 +1,4 @@
-"""Running the collector's SQL files, and the one read of pg_stat_statements they share.
+"""Running the collector's SQL files (pg_stat_statements' one read is in recorded.py).
 
 Each step of collection returns a :class:`Read`: what it read, and what it could not
 (``unavailable``: the step's entries of ``Snapshot.unavailable``; ``hidden``: the facts the
@@ -15,7 +15,6 @@ from importlib import resources
 from typing import Any, Generic, TypeVar
 
 import psycopg
-from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor.model import HiddenFact
@@ -76,47 +75,3 @@ def rows(conn: Conn, name: str, params: dict[str, Any] | None = None) -> list[di
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
-
-
-def pg_stat_statements(conn: Conn) -> Read[list[dict[str, Any]]]:
-    """Row-locking statements of this database (statement_pgss.sql), read once per snapshot.
-
-    Discovery uses them to find queue tables, statement analysis to plan them. A missing or
-    unreadable extension gives no rows and says so under ``pg_stat_statements``.
-    """
-    found = rows(conn, "pgss_schema")
-    if not found:
-        why = "pg_stat_statements is not installed in this database"
-        return Read([], {"pg_stat_statements": why})
-    # pg_stat_statements 1.9 (PostgreSQL 14) added toplevel.
-    toplevel = "bool_or(toplevel)" if conn.info.server_version >= 140000 else "true"
-    query = sql.SQL(query_text("statement_pgss")).format(
-        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements"),
-        toplevel=sql.SQL(toplevel),
-    )
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query)
-            return Read(cur.fetchall())
-    except psycopg.Error as exc:
-        why = f"pg_stat_statements is not readable: {first_line(exc)}"
-        return Read([], {"pg_stat_statements": why})
-
-
-def function_calls(conn: Conn, names: list[str]) -> Read[list[dict[str, Any]]]:
-    """pg_stat_statements rows that call one of the functions ``names`` (function_calls.sql);
-    none when the extension is missing. Not called when :func:`pg_stat_statements` could not
-    read it: that says why once."""
-    found = rows(conn, "pgss_schema") if names else []
-    if not found:
-        return Read([])
-    query = sql.SQL(query_text("function_calls")).format(
-        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements")
-    )
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(query, {"names": names})
-            return Read(cur.fetchall())
-    except psycopg.Error as exc:
-        why = f"calls of claiming functions could not be read: {first_line(exc)}"
-        return Read([], {"function_calls": why})

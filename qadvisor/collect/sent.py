@@ -21,6 +21,7 @@ from functools import cached_property
 
 from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PARAMETER_TYPES_SQL, PREPARED_NAME
 from qadvisor.collect.queries import query_text
+from qadvisor.collect.recorded import PGSS_WORK_MEM_SQL
 from qadvisor.collect.stakeholders import PREPARED as STAKEHOLDER
 
 # The groups, in the order of the page: what makes qadvisor send the statements.
@@ -140,8 +141,16 @@ SENT: tuple[Sent, ...] = (
           NO_LOCK, "none beyond CONNECT (pg_read_all_stats shows other roles' queries)"),
     _file("pgss_schema", "collection", "Where pg_stat_statements is installed.", NO_LOCK,
           CONNECT),
-    _file("statement_pgss", "collection",
-          "The row-locking statements pg_stat_statements recorded.", NO_LOCK, _PGSS,
+    Sent("pgss_work_mem", ("collection",),
+         "Raises work_mem to at least 64 MB for the one read of pg_stat_statements below, in "
+         "its own read-only transaction: the view materialises every entry of the server with "
+         "its text before filtering, and past work_mem it writes temporary files.",
+         "none", CONNECT, template=PGSS_WORK_MEM_SQL,
+         when="pg_stat_statements is installed in the database"),
+    _file("pgss_entries", "collection",
+          "This database's statements as pg_stat_statements recorded them, read once: the "
+          "claims, the calls of claiming functions and the other statements on the queue "
+          "tables are chosen from them.", NO_LOCK, _PGSS,
           composed=True, when="pg_stat_statements is installed in the database",
           facts=("statements",)),
     _file("functions", "collection",
@@ -150,10 +159,6 @@ SENT: tuple[Sent, ...] = (
     _file("function_relations", "collection",
           "The relations and types those function bodies name.", NO_LOCK, CONNECT,
           when="a function's body holds a claim"),
-    _file("function_calls", "collection",
-          "The recorded statements that call a function holding a claim.", NO_LOCK, _PGSS,
-          composed=True, when="a function's body holds a claim and pg_stat_statements is "
-          "installed"),
     _file("relations", "collection",
           "The relations the statements' table names can mean, in every schema.", NO_LOCK,
           CONNECT),
@@ -233,10 +238,6 @@ SENT: tuple[Sent, ...] = (
           _TENANT_LOCK, _TENANT_PRIVILEGE, composed=True,
           when="a queue table with a tenant column has start and finish columns and an "
           "index led by the finish column", facts=("tenant_counts",)),
-    _file("stakeholders", "collection",
-          "Other recorded statements that name a queue table (not qadvisor's own).",
-          NO_LOCK, _PGSS, composed=True, when="a queue is found and pg_stat_statements is "
-          "installed"),
     Sent("stakeholder_search_path", ("collection",),
          "The search_path of the role that ran a recorded statement, for this transaction.",
          "none", CONNECT, template="SELECT set_config('search_path', %s, true)",

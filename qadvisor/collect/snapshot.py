@@ -37,12 +37,11 @@ from qadvisor.collect.planner import plan_statements
 from qadvisor.collect.queries import (
     Read,
     first_line,
-    function_calls,
     merged,
-    pg_stat_statements,
     read_fact,
     read_rows,
 )
+from qadvisor.collect.recorded import Recorded, read_recorded
 from qadvisor.collect.stakeholders import missing_privileges, read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
@@ -154,6 +153,7 @@ def collect(
         found.value.path_of,
         guard,
         found.value.pgss_missing,
+        found.value.recorded,
         found.value.in_bodies,
     )
     sample: Read[Sample | None] = Read(None)
@@ -197,6 +197,7 @@ def _stakeholders(
     path_of: Callable[[str | None], names.SearchPath],
     guard: Guard,
     pgss_missing: str | None,
+    recorded: Recorded,
     in_bodies: frozenset[int] = frozenset(),
 ) -> Read[tuple[Stakeholder, ...]]:
     """The other recorded statements on the queue tables and the indexes they read: not the
@@ -217,7 +218,7 @@ def _stakeholders(
 
     claims = sorted({*(s.queryid for s in planned if s.queryid is not None), *in_bodies})
     try:
-        read = read_stakeholders(conn, queues, claims, path_of, refuse)
+        read = read_stakeholders(conn, recorded, queues, claims, path_of, refuse)
     except psycopg.Error as exc:
         if conn.broken or conn.closed:
             raise
@@ -280,7 +281,8 @@ class _Found:
     path_of: Callable[[str | None], names.SearchPath]  # a role's search_path
     # queryids of the entries pg_stat_statements recorded inside functions that are their
     # row-locking statements (claims or left out): no other statements on the queue tables.
-    in_bodies: frozenset[int] = frozenset()
+    in_bodies: frozenset[int]
+    recorded: Recorded  # pg_stat_statements' rows of this database
 
 
 def _statements(
@@ -293,13 +295,12 @@ def _statements(
     """pg_stat_statements, the claims in functions (and the calls of those functions) and
     the user's statements, their names resolved under the search_path of the roles that ran
     them."""
-    pgss = pg_stat_statements(conn)
-    scan = scan_functions(conn, pgss.value)
+    pgss = read_recorded(conn)
+    locking = pgss.value.row_locking()
+    scan = scan_functions(conn, locking)
     function_names = sorted({c.function.rpartition(".")[2] for c in scan.claims})
-    no_calls: Read[list[dict[str, Any]]] = Read([])
-    calls = no_calls if pgss.unavailable else function_calls(conn, function_names)
     found, left_out, in_bodies = statements.found_statements(
-        pgss.value, queries, scan.claims, calls.value
+        locking, queries, scan.claims, pgss.value.calls_of(function_names)
     )
     catalog = read_fact(
         conn,
@@ -315,9 +316,14 @@ def _statements(
 
     gathered = statements.gather(found, catalog.value, path_of, session_path)
     result = _Found(
-        gathered, tuple(left_out), pgss.unavailable.get("pg_stat_statements"), path_of, in_bodies
+        gathered,
+        tuple(left_out),
+        pgss.unavailable.get("pg_stat_statements"),
+        path_of,
+        in_bodies,
+        pgss.value,
     )
-    return merged(result, pgss, Read(None, scan.unavailable), calls, catalog, server_path)
+    return merged(result, pgss, Read(None, scan.unavailable), catalog, server_path)
 
 
 def _claims(

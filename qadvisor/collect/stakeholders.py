@@ -2,11 +2,12 @@
 
 A fix that drops or replaces an index must not break what else runs on the table: a purge of
 old rows, a reaper of stale ones, an admin listing. pg_stat_statements knows them; this module
-reads those that name a queue table (stakeholders.sql: not claims, not qadvisor's own, the most
-called first, bounded), and plans each one generically (PREPARE with the types the server
-infers, ``plan_cache_mode = force_generic_plan``, EXPLAIN EXECUTE with NULLs, in a transaction
-that is rolled back): the queue-table indexes its plan reads are the indexes it needs. A
-statement that cannot be planned keeps the reason, so a fix can say that nobody knows.
+takes those that name a queue table from the run's one read of it (:meth:`Recorded.naming`:
+not claims, not qadvisor's own, the most called first, bounded), and plans each one
+generically (PREPARE with the types the server infers, ``plan_cache_mode =
+force_generic_plan``, EXPLAIN EXECUTE with NULLs, in a transaction that is rolled back): the
+queue-table indexes its plan reads are the indexes it needs. A statement that cannot be
+planned keeps the reason, so a fix can say that nobody knows.
 
 Nothing is sent that would fail for want of a privilege (the role's access to the queue table
 is read beforehand, by OID: :func:`missing_privileges`), and a prepared statement is
@@ -23,10 +24,10 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import dict_row
 
 from qadvisor.collect.access import TableAccess
-from qadvisor.collect.queries import Conn, first_line, query_text, rows
+from qadvisor.collect.queries import Conn, first_line
+from qadvisor.collect.recorded import Recorded
 from qadvisor.derive.names import SearchPath
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import indexes_used
@@ -49,6 +50,7 @@ class Read:
 
 def read_stakeholders(
     conn: Conn,
+    recorded: Recorded,
     queues: Sequence[Queue],
     claims: Iterable[int],
     search_path_of: Callable[[str | None], SearchPath],
@@ -60,32 +62,13 @@ def read_stakeholders(
     the role lacks)."""
     if not queues:
         return Read(())
-    found = rows(conn, "pgss_schema")
-    if not found:
-        return Read((), "pg_stat_statements is not installed in this database")
     names = sorted({q.table for q in queues})
-    query = sql.SQL(query_text("stakeholders")).format(
-        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements")
-    )
-    skip = set(claims)
-    try:
-        with conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(
-                query,
-                {
-                    "patterns": [rf"\m{_regex(n)}\M" for n in names],
-                    "claims": sorted(skip),
-                    "limit": MAX_STAKEHOLDERS,
-                },
-            )
-            recorded = cur.fetchall()
-    except psycopg.Error as exc:
-        return Read((), f"pg_stat_statements is not readable: {first_line(exc)}")
+    recorded_rows = recorded.naming(names, claims, MAX_STAKEHOLDERS)
     out: list[Stakeholder] = []
-    for row in recorded:
+    for row in recorded_rows:
         out.extend(_planned(conn, row, queues, search_path_of, refuse))
     note = None
-    if len(recorded) >= MAX_STAKEHOLDERS:
+    if len(recorded_rows) >= MAX_STAKEHOLDERS:
         note = f"only the {MAX_STAKEHOLDERS} most called statements on the queue tables were read"
     return Read(tuple(out), note)
 
@@ -119,11 +102,6 @@ def _locks_rows(text: str) -> bool:
         return dequeue.analyse(text) is not None
     except dequeue.StatementError:
         return True  # unknown: it may
-
-
-def _regex(name: str) -> str:
-    # An ARE-safe literal: every character that is not a letter, digit or _ escaped.
-    return re.sub(r"([^0-9A-Za-z_])", r"\\\1", name)
 
 
 def _planned(

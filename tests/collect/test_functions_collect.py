@@ -18,9 +18,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from qadvisor.collect import functions, queries
+from qadvisor.collect import functions
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.functions import function_claims, scan_functions
+from qadvisor.collect.recorded import read_recorded
 from qadvisor.sql.function_claims import DYNAMIC_SQL, FunctionClaim
 from qadvisor.sql.recorded_statements import match_nested
 from tests.collect.test_statements_collect import take_snapshot
@@ -423,7 +424,7 @@ def test_pg_stat_statements_rows_say_whether_a_statement_ran_nested(db: TestDB) 
                 "SELECT id FROM app.app_jobs WHERE state = 'todo' LIMIT 1 FOR UPDATE SKIP LOCKED"
             )
     with connect(db.dsn, SessionLimits()) as conn:
-        rows = queries.pg_stat_statements(conn).value
+        rows = read_recorded(conn).value.row_locking()
     by_text = {r["query"]: r["toplevel"] for r in rows}
     fk_check = [t for t in by_text if "FOR KEY SHARE OF" in t]
     assert len(fk_check) == 1 and by_text[fk_check[0]] is False

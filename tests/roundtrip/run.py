@@ -41,7 +41,7 @@ from tests.sql.postgres_parser import (
 )
 
 # Statements (and functions) per database: pg_stat_statements is read up to 200 row-locking
-# entries (collect/sql/statement_pgss.sql), and a function's nested statements count too.
+# entries (collect/recorded.py, row_locking), and a function's nested statements count too.
 BATCH = 110
 _TEXT_OID = 25
 _INDETERMINATE = "42P18"  # could not determine data type of parameter $n
