@@ -632,6 +632,37 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class ProofMeasure:
+    """One figure measured on the scratch copy before and after a fix."""
+
+    measure: str  # what the figure is: "claim ms", "shared buffers per claim", "index bytes"
+    subject: str  # what was measured: a statement's label, an index, a table
+    before: float | None
+    after: float | None
+    ratio: float | None  # before / after
+    plan_before: str | None = None  # the plan's main node, for a statement
+    plan_after: str | None = None
+
+
+@dataclass(frozen=True)
+class Proof:
+    """A fix applied to a scratch copy of the queue at its measured shape (``--prove``):
+    whether the finding came back on the copy, whether it went with the fix, and what was
+    measured. ``notes`` say what could not be measured or did not help."""
+
+    server_version: str  # of the scratch server
+    checked_version: str  # of the checked server, as the snapshot names it
+    rows: int  # rows of the copy
+    table_rows: int  # rows the snapshot measured
+    scaled_down: bool
+    live_rows: int  # of the copy's rows, those in the live set (kept whole when scaled down)
+    reproduced: bool  # the finding came back on the copy before the fix
+    finding_gone: bool | None  # None: not reproduced, so nothing to prove
+    measures: tuple[ProofMeasure, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Finding:
     """A finding as the report holds it: what a check found (``qadvisor.registry.Finding``,
     the same fields) with the check's code, name and docs page, and its severity settled."""
@@ -648,6 +679,8 @@ class Finding:
     # The id (statement_id) of the statement it is about, if any: where the report places it
     # and which inline ignores drop it. Not a published field: the evidence shows the statement.
     statement_id: str | None = None
+    # --prove: the fix applied to a scratch copy; None without --prove or without a fix.
+    proof: Proof | None = None
 
     @property
     def key(self) -> str:

@@ -151,8 +151,8 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert queue["table"] == "jobs" and queue["live_predicate"] == "status = 'pending'"
     for f in report["findings"]:
         assert set(f) == {"code", "name", "severity", "key", "target", "message", "evidence",
-                          "fix", "docs", "baseline", "location"}  # fmt: skip
-        assert f["baseline"] is None and f["location"] is None
+                          "fix", "docs", "baseline", "location", "proof"}  # fmt: skip
+        assert f["baseline"] is None and f["location"] is None and f["proof"] is None
         assert f["key"].startswith(f["code"] + ":")
         assert Path(f["docs"]).name == f"{f['code']}.md"
     assert report["summary"]["warning"] == len(report["findings"])

@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from qadvisor import __version__
 from qadvisor.model import BaselineEntry, Finding, Fix, FixStep, Location, Report
+from qadvisor.render.proof import proof_dict
 from qadvisor.render.values import statement_start
 from qadvisor.sql.printing import predicate_sql
 
@@ -140,6 +141,7 @@ def _finding(f: Finding, report: Report) -> dict[str, Any]:
         "evidence": f.evidence,
         "fix": fix_dict(f.fix),
         "docs": f.docs,
+        "proof": proof_dict(f.proof),
     }
 
 

@@ -19,6 +19,7 @@ from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, Report, Skip
+from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
 from qadvisor.render.values import evidence_text
 
@@ -122,6 +123,8 @@ def _details(f: Finding) -> str:
                 lines.append(f"-- {step.note}")
         if f.fix.notes:
             lines += ["", f.fix.notes]
+    if f.proof is not None:
+        lines += ["", *proof_lines(f.proof)]
     if f.docs:
         lines += ["", f"docs: {f.docs} (qadvisor explain {f.code})"]
     return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from typing import TextIO
 from qadvisor import __version__
 from qadvisor.model import Finding, FixStep, Report, Severity
 from qadvisor.render.labels import human_evidence
+from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
 from qadvisor.render.values import first_sentence
 from qadvisor.render.verdict import (
@@ -207,6 +208,11 @@ def _finding(f: Finding) -> list[str]:
             out += _step(step)
         if f.fix.notes:
             out += [_paragraph(f.fix.notes), ""]
+    if f.proof is not None:
+        lines = proof_lines(f.proof)
+        out += [f"**Proof:** {_text(lines[0])}", ""]
+        out += [f"- {_text(line)}" for line in lines[1:]]
+        out += [""] if len(lines) > 1 else []
     if f.docs:
         out += [f"Docs: [{_text(f.docs)}]({_url(f.docs)}) (`qadvisor explain {f.code}`)", ""]
     return out

@@ -22,6 +22,7 @@ from urllib.parse import quote
 from qadvisor import __version__
 from qadvisor.model import Finding, Location, Report, Rule, Severity, Target
 from qadvisor.render.json import fix_dict
+from qadvisor.render.proof import proof_dict
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -140,6 +141,8 @@ def _result(f: Finding, rule_index: int, report: Report) -> dict[str, Any]:
             "docs": f.docs,
         },
     }
+    if f.proof is not None:
+        result["properties"]["proof"] = proof_dict(f.proof)
     if report.baseline is not None:
         # Preexisting ones are not in the file; one whose severity rose is "updated".
         result["baselineState"] = "updated" if f.key in report.baseline.keys else "new"

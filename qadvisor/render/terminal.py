@@ -13,6 +13,7 @@ from rich.text import Text
 
 from qadvisor.model import Finding, FixStep, Report, Severity
 from qadvisor.render.labels import human_evidence
+from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
 from qadvisor.render.values import statement_start
 from qadvisor.render.verdict import (
@@ -190,6 +191,10 @@ def _finding(f: Finding) -> Panel:
             parts += _step(step)
         if f.fix.notes:
             parts.append(Text(f.fix.notes, style="dim"))
+    if f.proof is not None:
+        lines = proof_lines(f.proof)
+        parts.append(Text(f"\n{lines[0]}", style="bold"))
+        parts += [Text(line, style="dim") for line in lines[1:]]
     parts.append(Text(f"docs: {f.docs}", style="dim"))
     title = Text.assemble(
         (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"

