@@ -478,6 +478,11 @@ class TenantFacts:
     # True when every live row was counted (no per-tenant cap, tenant limit or scan cap hit).
     counts_complete: bool | None = None
     rotation_probed: int | None = None  # rotation rows checked for idleness (capped)
+    # The rotation table's shape (--prove builds a copy of it): its columns, and its indexes'
+    # definitions.
+    rotation_columns: tuple[Column, ...] = ()
+    rotation_indexes: tuple[str, ...] = ()
+    rotation_tenant_column: str | None = None  # the rotation's column the claim joins on
     duration_jobs: int | None = None  # finished jobs ``mean_job_seconds`` was taken over
     # How the facts were collected and what was left out, for the findings' evidence.
     notes: tuple[str, ...] = ()

@@ -184,10 +184,13 @@ SENT: tuple[Sent, ...] = (
     _file("access", "collection",
           "The role's privileges on the queue tables (and a rotation table), by OID.",
           NO_LOCK, CONNECT, when="a queue is found"),
-    _file("columns", "collection", "The queue tables' columns.", NO_LOCK, CONNECT,
+    _file("columns", "collection",
+          "The queue tables' columns (and a round-robin claim's rotation table's).", NO_LOCK,
+          CONNECT,
           when="a queue is found", facts=("table_facts",)),
     _file("indexes", "collection",
-          "The queue tables' indexes: definitions, predicates, sizes and scans.",
+          "The queue tables' indexes: definitions, predicates, sizes and scans (and a "
+          "round-robin claim's rotation table's).",
           "ACCESS SHARE on each queue table and index it reads; not sent for a table "
           "another session's lock would make it wait for (sizes estimated from relpages)",
           CONNECT, when="a queue is found", facts=("index_definitions", "sizes")),

@@ -39,10 +39,12 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor.collect.access import Guard, read_access
+from qadvisor.collect.locks import ACCESS_SHARE
 from qadvisor.collect.queries import Read, query_text
 from qadvisor.collect.table_names import Resolved, find_table
 from qadvisor.derive.estimates import parse_index_predicate, same_predicate
 from qadvisor.model import (
+    Column,
     HiddenFact,
     Index,
     LivePredicate,
@@ -396,6 +398,8 @@ class _Collector:
         if found is None:
             return facts
         facts |= {"rotation_schema": found.schema, "rotation_table": found.table}
+        facts |= self._rotation_shape(found.relid)
+        facts["rotation_tenant_column"] = lateral.outer_column
         idents: dict[str, sql.Composable] = {
             "rotation": sql.Identifier(found.schema, found.table),
             "rotation_tenant": sql.Identifier(lateral.outer_column),
@@ -454,6 +458,28 @@ class _Collector:
             )
         facts |= {"rotation_rows": rotation_rows, "idle_tenants": idle, "rotation_probed": probed}
         return facts
+
+    def _rotation_shape(self, relid: int) -> dict[str, Any]:
+        """The rotation table's columns and index definitions (catalog reads; the indexes of
+        a table another session holds a conflicting lock on are not read)."""
+        blocked = self.guard.locks.blocked(ACCESS_SHARE) if self.guard is not None else []
+        params = {"relids": [relid], "blocked": blocked}
+        try:
+            with self.conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(query_text("columns").encode(), params)
+                columns = tuple(
+                    Column(r["column"], r["type"], r["not_null"], tuple(r["enum_labels"] or ()),
+                           r["generated"])
+                    for r in cur.fetchall()
+                )  # fmt: skip
+                cur.execute(query_text("indexes").encode(), params)
+                indexes = tuple(str(r["definition"]) for r in cur.fetchall())
+        except psycopg.Error as exc:
+            if self.conn.broken or self.conn.closed:
+                raise
+            self.errors.append(f"rotation table's columns: {_first_line(exc)}")
+            return {}
+        return {"rotation_columns": columns, "rotation_indexes": indexes}
 
     def _rotation_table(self, lateral: Lateral) -> Resolved | None:
         """The rotation table, found in the catalog; None (with the reason kept) when it is

@@ -92,7 +92,7 @@ def prove(
             "pip install 'qadvisor[demo]'"
         )
     proofs: dict[str, Proof] = {}
-    with _scratch_server(bin_dir, report, say) as server:
+    with _terminated_as_exit(), _scratch_server(bin_dir, report, say) as server:
         for name, findings in by_table.items():
             queue = next((q for q in report.snapshot.queues if q.qualified == name), None)
             table = next((t for t in report.snapshot.tables if t.qualified == name), None)
@@ -101,6 +101,27 @@ def prove(
             proofs.update(_prove_table(server, report, settings, queue, table, findings, rows, say))
     found = tuple(dataclasses.replace(f, proof=proofs.get(f.key)) for f in report.findings)
     return dataclasses.replace(report, findings=found)
+
+
+@contextlib.contextmanager
+def _terminated_as_exit() -> Iterator[None]:
+    """SIGTERM ends the run as Ctrl-C does, through the cleanup that stops the scratch server
+    (by default it would end the process at once and leave the server running)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager
@@ -142,7 +163,6 @@ def _prove_table(
     say: Say,
 ) -> dict[str, Proof]:
     import psycopg
-    from psycopg import sql
 
     snapshot = report.snapshot
     tenants = next(
@@ -165,33 +185,48 @@ def _prove_table(
     )
     say(f"prove: building a copy of {queue.qualified}: {scale}")
     try:
-        _build(server.dsn(template, ROLE), plan)
+        built = _build(server.dsn(template, ROLE), plan)
     except psycopg.Error as exc:
         why = f"not proven: the copy of {queue.qualified} could not be built: {_line(exc)}"
         return {f.key: Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down,
                              plan.live, False, None, notes=(why,)) for f in findings}  # fmt: skip
     statements = [s for s in snapshot.statements if s.queue == queue.qualified]
+    _pin_settings(server, template, snapshot)
+    say(f"prove: checks and timings on the copy of {queue.qualified} before any fix")
+    before = _measure(server.dsn(template, ROLE), server.dsn(template), settings, queue,
+                      statements, {})  # fmt: skip
     out: dict[str, Proof] = {}
     for n, finding in enumerate(findings, 1):
         say(f"prove: {finding.code} on {finding.target.key_part} ({n} of {len(findings)})")
         db = f"qadvisor_prove_{n}"
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute(f"CREATE DATABASE {db} TEMPLATE {template} OWNER {ROLE}")
-            for name, value in _database_settings(snapshot):
-                admin.execute(
-                    sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                        sql.Identifier(db), sql.Identifier(name), sql.Literal(value)
-                    )
-                )
+        _pin_settings(server, db, snapshot)
         try:
-            out[finding.key] = _prove_one(
+            proof = _prove_one(
                 server.dsn(db, ROLE), server.dsn(db), settings, queue, plan, finding,
-                statements, version, checked,
+                statements, before, version, checked,
             )  # fmt: skip
+            out[finding.key] = dataclasses.replace(proof, notes=(*proof.notes, *built))
         finally:
             with psycopg.connect(server.dsn(), autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     return out
+
+
+def _pin_settings(server: Any, db: str, snapshot: Snapshot) -> None:
+    """ALTER DATABASE of the copy as the checked database had it (a clone does not inherit
+    its template's)."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        for name, value in _database_settings(snapshot):
+            admin.execute(
+                sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+                    sql.Identifier(db), sql.Identifier(name), sql.Literal(value)
+                )
+            )
 
 
 def _database_settings(snapshot: Snapshot) -> list[tuple[str, str]]:
@@ -204,13 +239,24 @@ def _database_settings(snapshot: Snapshot) -> list[tuple[str, str]]:
     ]
 
 
-def _build(dsn: str, plan: CopyPlan) -> None:
+def _build(dsn: str, plan: CopyPlan) -> list[str]:
+    """Builds the copy; what of the checked statistics could not be restored."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in (*plan.schema, *plan.fill, *plan.finish):
             conn.execute(stmt.encode())
         conn.execute("VACUUM ANALYZE")
+        notes = []
+        for stmt, column in zip(plan.statistics, plan.statistics_of, strict=True):
+            try:
+                conn.execute(stmt.encode())
+            except psycopg.Error as exc:
+                notes.append(
+                    f"the checked statistics of {column} could not be restored on the copy "
+                    f"(its own ANALYZE stands): {_line(exc)}"
+                )
+        return notes
 
 
 def _prove_one(
@@ -221,18 +267,19 @@ def _prove_one(
     plan: CopyPlan,
     finding: Finding,
     statements: Sequence[Statement],
+    before: _Measured,
     version: str,
     checked: str,
 ) -> Proof:
     import psycopg
 
-    from qadvisor.derive.statement_queues import statement_id
+    from qadvisor.derive.statement_queues import statement_id, statement_label
 
     assert finding.fix is not None
-    mine = [s for s in statements if finding.statement_id in (None, statement_id(s))]
+    mine = {statement_label(s) for s in statements
+            if finding.statement_id in (None, statement_id(s))}  # fmt: skip
     rewrites = {s.before: s.sql for s in finding.fix.of_kind("rewrite") if s.before}
-    before = _measure(owner_dsn, admin_dsn, settings, queue, mine, {})
-    notes = list(before.notes)
+    notes = [n for n in before.notes if _about(n, mine)]
     reproduced = finding.key in before.keys
     if not reproduced:
         why = (
@@ -253,17 +300,18 @@ def _prove_one(
     applied = [s for s in finding.fix.steps if s.kind in ("migration", "review")]
     try:
         with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            # As printed, and nothing else: an ANALYZE here would replace the statistics
+            # restored from the checked table.
             for step in applied:
                 conn.execute(step.sql.encode())
-            conn.execute("ANALYZE")
     except psycopg.Error as exc:
         notes.append(f"the fix failed on the copy: {_line(exc)}")
         return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
                      reproduced, False if reproduced else None, notes=tuple(notes))  # fmt: skip
-    after = _measure(owner_dsn, admin_dsn, settings, queue, mine, rewrites)
-    notes += [n for n in after.notes if n not in notes]
+    after = _measure(owner_dsn, admin_dsn, settings, queue, statements, rewrites)
+    notes += [n for n in after.notes if n not in notes and _about(n, mine)]
     gone = (finding.key not in after.keys) if reproduced else None
-    measures = _compare(before, after)
+    measures = _compare(before, after, mine)
     if reproduced and not gone:
         notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
     if version.split(".")[0] != checked.split(".")[0]:
@@ -314,11 +362,18 @@ def _measure(
                 notes.append(f"{label}: not timed: a parameter has no value to run it with")
                 continue
             try:
-                timed = time_statement(conn, planned, [str(v) for v in values], s.search_path)
+                timed = time_statement(
+                    conn, planned, [str(v) for v in values], s.search_path, queue.table
+                )
             except psycopg.Error as exc:
                 notes.append(f"{label}: not timed: {_line(exc)}")
                 continue
             node[label], ms[label], blocks[label] = timed.node, timed.ms, timed.shared_blocks
+            if timed.runs == 1:
+                notes.append(
+                    f"{label}: timed by one run ({timed.ms / 1000:.1f} s): a statement slower "
+                    "than 1 s is not run again until the plan cache chooses its plan"
+                )
         index_bytes = {
             str(name): int(size)
             for name, size in conn.execute(
@@ -338,6 +393,11 @@ def _measure(
     return _Measured(node, ms, blocks, index_bytes, keys, tuple(notes))
 
 
+def _about(note: str, labels: set[str]) -> bool:
+    """A note about one of the statements ``labels`` (they begin with the label)."""
+    return any(note.startswith(f"{label}: ") for label in labels)
+
+
 def _filled(text: str, values: dict[str, str]) -> tuple[str, str]:
     """A rewrite with each ``<value of $n>`` (the application's value, which qadvisor never
     saw) replaced by the value the statement was planned with, and which ones were."""
@@ -350,9 +410,9 @@ def _filled(text: str, values: dict[str, str]) -> tuple[str, str]:
     return text, ", ".join(used)
 
 
-def _compare(before: _Measured, after: _Measured) -> tuple[ProofMeasure, ...]:
+def _compare(before: _Measured, after: _Measured, labels: set[str]) -> tuple[ProofMeasure, ...]:
     out = []
-    for label in before.ms:
+    for label in (x for x in before.ms if x in labels):
         out.append(ProofMeasure("claim ms", label, round(before.ms[label], 3),
                                 _get(after.ms, label), rounded_ratio(before.ms[label],
                                 after.ms.get(label)), before.node[label],
@@ -365,9 +425,10 @@ def _compare(before: _Measured, after: _Measured) -> tuple[ProofMeasure, ...]:
     gone = {n: b for n, b in before.index_bytes.items() if after.index_bytes.get(n) != b}
     made = {n: b for n, b in after.index_bytes.items() if before.index_bytes.get(n) != b}
     if gone or made:
-        subject = ", ".join(sorted(gone)) + " -> " + (", ".join(sorted(made)) or "none")
+        subject = (", ".join(sorted(gone)) or "none") + " -> " + (", ".join(sorted(made)) or "none")
         old, new = sum(gone.values()), sum(made.values())
-        out.append(ProofMeasure("index bytes", subject, old, new, rounded_ratio(old, new)))
+        ratio = rounded_ratio(old, new) if old else None  # a new index replaces none
+        out.append(ProofMeasure("index bytes", subject, old, new, ratio))
     return tuple(out)
 
 

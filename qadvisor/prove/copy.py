@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from qadvisor.derive.estimates import live_rows
-from qadvisor.model import Column, Index, Queue, Table, TenantFacts
+from qadvisor.model import Column, ColumnStats, Index, Queue, Table, TenantFacts
 from qadvisor.sql.printing import ident, literal, qualified
 
 _INTEGER = re.compile(r"^(smallint|integer|bigint|int[248]?|serial|bigserial)$")
@@ -40,6 +40,11 @@ class CopyPlan:
     schema: tuple[str, ...]
     fill: tuple[str, ...]
     finish: tuple[str, ...]
+    # Run after ANALYZE: the checked table's column statistics where the planner reads them
+    # (n_distinct, null_frac; the most common values unless scaled down, whose frequencies
+    # would then misstate the copy).
+    statistics: tuple[str, ...]
+    statistics_of: tuple[str, ...]  # the column of each
     rows: int  # rows of the copy
     live: int  # of them, live
     table_rows: int  # rows the snapshot measured (reltuples)
@@ -87,7 +92,7 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
             elif tenant_expr is not None and c.name == tenant:
                 values.append(f"({tenant_expr})::{c.type}")
             else:
-                values.append(_plain_value(c, table, c.name in unique, rows))
+                values.append(_plain_value(c, table.column_stats, c.name in unique, rows))
         return f"INSERT INTO {target} ({names}) SELECT {', '.join(values)} FROM {source}"
 
     fill: list[str] = []
@@ -112,15 +117,81 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         else:
             fill.append(select(True, None, f"generate_series({archive_n + 1}, {rows}) AS g"))
     finish = [*_indexes(table), *_reloptions(table)]
+    if tenants is not None and tenants.rotation_table and tenants.rotation_columns:
+        rotation = _rotation(tenants)
+        schema = (*schema, *rotation[:1])
+        fill.append(rotation[1])
+        finish += rotation[2:]
+    restores = _statistics(table, {c.name for c in stored}, scaled=rows < table_rows)
     return CopyPlan(
         f"{table.schema}.{table.name}",
         schema,
         tuple(fill),
         tuple(finish),
+        tuple(stmt for _, stmt in restores),
+        tuple(column for column, _ in restores),
         rows,
         live_n,
         table_rows,
     )
+
+
+def _statistics(table: Table, columns: set[str], *, scaled: bool) -> list[tuple[str, str]]:
+    """pg_restore_attribute_stats (PostgreSQL 18) of each column pg_stats described: what
+    ANALYZE of synthetic rows cannot know, such as a tenant column's n_distinct that one
+    sample of a skewed backlog got wrong and the planner's choice rests on."""
+    out = []
+    for cs in table.column_stats:
+        if cs.column not in columns:
+            continue
+        args = [
+            ("schemaname", f"{literal(table.schema)}::text"),
+            ("relname", f"{literal(table.name)}::text"),
+            ("attname", f"{literal(cs.column)}::text"),
+            ("inherited", "false"),
+            ("null_frac", f"{float(cs.null_frac)!r}::real"),
+            ("n_distinct", f"{float(cs.n_distinct)!r}::real"),
+        ]
+        if not scaled and cs.most_common_vals and cs.most_common_freqs:
+            vals = "ARRAY[" + ", ".join(literal(v) for v in cs.most_common_vals) + "]"
+            freqs = ", ".join(repr(float(f)) for f in cs.most_common_freqs)
+            args += [
+                ("most_common_vals", f"({vals}::text[])::text"),
+                ("most_common_freqs", f"ARRAY[{freqs}]::real[]"),
+            ]
+        pairs = ", ".join(f"{literal(k)}::text, {v}" for k, v in args)
+        out.append((cs.column, f"SELECT pg_restore_attribute_stats({pairs})"))
+    return out
+
+
+def _rotation(tenants: TenantFacts) -> list[str]:
+    """The rotation table of a round-robin claim: CREATE, its rows (one per tenant, those
+    with live rows and the idle ones), then its indexes. The snapshot does not say where in
+    the rotation's order the idle tenants are: they are put first (the oldest timestamps,
+    the lowest numbers), so that a claim that walks them walks them all, as the snapshot's
+    probe of the rotation found it could."""
+    assert tenants.rotation_table is not None
+    target = qualified(tenants.rotation_schema, tenants.rotation_table)
+    columns = ", ".join(_column_ddl(c) for c in tenants.rotation_columns)
+    ids = _tenant_ids(tenants)
+    live_ids = ids[: len(tenants.live_by_tenant)]
+    ordered = ids[len(live_ids) :] + live_ids
+    n = len(ordered)
+    stored = [c for c in tenants.rotation_columns if c.generated is None]
+    values = []
+    for c in stored:
+        if c.name == tenants.rotation_tenant_column:
+            values.append(f"(({_array(ordered)})[g])::{c.type}")
+        else:
+            values.append(_plain_value(c, (), False, n))
+    names = ", ".join(ident(c.name) for c in stored)
+    return [
+        f"CREATE SCHEMA IF NOT EXISTS {ident(tenants.rotation_schema or 'public')};"
+        f" CREATE TABLE {target} ({columns})",
+        f"INSERT INTO {target} ({names}) SELECT {', '.join(values)}"
+        f" FROM generate_series(1, {n}) AS g",
+        *tenants.rotation_indexes,
+    ]
 
 
 def _enum_types(table: Table) -> list[str]:
@@ -164,8 +235,8 @@ def _array(values: list[str]) -> str:
     return "ARRAY[" + ", ".join(literal(v) for v in values) + "]::text[]"
 
 
-def _mcv(table: Table, column: str) -> list[tuple[str, float]]:
-    for s in table.column_stats:
+def _mcv(stats: tuple[ColumnStats, ...], column: str) -> list[tuple[str, float]]:
+    for s in stats:
         if s.column == column and s.most_common_vals and s.most_common_freqs:
             return list(zip(s.most_common_vals, s.most_common_freqs, strict=False))
     return []
@@ -176,14 +247,14 @@ def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_li
     row; the most common value that is not live for an archive row."""
     if op in ("is null", "is not null"):
         null = (op == "is null") == is_live
-        return f"NULL::{c.type}" if null else _plain_value(c, table, False, 1)
+        return f"NULL::{c.type}" if null else _plain_value(c, table.column_stats, False, 1)
     if op in ("true", "false"):
         value = (op == "true") == is_live
         return f"{str(value).lower()}::{c.type}"
     if op not in ("in", "not in"):
         raise CopyError(f"its live predicate ({op}) is not one a copy can be filled for")
     wanted_in = (op == "in") == is_live
-    known = [v for v, _ in _mcv(table, c.name)] + list(c.enum_labels)
+    known = [v for v, _ in _mcv(table.column_stats, c.name)] + list(c.enum_labels)
     if wanted_in:
         pool = list(values)
     else:
@@ -198,28 +269,28 @@ def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_li
     return f"(({arr})[1 + (g % {len(pool)})])::{c.type}"
 
 
-def _plain_value(c: Column, table: Table, unique: bool, rows: int) -> str:
+def _plain_value(c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: int) -> str:
     base = c.type.split("(")[0].strip().lower()
     if base.endswith("[]"):
         return f"'{{}}'::{c.type}"
     if c.enum_labels:
-        mcv = _mcv(table, c.name)
+        mcv = _mcv(stats, c.name)
         return f"{literal(mcv[0][0] if mcv else c.enum_labels[0])}::{c.type}"
     if _INTEGER.match(base) or _NUMBER.match(c.type.lower()):
         # Without a most common value, the row number: ids then follow arrival order, as a
         # claim that takes the lowest id expects.
-        mcv = [] if unique else _mcv(table, c.name)
+        mcv = [] if unique else _mcv(stats, c.name)
         return f"{literal(mcv[0][0])}::{c.type}" if mcv else f"g::{c.type}"
     if _TEXT.match(c.type.lower()):
         if unique:
             return f"md5(g::text)::{c.type}"
-        mcv = _mcv(table, c.name)
+        mcv = _mcv(stats, c.name)
         return f"{literal(mcv[0][0])}::{c.type}" if mcv else f"'x'::{c.type}"
     if _TIME.match(base):
         # Arrival order: the first row the oldest, one second apart, the newest now.
         return f"(now() - make_interval(secs => {rows} - g))::{c.type}"
     if base == "boolean":
-        mcv = _mcv(table, c.name)
+        mcv = _mcv(stats, c.name)
         return f"{mcv[0][0] if mcv else 'false'}::boolean"
     if base == "uuid":
         return "gen_random_uuid()"
