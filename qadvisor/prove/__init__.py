@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -38,8 +39,17 @@ from qadvisor.model import (
     Table,
 )
 from qadvisor.prove.copy import CopyError, CopyPlan, plan_copy, rounded_ratio
+from qadvisor.prove.vacuum import (
+    DEFAULT_DEAD_PER_S,
+    PHASE_S,
+    VACUUM_CODES,
+    drive,
+    driven_rate,
+    trigger,
+)
 from qadvisor.settings.resolve import Settings
 from qadvisor.sql.dequeue import value_placeholder
+from qadvisor.sql.printing import qualified
 
 DEFAULT_ROWS = 2_000_000
 ROLE = "qadvisor_prove"
@@ -56,6 +66,9 @@ PLANNER_SETTINGS = (
 COUNTER_CHECKS = frozenset({"QA102", "QA201", "QA202", "QA205"})
 
 Say = Callable[[str], None]
+
+# A step that writes rows (a retention's batched DELETE, in a DO block or not).
+_CHANGES_ROWS = re.compile(r"\b(DELETE\s+FROM|UPDATE\s+\S+\s+SET|INSERT\s+INTO|TRUNCATE)\b", re.I)
 
 
 class ProveError(InputError):
@@ -148,6 +161,7 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
         yield server
     finally:
         if server is not None:
+            say("prove: stopping the scratch server")
             server.stop()
         shutil.rmtree(base, ignore_errors=True)
 
@@ -185,7 +199,7 @@ def _prove_table(
     )
     say(f"prove: building a copy of {queue.qualified}: {scale}")
     try:
-        built = _build(server.dsn(template, ROLE), plan)
+        built = _build(server.dsn(template, ROLE), plan, say)
     except psycopg.Error as exc:
         why = f"not proven: the copy of {queue.qualified} could not be built: {_line(exc)}"
         return {f.key: Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down,
@@ -196,12 +210,14 @@ def _prove_table(
     before = _measure(server.dsn(template, ROLE), server.dsn(template), settings, queue,
                       statements, {})  # fmt: skip
     out: dict[str, Proof] = {}
+    over_time = [f for f in findings if f.code in VACUUM_CODES and plan.claim]
+    clones = [_clone(server, template, f"qadvisor_prove_vac_{n}", snapshot)
+              for n in range(len(over_time) + 1)] if over_time else []  # fmt: skip
     for n, finding in enumerate(findings, 1):
+        if finding in over_time:
+            continue
         say(f"prove: {finding.code} on {finding.target.key_part} ({n} of {len(findings)})")
-        db = f"qadvisor_prove_{n}"
-        with psycopg.connect(server.dsn(), autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {db} TEMPLATE {template} OWNER {ROLE}")
-        _pin_settings(server, db, snapshot)
+        db = _clone(server, template, f"qadvisor_prove_{n}", snapshot)
         try:
             proof = _prove_one(
                 server.dsn(db, ROLE), server.dsn(db), settings, queue, plan, finding,
@@ -211,6 +227,150 @@ def _prove_table(
         finally:
             with psycopg.connect(server.dsn(), autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    if over_time:
+        # Autovacuum runs for these alone: the template (and its restored statistics) is gone.
+        with psycopg.connect(server.dsn(), autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {template} WITH (FORCE)")
+        with _autovacuum(server):
+            out.update(
+                _prove_over_time(
+                    server,
+                    report,
+                    settings,
+                    queue,
+                    table,
+                    plan,
+                    over_time,
+                    clones,
+                    statements,
+                    version,
+                    say,
+                )
+            )
+        for db in clones:
+            with psycopg.connect(server.dsn(), autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        for key in [f.key for f in over_time if f.key in out]:
+            out[key] = dataclasses.replace(out[key], notes=(*out[key].notes, *built))
+    return out
+
+
+def _clone(server: Any, template: str, db: str, snapshot: Snapshot) -> str:
+    import psycopg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {db} TEMPLATE {template} OWNER {ROLE}")
+    _pin_settings(server, db, snapshot)
+    return db
+
+
+@contextlib.contextmanager
+def _autovacuum(server: Any) -> Iterator[None]:
+    """Autovacuum on, with a one-second naptime, for the vacuum proofs; off again after.
+    Its ANALYZE is held off: it would replace the checked statistics restored on the copy,
+    which the checks' reading of the queue rests on, and a vacuum proof is about vacuum."""
+    import psycopg
+
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        admin.execute("ALTER SYSTEM SET autovacuum = on")
+        admin.execute("ALTER SYSTEM SET autovacuum_naptime = '1s'")
+        admin.execute("ALTER SYSTEM SET autovacuum_analyze_threshold = 2147483647")
+        admin.execute("SELECT pg_reload_conf()")
+    try:
+        yield
+    finally:
+        with psycopg.connect(server.dsn(), autocommit=True) as admin:
+            admin.execute("ALTER SYSTEM SET autovacuum = off")
+            admin.execute("SELECT pg_reload_conf()")
+
+
+def _prove_over_time(
+    server: Any,
+    report: Report,
+    settings: Settings,
+    queue: Queue,
+    table: Table,
+    plan: CopyPlan,
+    findings: Sequence[Finding],
+    clones: Sequence[str],
+    statements: Sequence[Statement],
+    version: str,
+    say: Say,
+) -> dict[str, Proof]:
+    """Each vacuum fix: the queue's churn driven through a clone without it (the first of
+    ``clones``, shared) and one with it, autovacuum on; see :mod:`qadvisor.prove.vacuum`."""
+    import psycopg
+
+    from qadvisor.derive.estimates import live_index, rates
+
+    snapshot = report.snapshot
+    checked = snapshot.server.version
+    measured = rates(snapshot, table)
+    base_rate = measured.dead_per_s if measured and measured.dead_per_s > 0 else None
+    index = live_index(table, queue.live) if queue.live else None
+    index_name = f"{table.schema}.{index.name}" if index else None
+    texts = tuple(("--query", s.parsed.text if s.parsed else s.text) for s in statements)
+    fixed: list[tuple[Finding, str, float]] = []
+    for finding, db in zip(findings, clones[1:], strict=True):
+        assert finding.fix is not None
+        with psycopg.connect(server.dsn(db, ROLE), autocommit=True) as conn:
+            for step in finding.fix.steps:
+                if step.kind in ("migration", "review"):
+                    conn.execute(step.sql.encode())
+            fixed.append((finding, db, trigger(conn, table.qualified)))
+    with psycopg.connect(server.dsn(clones[0], ROLE), autocommit=True) as conn:
+        before_trigger = trigger(conn, table.qualified)
+    rate = driven_rate(base_rate or DEFAULT_DEAD_PER_S, before_trigger, [t for _, _, t in fixed])
+    say(f"prove: driving {rate:,.0f} dead rows/s through the copy without a vacuum fix "
+        f"({PHASE_S:.0f} s)")  # fmt: skip
+    without = drive(server.dsn(clones[0], ROLE), table, plan.claim, plan.arrive, rate,
+                    index_name, plan.rows)  # fmt: skip
+    keys_without = _keys(server.dsn(clones[0]), settings, queue, texts)
+    out: dict[str, Proof] = {}
+    for finding, db, after_trigger in fixed:
+        say(f"prove: driving the same through the copy with the {finding.code} fix")
+        with_fix = drive(server.dsn(db, ROLE), table, plan.claim, plan.arrive, rate,
+                         index_name, plan.rows)  # fmt: skip
+        keys_with = _keys(server.dsn(db), settings, queue, texts)
+        reproduced = finding.key in keys_without
+        gone = (finding.key not in keys_with) if reproduced else None
+        subject = table.qualified
+        measures = [
+            ProofMeasure("autovacuum runs", subject, without.autovacuums, with_fix.autovacuums,
+                         None),
+            ProofMeasure("dead tuples at peak", subject, without.peak_dead, with_fix.peak_dead,
+                         rounded_ratio(without.peak_dead, with_fix.peak_dead)),
+        ]  # fmt: skip
+        if index_name and without.index_growth is not None:
+            measures.append(
+                ProofMeasure("live-set index growth bytes", index_name, without.index_growth,
+                             with_fix.index_growth,
+                             rounded_ratio(without.index_growth, with_fix.index_growth))
+            )  # fmt: skip
+        pace = (
+            f"the measured {base_rate:,.1f} dead rows/s (--sample)"
+            if base_rate
+            else f"no measured rate (no --sample): a stated {DEFAULT_DEAD_PER_S:,.0f}/s"
+        )
+        notes = [
+            f"driven for {PHASE_S:.0f} s at {rate:,.0f} dead rows/s against {pace}, "
+            f"autovacuum_naptime = 1s; autovacuum's trigger is {before_trigger:,.0f} dead "
+            f"rows without the fix, {after_trigger:,.0f} with it"
+            + (f": time compressed {rate / base_rate:,.1f} times" if base_rate else "")
+        ]
+        if not reproduced:
+            notes.append(
+                f"not reproduced: after {PHASE_S:.0f} s of churn qadvisor's checks on the copy "
+                f"without the fix do not report {finding.key}, so nothing is proven"
+                + _skipped(finding.code, keys_without)
+            )
+        elif not gone:
+            notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
+        if version.split(".")[0] != checked.split(".")[0]:
+            notes.append(f"measured on PostgreSQL {version}; the checked server runs {checked}")
+        out[finding.key] = Proof(version, checked, plan.rows, plan.table_rows,
+                                 plan.scaled_down, plan.live, reproduced, gone,
+                                 tuple(measures), tuple(notes))  # fmt: skip
     return out
 
 
@@ -239,13 +399,17 @@ def _database_settings(snapshot: Snapshot) -> list[tuple[str, str]]:
     ]
 
 
-def _build(dsn: str, plan: CopyPlan) -> list[str]:
+def _build(dsn: str, plan: CopyPlan, say: Say) -> list[str]:
     """Builds the copy; what of the checked statistics could not be restored."""
     import psycopg
 
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for stmt in (*plan.schema, *plan.fill, *plan.finish):
+        for stmt in (*plan.schema, *plan.fill):
             conn.execute(stmt.encode())
+        say(f"prove: indexes and constraints of the copy of {plan.table}")
+        for stmt in plan.finish:
+            conn.execute(stmt.encode())
+        say(f"prove: VACUUM ANALYZE of the copy, then the checked statistics of {plan.table}")
         conn.execute("VACUUM ANALYZE")
         notes = []
         for stmt, column in zip(plan.statistics, plan.statistics_of, strict=True):
@@ -285,6 +449,7 @@ def _prove_one(
         why = (
             f"not reproduced: qadvisor's checks on the copy do not report {finding.key}, so "
             "the copy is not faithful to what the snapshot measured and nothing is proven"
+            + _skipped(finding.code, before.keys)
         )
         if plan.scaled_down:
             why += (
@@ -301,9 +466,17 @@ def _prove_one(
     try:
         with psycopg.connect(owner_dsn, autocommit=True) as conn:
             # As printed, and nothing else: an ANALYZE here would replace the statistics
-            # restored from the checked table.
+            # restored from the checked table. Except after a step that changes rows (a
+            # retention's DELETE): autovacuum, off on the copy, would vacuum and analyze the
+            # table after it in production, and the checks judge what it leaves.
             for step in applied:
                 conn.execute(step.sql.encode())
+            if any(_CHANGES_ROWS.search(step.sql) for step in applied):
+                conn.execute(f"VACUUM ANALYZE {qualified(queue.schema, queue.table)}".encode())
+                notes.append(
+                    "the fix changes rows: the copy was vacuumed and analyzed after it, as "
+                    "autovacuum would do"
+                )
     except psycopg.Error as exc:
         notes.append(f"the fix failed on the copy: {_line(exc)}")
         return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
@@ -330,7 +503,6 @@ def _measure(
 ) -> _Measured:
     import psycopg
 
-    from qadvisor import engine
     from qadvisor.derive.statement_queues import statement_label
     from qadvisor.prove.timing import time_statement
     from qadvisor.sql import dequeue
@@ -382,15 +554,35 @@ def _measure(
                 [queue.qualified],
             )
         }
+    keys = _keys(admin_dsn, settings, queue, tuple(texts))
+    return _Measured(node, ms, blocks, index_bytes, keys, tuple(notes))
+
+
+def _keys(
+    dsn: str, settings: Settings, queue: Queue, texts: tuple[tuple[str, str], ...]
+) -> frozenset[str]:
+    """The keys of the findings of qadvisor's own checks on a copy, the queue named and its
+    statements given as --query; a check that skipped the queue counts as ``skip:CODE:why``
+    (a proof that is not reproduced says why)."""
+    from qadvisor import engine
+
     checked = engine.check(
         dataclasses.replace(
-            settings, dsn=admin_dsn, snapshot_file=None, tables=(queue.qualified,),
-            queries=tuple(texts), sample_seconds=None, analyze=False, baseline=None,
-            write_baseline=None, outputs=(), inline_ignores=(),
+            settings, dsn=dsn, snapshot_file=None, tables=(queue.qualified,), queries=texts,
+            sample_seconds=None, analyze=False, baseline=None, write_baseline=None,
+            outputs=(), inline_ignores=(),
         )
     )  # fmt: skip
-    keys = frozenset(f.key for f in checked.findings)
-    return _Measured(node, ms, blocks, index_bytes, keys, tuple(notes))
+    skips = {
+        f"skip:{k.code}:{k.reason}" for k in checked.skipped if k.queue in (None, queue.qualified)
+    }
+    return frozenset({f.key for f in checked.findings} | skips)
+
+
+def _skipped(code: str, keys: frozenset[str]) -> str:
+    """Why the check ``code`` skipped the copy, as a clause for a note ('' if it did not)."""
+    why = [k.split(":", 2)[2] for k in keys if k.startswith(f"skip:{code}:")]
+    return f" ({code} skipped the copy: {why[0]})" if why else ""
 
 
 def _about(note: str, labels: set[str]) -> bool:

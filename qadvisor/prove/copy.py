@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from qadvisor.derive.estimates import live_rows
 from qadvisor.model import Column, ColumnStats, Index, Queue, Table, TenantFacts
-from qadvisor.sql.printing import ident, literal, qualified
+from qadvisor.sql.printing import ident, literal, predicate_sql, qualified
 
 _INTEGER = re.compile(r"^(smallint|integer|bigint|int[248]?|serial|bigserial)$")
 _NUMBER = re.compile(r"^(numeric|decimal|real|double precision|float[48]?)(\(.*\))?$")
@@ -48,6 +48,10 @@ class CopyPlan:
     rows: int  # rows of the copy
     live: int  # of them, live
     table_rows: int  # rows the snapshot measured (reltuples)
+    # The queue's churn, for a vacuum proof: ``claim`` takes __K__ live rows out of the live
+    # set (one dead row version each); ``arrive`` inserts live rows __START__ to __STOP__.
+    claim: str = ""
+    arrive: str = ""
 
     @property
     def scaled_down(self) -> bool:
@@ -123,6 +127,16 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         fill.append(rotation[1])
         finish += rotation[2:]
     restores = _statistics(table, {c.name for c in stored}, scaled=rows < table_rows)
+    picked = f"ctid = ANY(ARRAY(SELECT ctid FROM {target} WHERE {predicate_sql(live)} LIMIT __K__))"
+    if live.whole_table:
+        claim = f"DELETE FROM {target} WHERE {picked}"
+    else:
+        try:
+            done = _live_value(by_name[live.column], table, live.op, live.values, False)
+            claim = f"UPDATE {target} SET {ident(live.column)} = {done} WHERE {picked}"
+        except CopyError:
+            claim = ""  # no value outside the live set is known: no churn to drive
+    arrive = select(True, None, "generate_series(__START__, __STOP__) AS g")
     return CopyPlan(
         f"{table.schema}.{table.name}",
         schema,
@@ -133,6 +147,8 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         rows,
         live_n,
         table_rows,
+        claim,
+        arrive,
     )
 
 
