@@ -213,10 +213,9 @@ def _prove_table(
     over_time = [f for f in findings if f.code in VACUUM_CODES and plan.claim]
     clones = [_clone(server, template, f"qadvisor_prove_vac_{n}", snapshot)
               for n in range(len(over_time) + 1)] if over_time else []  # fmt: skip
-    for n, finding in enumerate(findings, 1):
-        if finding in over_time:
-            continue
-        say(f"prove: {finding.code} on {finding.target.key_part} ({n} of {len(findings)})")
+    at_once = [f for f in findings if f not in over_time]
+    for n, finding in enumerate(at_once, 1):
+        say(f"prove: {finding.code} on {finding.target.key_part} ({n} of {len(at_once)})")
         db = _clone(server, template, f"qadvisor_prove_{n}", snapshot)
         try:
             proof = _prove_one(

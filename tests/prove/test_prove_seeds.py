@@ -5,9 +5,16 @@ whatever the checked server runs; a proof on another version says so."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.checks.test_qa401_round_robin_walks_backlog import (
     FIFO,
     RR_BY_ID,
@@ -159,3 +166,30 @@ def test_archive_scaled_vacuum_trigger_proven_in_compressed_time(db: TestDB) -> 
     assert dead["before"] > dead["after"]
     (driven,) = [n for n in proof["notes"] if n.startswith("driven for")]
     assert "no measured rate (no --sample)" in driven and "autovacuum_naptime = 1s" in driven
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_an_interrupted_proof_leaves_no_server_and_no_files(
+    db: TestDB, tmp_path: Path, signum: int
+) -> None:
+    build_archive_queue(db)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES} | {"TMPDIR": str(scratch)}
+    command = [sys.executable, "-m", "qadvisor", "check", db.dsn, "--prove", "--format", "json"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "building a copy" in line:
+                break
+        else:
+            raise AssertionError("the proof never started building its copy")
+        assert list(scratch.iterdir()), "the scratch server's files are not under TMPDIR"
+        proc.send_signal(signum)
+        proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
+    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(scratch) not in running  # no postgres of the scratch cluster left
