@@ -41,9 +41,12 @@ def proof_lines(proof: Proof) -> list[str]:
         verdict = "finding NOT gone"
     else:
         verdict = "finding not reproduced on the copy"
-    head = f"proven on a {size}, PostgreSQL {proof.server_version}: "
+    where = f"PostgreSQL {proof.server_version}"
+    if proof.server_version.split(".")[0] != proof.checked_version.split(".")[0]:
+        where += f" (the checked server runs {proof.checked_version.split(' ')[0]})"
+    head = f"proven on a {size}, {where}: "
     if proof.finding_gone is None:
-        head = f"not proven on a {size}, PostgreSQL {proof.server_version}: "
+        head = f"not proven on a {size}, {where}: "
     first = head + ", ".join([*figures, verdict])
     return [first, *proof.notes]
 
