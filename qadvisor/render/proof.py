@@ -52,15 +52,19 @@ def proof_lines(proof: Proof) -> list[str]:
 
 
 def _shown(measures: tuple[ProofMeasure, ...]) -> list[ProofMeasure]:
-    """The first statement's time, and the index bytes when the fix changed them."""
+    """The first statement's time, the index bytes when the fix changed them, and a vacuum
+    proof's runs and peak of dead tuples."""
     claim = [m for m in measures if m.measure == "claim ms"][:1]
     index = [m for m in measures if m.measure == "index bytes" and m.before != m.after]
-    return claim + index
+    vacuum = [m for m in measures if m.measure in ("autovacuum runs", "dead tuples at peak")]
+    return claim + index + vacuum
 
 
 def _figure(m: ProofMeasure) -> str:
     if m.measure == "index bytes":
         return f"index bytes {_bytes(m.before)} -> {_bytes(m.after)}"
+    if m.measure in ("autovacuum runs", "dead tuples at peak"):
+        return f"{m.measure} {_count(m.before)} -> {_count(m.after)}"
     text = f"claim {_ms(m.before)} -> {_ms(m.after)}"
     if m.plan_before or m.plan_after:
         if m.plan_before == m.plan_after:
@@ -74,6 +78,10 @@ def _ms(v: float | None) -> str:
     if v is None:
         return "not timed"
     return f"{v / 1000:.2f} s" if v >= 1000 else f"{v:.3g} ms"
+
+
+def _count(v: float | None) -> str:
+    return "?" if v is None else f"{v:,.0f}"
 
 
 def _bytes(v: float | None) -> str:

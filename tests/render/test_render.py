@@ -368,12 +368,20 @@ def proven_report() -> Report:
         ),
         notes=("measured on PostgreSQL 18.6; the checked server runs 16.4",),
     )  # fmt: skip
+    vacuum = Proof(
+        "18.6", "18.6", 400_500, 400_500, False, 500, reproduced=True, finding_gone=True,
+        measures=(
+            ProofMeasure("autovacuum runs", "public.jobs", 0, 3, None),
+            ProofMeasure("dead tuples at peak", "public.jobs", 40_587, 13_330, 3.04),
+        ),
+        notes=("driven for 12 s at 3,333 dead rows/s",),
+    )  # fmt: skip
     unproven = Proof(
         "18.6", "16.4", 2_000_000, 10_000_000, True, 5_000, reproduced=False,
         finding_gone=None,
         notes=("not reproduced: qadvisor's checks on the copy do not report QA201:public.jobs",),
     )  # fmt: skip
-    proofs = {"QA101": gone, "QA201": unproven}
+    proofs = {"QA101": gone, "QA201": unproven, "QA203": vacuum}
     findings = tuple(replace(f, proof=proofs.get(f.code)) for f in full.findings)
     return replace(full, findings=findings)
 
@@ -783,6 +791,10 @@ def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     assert "index bytes 309.9 MB -> 128.0 kB, finding gone" in flat
     assert "measured on PostgreSQL 18.6; the checked server runs 16.4" in flat
     assert "not proven on a 2,000,000-row copy" in flat and "not reproduced" in flat
+    assert (
+        "proven on a 400,500-row copy, PostgreSQL 18.6: autovacuum runs 0 -> 3, dead tuples at "
+        "peak 40,587 -> 13,330, finding gone" in flat
+    )
     assert "proven on" not in " ".join(_terminal(full_report(), verbose=False).split())
 
 
