@@ -395,6 +395,10 @@ def check(
         docs_url=docs_url,
     )
     settings = _or_fail(lambda: resolve(flags))
+    if prove:
+        from qadvisor.prove import scratch_binaries
+
+        _or_fail(scratch_binaries)
     with _SampleBar() as bar:
         report = _or_fail(lambda: engine.check(settings, bar))
     if prove:

