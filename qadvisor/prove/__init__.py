@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from qadvisor.errors import InputError
 from qadvisor.model import (
     Finding,
@@ -104,7 +106,16 @@ def prove(
             table = next((t for t in report.snapshot.tables if t.qualified == name), None)
             if queue is None or table is None:
                 continue
-            proofs.update(_prove_table(server, report, settings, queue, table, findings, rows, say))
+            try:
+                proofs.update(
+                    _prove_table(server, report, settings, queue, table, findings, rows, say)
+                )
+            except (psycopg.Error, InputError) as exc:
+                # One table's proof that failed on the scratch server costs the others nothing.
+                why = f"not proven: the proof failed on the scratch server: {_line(exc)}"
+                checked = report.snapshot.server.version
+                for f in findings:
+                    proofs[f.key] = Proof("", checked, 0, 0, False, 0, False, None, notes=(why,))
     return _unproven(report, proofs)
 
 
@@ -181,8 +192,6 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
             server = pgserver.start_server(bin_dir, base, settings=conf)
         except pgserver.ServerError as exc:
             raise ProveError(f"--prove could not start PostgreSQL: {exc}") from None
-        import psycopg
-
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute(f"CREATE ROLE {ROLE} LOGIN")
         yield server
@@ -203,8 +212,6 @@ def _prove_table(
     rows: int,
     say: Say,
 ) -> dict[str, Proof]:
-    import psycopg
-
     snapshot = report.snapshot
     tenants = next(
         (t for t in snapshot.tenants if (t.schema, t.table) == (queue.schema, queue.table)), None
@@ -282,8 +289,6 @@ def _prove_table(
 
 
 def _clone(server: Any, template: str, db: str, snapshot: Snapshot) -> str:
-    import psycopg
-
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {db} TEMPLATE {template} OWNER {ROLE}")
     _pin_settings(server, db, snapshot)
@@ -295,8 +300,6 @@ def _autovacuum(server: Any) -> Iterator[None]:
     """Autovacuum on, with a one-second naptime, for the vacuum proofs; off again after.
     Its ANALYZE is held off: it would replace the checked statistics restored on the copy,
     which the checks' reading of the queue rests on, and a vacuum proof is about vacuum."""
-    import psycopg
-
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute("ALTER SYSTEM SET autovacuum = on")
         admin.execute("ALTER SYSTEM SET autovacuum_naptime = '1s'")
@@ -325,8 +328,6 @@ def _prove_over_time(
 ) -> dict[str, Proof]:
     """Each vacuum fix: the queue's churn driven through a clone without it (the first of
     ``clones``, shared) and one with it, autovacuum on; see :mod:`qadvisor.prove.vacuum`."""
-    import psycopg
-
     from qadvisor.derive.estimates import live_index, rates
 
     snapshot = report.snapshot
@@ -403,7 +404,6 @@ def _prove_over_time(
 def _pin_settings(server: Any, db: str, snapshot: Snapshot) -> None:
     """ALTER DATABASE of the copy as the checked database had it (a clone does not inherit
     its template's)."""
-    import psycopg
     from psycopg import sql
 
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
@@ -427,8 +427,6 @@ def _database_settings(snapshot: Snapshot) -> list[tuple[str, str]]:
 
 def _build(dsn: str, plan: CopyPlan, say: Say) -> list[str]:
     """Builds the copy; what of the checked statistics could not be restored."""
-    import psycopg
-
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in (*plan.schema, *plan.fill):
             conn.execute(stmt.encode())
@@ -461,8 +459,6 @@ def _prove_one(
     version: str,
     checked: str,
 ) -> Proof:
-    import psycopg
-
     from qadvisor.derive.statement_queues import statement_id, statement_label
 
     assert finding.fix is not None
@@ -527,8 +523,6 @@ def _measure(
     statements: Sequence[Statement],
     rewrites: dict[str, str],
 ) -> _Measured:
-    import psycopg
-
     from qadvisor.derive.statement_queues import statement_label
     from qadvisor.prove.timing import time_statement
     from qadvisor.sql import dequeue
