@@ -6,7 +6,8 @@ Nothing is sent to the checked server: the copy is built from the report's snaps
 (statistics only; every row is synthetic, see :mod:`qadvisor.prove.copy`).
 
 Per queue table with a finding that has a fix: the copy is built once in a template database
-(as a role that is not a superuser, since the snapshot's text becomes its SQL); per finding a
+(by a role that is not a superuser, which also runs qadvisor's checks on the copies: the
+snapshot's text becomes their SQL); per finding a
 database is cloned from it, qadvisor's own checks run on it with the queue's statements given
 as ``--query`` (the finding must come back, else the copy is not faithful and the proof says
 so), each statement is timed (:mod:`qadvisor.prove.timing`) with the table's index sizes, the
@@ -193,7 +194,10 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
         except pgserver.ServerError as exc:
             raise ProveError(f"--prove could not start PostgreSQL: {exc}") from None
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
-            admin.execute(f"CREATE ROLE {ROLE} LOGIN")
+            # Everything the snapshot's text reaches runs as this role, the copies' owner,
+            # qadvisor's checks on them included: not a superuser (pg_monitor reads the
+            # statistics), so a crafted snapshot cannot reach past the scratch databases.
+            admin.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
         yield server
     finally:
         if server is not None:
@@ -241,8 +245,7 @@ def _prove_table(
     statements = [s for s in snapshot.statements if s.queue == queue.qualified]
     _pin_settings(server, template, snapshot)
     say(f"prove: checks and timings on the copy of {queue.qualified} before any fix")
-    before = _measure(server.dsn(template, ROLE), server.dsn(template), settings, queue,
-                      statements, {})  # fmt: skip
+    before = _measure(server.dsn(template, ROLE), settings, queue, statements, {})
     out: dict[str, Proof] = {}
     over_time = [f for f in findings if f.code in VACUUM_CODES and plan.claim]
     clones = [_clone(server, template, f"qadvisor_prove_vac_{n}", snapshot)
@@ -253,7 +256,7 @@ def _prove_table(
         db = _clone(server, template, f"qadvisor_prove_{n}", snapshot)
         try:
             proof = _prove_one(
-                server.dsn(db, ROLE), server.dsn(db), settings, queue, plan, finding,
+                server.dsn(db, ROLE), settings, queue, plan, finding,
                 statements, before, version, checked,
             )  # fmt: skip
             out[finding.key] = dataclasses.replace(proof, notes=(*proof.notes, *built))
@@ -352,13 +355,13 @@ def _prove_over_time(
         f"({PHASE_S:.0f} s)")  # fmt: skip
     without = drive(server.dsn(clones[0], ROLE), table, plan.claim, plan.arrive, rate,
                     index_name, plan.rows)  # fmt: skip
-    keys_without = _keys(server.dsn(clones[0]), settings, queue, texts)
+    keys_without = _keys(server.dsn(clones[0], ROLE), settings, queue, texts)
     out: dict[str, Proof] = {}
     for finding, db, after_trigger in fixed:
         say(f"prove: driving the same through the copy with the {finding.code} fix")
         with_fix = drive(server.dsn(db, ROLE), table, plan.claim, plan.arrive, rate,
                          index_name, plan.rows)  # fmt: skip
-        keys_with = _keys(server.dsn(db), settings, queue, texts)
+        keys_with = _keys(server.dsn(db, ROLE), settings, queue, texts)
         reproduced = finding.key in keys_without
         gone = (finding.key not in keys_with) if reproduced else None
         subject = table.qualified
@@ -449,7 +452,6 @@ def _build(dsn: str, plan: CopyPlan, say: Say) -> list[str]:
 
 def _prove_one(
     owner_dsn: str,
-    admin_dsn: str,
     settings: Settings,
     queue: Queue,
     plan: CopyPlan,
@@ -503,7 +505,7 @@ def _prove_one(
         notes.append(f"the fix failed on the copy: {_line(exc)}")
         return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
                      reproduced, False if reproduced else None, notes=tuple(notes))  # fmt: skip
-    after = _measure(owner_dsn, admin_dsn, settings, queue, statements, rewrites)
+    after = _measure(owner_dsn, settings, queue, statements, rewrites)
     notes += [n for n in after.notes if n not in notes and _about(n, mine)]
     gone = (finding.key not in after.keys) if reproduced else None
     measures = _compare(before, after, mine)
@@ -517,7 +519,6 @@ def _prove_one(
 
 def _measure(
     owner_dsn: str,
-    admin_dsn: str,
     settings: Settings,
     queue: Queue,
     statements: Sequence[Statement],
@@ -574,7 +575,7 @@ def _measure(
                 [queue.qualified],
             )
         }
-    keys = _keys(admin_dsn, settings, queue, tuple(texts))
+    keys = _keys(owner_dsn, settings, queue, tuple(texts))
     return _Measured(node, ms, blocks, index_bytes, keys, tuple(notes))
 
 

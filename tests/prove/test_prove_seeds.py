@@ -5,6 +5,7 @@ whatever the checked server runs; a proof on another version says so."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -193,3 +194,26 @@ def test_an_interrupted_proof_leaves_no_server_and_no_files(
     assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
     running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(scratch) not in running  # no postgres of the scratch cluster left
+
+
+def test_a_crafted_snapshot_reaches_nothing_past_the_scratch_databases(
+    db: TestDB, tmp_path: Path
+) -> None:
+    # A snapshot is a file someone hands over: its index definitions become SQL on the
+    # scratch server. Run as the copies' owner, which is no superuser, a statement smuggled
+    # into one (reading a server file) is refused, and the proof says the copy failed.
+    build_archive_queue(db)
+    saved = tmp_path / "s.json"
+    assert qadvisor("snapshot", db.dsn, "--output", str(saved)).rc == 0
+    data = json.loads(saved.read_text())
+    (jobs,) = [t for t in data["tables"] if t["name"] == "jobs"]
+    index = next(i for i in jobs["indexes"] if i["name"] == "jobs_status_created_at_idx")
+    index["definition"] += "; CREATE TABLE leaked AS SELECT pg_read_file('PG_VERSION') AS f"
+    saved.write_text(json.dumps(data))
+    run = qadvisor("check", "--snapshot", str(saved), "--prove", "--format", "json",
+                   *NO_VACUUM_PROOF)  # fmt: skip
+    assert run.rc == 1, run.stderr
+    proof = proof_of(run.report, "QA101")
+    assert proof["reproduced"] is False and proof["finding_gone"] is None
+    (note,) = proof["notes"]
+    assert "could not be built" in note and "permission denied" in note
