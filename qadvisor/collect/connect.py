@@ -318,7 +318,15 @@ def connect(
         raise
     except psycopg.Error as exc:
         conn.close()
-        raise ConnectError(f"cannot set up the session: {redact(_first_line(exc), dsn)}") from None
+        why = redact(_first_line(exc), dsn)
+        if isinstance(exc, psycopg.errors.QueryCanceled):
+            # A timeout of a millisecond or so can fire as the statement ends, and the server
+            # then reports it as a cancel "due to user request": say which setting to look at.
+            why += (
+                " (a statement_timeout or lock_timeout that the role, the database or "
+                "PGOPTIONS sets may be shorter than any statement takes)"
+            )
+        raise ConnectError(f"cannot set up the session: {why}") from None
     return conn
 
 
