@@ -2,8 +2,9 @@
 -- the live set without the archive (a partial index on the live predicate, or one led by the
 -- live column). Formatted with psycopg.sql: {queue}, {tenant}, {live}. Returns the largest
 -- %(tenants)s tenants with the number of tenants and rows seen.
--- An alias names qadvisor: pg_stat_statements records this text, and stakeholders.sql
--- leaves out what names qadvisor, so a later read does not take it for the application's.
+-- An alias names qadvisor: pg_stat_statements records this text, and the other statements
+-- on the queue tables (recorded.py) leave out what names qadvisor, so a later run does not
+-- take it for the application's.
 SELECT g.tenant, g.n,
        count(*) OVER () AS tenants_seen,
        sum(g.n) OVER ()::bigint AS rows_seen
