@@ -27,6 +27,11 @@ _TEXT = re.compile(r"^(text|character varying|varchar|character|char|citext|name
 _TIME = re.compile(r"^(timestamp|date|time)")
 
 
+# A partial index measured at least this large may hold the dead entries of past churn, which
+# a fresh build of the copy does not (QA102's smallest is 1 MB).
+BLOAT_MIN_BYTES = 1024 * 1024
+
+
 class CopyError(Exception):
     """The snapshot does not say enough to build this table (the reason is the message)."""
 
@@ -52,6 +57,11 @@ class CopyPlan:
     # set (one dead row version each); ``arrive`` inserts live rows __START__ to __STOP__.
     claim: str = ""
     arrive: str = ""
+    # Partial indexes the checked server measured larger than a fresh build of the copy's can
+    # be, (name, bytes wanted on the copy): dead entries of past churn, which the copy relives
+    # by deleting __K__ live rows (``retire``) and letting as many arrive, before its VACUUM.
+    bloated: tuple[tuple[str, int], ...] = ()
+    retire: str = ""
 
     @property
     def scaled_down(self) -> bool:
@@ -137,6 +147,13 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         except CopyError:
             claim = ""  # no value outside the live set is known: no churn to drive
     arrive = select(True, None, "generate_series(__START__, __STOP__) AS g")
+    # Scaled down, a bloated index is wanted in proportion.
+    share = rows / table_rows if table_rows else 1.0
+    bloated = tuple(
+        (i.name, round(i.bytes * share))
+        for i in table.indexes
+        if i.predicate and i.is_valid and i.is_ready and i.bytes * share >= BLOAT_MIN_BYTES
+    )
     return CopyPlan(
         f"{table.schema}.{table.name}",
         schema,
@@ -149,6 +166,8 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         table_rows,
         claim,
         arrive,
+        bloated if claim else (),
+        f"DELETE FROM {target} WHERE {picked}" if claim else "",
     )
 
 

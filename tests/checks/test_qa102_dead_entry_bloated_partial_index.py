@@ -49,7 +49,7 @@ def test_a_size_ratio_within_the_margin_of_min_size_ratio_is_info(
     S.assert_margin_answer(S.run("QA102", snap), S.run("QA102", snap), severity)
 
 
-def _churn(db: TestDB, rounds: int, batch: int) -> None:
+def churn_partial_index(db: TestDB, rounds: int, batch: int) -> None:
     # Claims move rows out of the partial index's predicate; without vacuum their entries stay.
     for _ in range(rounds):
         db.execute(
@@ -67,7 +67,7 @@ def test_bloated_partial_index_found_reindexed_and_gone(shape: Shape) -> None:
     db = shape.db
     build_archive_queue(db, archive=50_000, composite=False, partial=True,
                         reloptions="autovacuum_enabled = false")  # fmt: skip
-    _churn(db, rounds=40, batch=5_000)
+    churn_partial_index(db, rounds=40, batch=5_000)
     db.execute("ANALYZE jobs")
     run = shape.check()
     (f,) = run.findings("QA102")

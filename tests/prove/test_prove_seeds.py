@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from qadvisor.settings.resolve import ENV_VARIABLES
+from tests.checks.test_qa102_dead_entry_bloated_partial_index import churn_partial_index
 from tests.checks.test_qa401_round_robin_walks_backlog import (
     FIFO,
     RR_BY_ID,
@@ -217,3 +218,18 @@ def test_a_crafted_snapshot_reaches_nothing_past_the_scratch_databases(
     assert proof["reproduced"] is False and proof["finding_gone"] is None
     (note,) = proof["notes"]
     assert "could not be built" in note and "permission denied" in note
+
+
+def test_dead_entry_bloated_partial_index_relived_on_the_copy_and_reindexed(db: TestDB) -> None:
+    # The seed: 40 rounds of 5,000 claims through the live set with autovacuum off leave the
+    # partial index on 500 live rows at megabytes of dead entries. A fresh copy has none, so
+    # it churns its live set until the index has the measured size; the REINDEX then shrinks it.
+    build_archive_queue(db, archive=50_000, composite=False, partial=True,
+                        reloptions="autovacuum_enabled = false")  # fmt: skip
+    churn_partial_index(db, rounds=40, batch=5_000)
+    db.execute("ANALYZE jobs")
+    proof = proof_of(check(db, "--prove", *NO_VACUUM_PROOF).report, "QA102")
+    assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
+    index = measure(proof, "index bytes")
+    assert index["subject"] == "jobs_pending_created_at -> jobs_pending_created_at"
+    assert index["ratio"] >= 10
