@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from qadvisor.registry import load_checks
-from tests.checks.test_qa102_dead_entry_bloated_partial_index import _churn
+from tests.checks.test_qa102_dead_entry_bloated_partial_index import churn_partial_index
 from tests.checks.test_qa302_predicate_does_not_imply_index import _claim
 from tests.checks.test_qa304_claim_filter_not_in_index import SMALL_CLAIM, build_skewed_queue
 from tests.checks.test_qa305_maintenance_scans_queue import CLAIM as REAPER_CLAIM
@@ -63,7 +63,7 @@ def _autovacuum_off(db: TestDB) -> Run:
 def _bloated_partial(db: TestDB) -> Run:
     build_archive_queue(db, archive=50_000, composite=False, partial=True,
                         reloptions="autovacuum_enabled = false")  # fmt: skip
-    _churn(db, rounds=40, batch=5_000)
+    churn_partial_index(db, rounds=40, batch=5_000)
     db.execute("ANALYZE jobs")
     return check(db)
 
