@@ -13,7 +13,6 @@ scaled down: the live set kept whole, the archive shortened.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
@@ -368,13 +367,3 @@ def _reloptions(table: Table) -> list[str]:
         return []
     opts = ", ".join(f"{k} = {literal(v)}" for k, v in sorted(table.reloptions.items()))
     return [f"ALTER TABLE {qualified(table.schema, table.name)} SET ({opts})"]
-
-
-def rounded_ratio(before: float | None, after: float | None) -> float | None:
-    """before / after to three significant digits; None when either is missing or after is
-    zero."""
-    if before is None or after is None or after <= 0:
-        return None
-    r = before / after
-    digits = 3 - math.floor(math.log10(abs(r))) - 1 if r else 0
-    return round(r, max(digits, 0))

@@ -17,7 +17,8 @@ from qadvisor.model import (
     TenantCount,
     TenantFacts,
 )
-from qadvisor.prove.copy import CopyError, plan_copy, rounded_ratio
+from qadvisor.prove.copy import CopyError, plan_copy
+from qadvisor.prove.proofs import rounded_ratio
 from tests import snapshots as S
 from tests.conftest import TestDB
 

@@ -25,7 +25,7 @@ from tests.checks.test_qa401_round_robin_walks_backlog import (
 )
 from tests.checks.test_qa403_fifo_noisy_neighbour import EXAMPLE_JOBS
 from tests.collect.test_statements_collect import CLAIM, build_claim_queue
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import build_archive_queue, check, qadvisor
 
 
@@ -82,11 +82,22 @@ def test_a_copy_scaled_down_says_so_and_keeps_the_live_set(db: TestDB) -> None:
 
 
 def test_generic_plan_miss_proven_from_seq_scan_to_the_partial_index(db: TestDB) -> None:
-    build_claim_queue(db)
+    build_claim_queue(db, pgss=True)
     db.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
-    report = check(db, "--query", CLAIM, "--prove").report
+    # The application's claim, prepared on the server (so the forced generic plan is what
+    # runs) and recorded by pg_stat_statements: the proof holds the copy against its counters.
+    with db.connect() as conn:
+        for _ in range(3):
+            with conn.transaction():
+                conn.execute(CLAIM.replace("$1", "%s"), ["queued"], prepare=True)
+        flush_stats(conn)
+    report = check(db, "--prove").report
     proof = proof_of(report, "QA301")
     assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
+    (held,) = [n for n in proof["notes"] if "against the checked server's pg_stat_statements" in n]
+    assert held.startswith("pg_stat_statements ") and " shared buffers there, " in held
+    # The same generic plan on the same number of rows: the copy reads what production read.
+    assert "times apart" not in held, held
     claim = measure(proof, "claim ms")
     # Timed as the application runs it, under the database's forced generic plan.
     assert "jobs_queued_created_at_idx" not in (claim["plan_before"] or "")

@@ -1,0 +1,106 @@
+"""One finding's fix proven on a clone of the copy, at once: measured before (shared by the
+table's findings), the fix's migration and review steps run as printed and its rewrites in
+the statements' place, measured again."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import psycopg
+
+from qadvisor.collect.queries import first_line
+from qadvisor.model import Finding, Proof, Queue, Statement
+from qadvisor.prove.copy import CopyPlan
+from qadvisor.prove.measure import Measured, against_counters, compare, measure
+from qadvisor.prove.proofs import other_version
+from qadvisor.settings.resolve import Settings
+from qadvisor.sql.printing import qualified
+
+# Checks judged from activity counters (dead tuples, vacuum runs, updates): a copy built from
+# statistics starts with none of them.
+COUNTER_CHECKS = frozenset({"QA201", "QA202", "QA205"})
+
+# A step that writes rows (a retention's batched DELETE, in a DO block or not).
+_CHANGES_ROWS = re.compile(r"\b(DELETE\s+FROM|UPDATE\s+\S+\s+SET|INSERT\s+INTO|TRUNCATE)\b", re.I)
+
+
+def prove_one(
+    owner_dsn: str,
+    settings: Settings,
+    queue: Queue,
+    plan: CopyPlan,
+    finding: Finding,
+    statements: Sequence[Statement],
+    before: Measured,
+    version: str,
+    checked: str,
+) -> Proof:
+    """``finding``'s fix on the clone at ``owner_dsn``; ``before`` is the copy measured
+    without any fix."""
+    from qadvisor.derive.statement_queues import statement_id, statement_label
+
+    assert finding.fix is not None
+    ours = [s for s in statements if finding.statement_id in (None, statement_id(s))]
+    mine = {statement_label(s) for s in ours}
+    rewrites = {s.before: s.sql for s in finding.fix.of_kind("rewrite") if s.before}
+    notes = [n for n in before.notes if _about(n, mine)]
+    for s in ours:
+        label = statement_label(s)
+        if label in before.ms:
+            held = against_counters(s, label, before.ms[label], before.blocks[label])
+            notes += [held] if held else []
+    reproduced = finding.key in before.verdicts.keys
+    if not reproduced:
+        notes.append(_not_reproduced(finding, plan, before))
+    applied = [s for s in finding.fix.steps if s.kind in ("migration", "review")]
+    try:
+        with psycopg.connect(owner_dsn, autocommit=True) as conn:
+            # As printed, and nothing else: an ANALYZE here would replace the statistics
+            # restored from the checked table. Except after a step that changes rows (a
+            # retention's DELETE): autovacuum, off on the copy, would vacuum and analyze the
+            # table after it in production, and the checks judge what it leaves.
+            for step in applied:
+                conn.execute(step.sql.encode())
+            if any(_CHANGES_ROWS.search(step.sql) for step in applied):
+                conn.execute(f"VACUUM ANALYZE {qualified(queue.schema, queue.table)}".encode())
+                notes.append(
+                    "the fix changes rows: the copy was vacuumed and analyzed after it, as "
+                    "autovacuum would do"
+                )
+    except psycopg.Error as exc:
+        notes.append(f"the fix failed on the copy: {first_line(exc)}")
+        return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
+                     reproduced, False if reproduced else None, notes=tuple(notes))  # fmt: skip
+    after = measure(owner_dsn, settings, queue, statements, rewrites)
+    notes += [n for n in after.notes if n not in notes and _about(n, mine)]
+    gone = (finding.key not in after.verdicts.keys) if reproduced else None
+    if reproduced and not gone:
+        notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
+    notes += other_version(version, checked)
+    return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
+                 reproduced, gone, compare(before, after, mine), tuple(notes))  # fmt: skip
+
+
+def _not_reproduced(finding: Finding, plan: CopyPlan, before: Measured) -> str:
+    why = (
+        f"not reproduced: qadvisor's checks on the copy do not report {finding.key}, so "
+        "the copy is not faithful to what the snapshot measured and nothing is proven"
+        + before.verdicts.skipped(finding.code)
+    )
+    if plan.scaled_down:
+        why += (
+            f" (the copy is scaled down from {plan.table_rows:,} rows, and a check whose "
+            "thresholds are sizes may not fire on it: raise --prove-rows)"
+        )
+    if finding.code in COUNTER_CHECKS:
+        why += (
+            f" ({finding.code} is judged from the table's activity counters and vacuum "
+            "history, which a copy built from statistics does not have)"
+        )
+    return why
+
+
+def _about(note: str, labels: set[str]) -> bool:
+    """A note about one of the statements ``labels`` (they begin with the label)."""
+    return any(note.startswith(f"{label}: ") for label in labels)
