@@ -28,6 +28,10 @@ class Verdicts:
 
     keys: frozenset[str]
     skips: dict[str, str]  # check code -> the reason it skipped the queue
+    # Statement text -> the values qadvisor planned it with on the copy, where the copy's
+    # owner may plan all of it (a role that lacks UPDATE on the checked server plans only a
+    # claim's scan, and the values of its SET are then unknown).
+    values: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
 
     def skipped(self, code: str) -> str:
         """Why the check ``code`` skipped the copy, as a clause for a note ('' if it did
@@ -64,27 +68,38 @@ def measure(
     ms: dict[str, float] = {}
     blocks: dict[str, float] = {}
     texts: list[tuple[str, str]] = []
+    for s in statements:
+        source = s.parsed.text if s.parsed else s.text
+        text = rewrites.get(s.text, rewrites.get(source, source))
+        text, filled = _filled(text, s.custom_values)
+        if filled:
+            notes.append(
+                f"{statement_label(s)}: the rewrite was run with {filled}, the values qadvisor "
+                "planned the statement with; the application writes its own"
+            )
+        texts.append(("--query", text))
+    verdicts = judge(owner_dsn, settings, queue, tuple(texts))
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
-        for s in statements:
+        for s, (_, text) in zip(statements, texts, strict=True):
             label = statement_label(s)
-            source = s.parsed.text if s.parsed else s.text
-            text = rewrites.get(s.text, rewrites.get(source, source))
-            text, filled = _filled(text, s.custom_values)
-            if filled:
-                notes.append(
-                    f"{label}: the rewrite was run with {filled}, the values qadvisor planned "
-                    "the statement with; the application writes its own"
-                )
-            texts.append(("--query", text))
             try:
                 planned, renumbered = dequeue.normalise_for_planning(text)
             except dequeue.StatementError as exc:
                 notes.append(f"{label}: not timed: {exc}")
                 continue
-            values = [s.custom_values.get(renumbered[k].lstrip("$")) for k in sorted(renumbered)]
+            numbers = [renumbered[k].lstrip("$") for k in sorted(renumbered)]
+            on_copy = verdicts.values.get(text, {})
+            taken = [n for n in numbers if n not in s.custom_values and n in on_copy]
+            values = [s.custom_values.get(n, on_copy.get(n)) for n in numbers]
             if any(v is None for v in values):
                 notes.append(f"{label}: not timed: a parameter has no value to run it with")
                 continue
+            if taken:
+                given = ", ".join(f"${n} = {on_copy[n]}" for n in taken)
+                notes.append(
+                    f"{label}: run with {given}, as qadvisor's planner fills it in on the copy; "
+                    "the checked server planned " + (s.planned_as or "the statement without it")
+                )
             try:
                 timed = time_statement(
                     conn, planned, [str(v) for v in values], s.search_path, queue.table
@@ -106,7 +121,6 @@ def measure(
                 [queue.qualified],
             )
         }
-    verdicts = judge(owner_dsn, settings, queue, tuple(texts))
     return Measured(node, ms, blocks, index_bytes, verdicts, tuple(notes))
 
 
@@ -128,7 +142,8 @@ def judge(
     for k in checked.skipped:
         if k.queue in (None, queue.qualified):
             skips.setdefault(k.code, k.reason)
-    return Verdicts(frozenset(f.key for f in checked.findings), skips)
+    values = {s.text: dict(s.custom_values) for s in checked.snapshot.statements if s.custom_values}
+    return Verdicts(frozenset(f.key for f in checked.findings), skips, values)
 
 
 def against_counters(statement: Statement, label: str, ms: float, blocks: float) -> str | None:
