@@ -3,12 +3,20 @@ on a real server."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
+import locale
 import os
 import re
+import select
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +58,15 @@ def qadvisor(
 ) -> Run:
     """Run the installed CLI as a user would, in its own process (in ``cwd``, else here);
     without ``env``, in this process's environment minus qadvisor's settings variables (a
-    QADVISOR_FAIL_ON exported in the developer's shell must not change what the tests see)."""
+    QADVISOR_FAIL_ON exported in the developer's shell must not change what the tests see).
+
+    The process is forked from tests/zygote.py, which has imported qadvisor once, unless the
+    run needs a fresh interpreter or starts a server (see there)."""
     if env is None:
         env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
+    forked = _ZYGOTE.run(args, env, Path(cwd or os.getcwd()), timeout)
+    if forked is not None:
+        return forked
     proc = subprocess.run(
         [sys.executable, "-m", "qadvisor", *args],
         capture_output=True,
@@ -62,6 +76,118 @@ def qadvisor(
         cwd=cwd,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+class _Zygote:
+    """The client of tests/zygote.py: started on first use, one per test session."""
+
+    # Runs that start a PostgreSQL server: the server guard must see their command.
+    SERVER_STARTS = frozenset({"demo", "--prove"})
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+        self.files: Path | None = None
+        self.runs = 0
+        self.lock = threading.Lock()
+        self.pending = b""
+
+    def _interpreter(self, env: Mapping[str, str]) -> dict[str, str]:
+        return {k: v for k, v in env.items() if k.startswith("PYTHON")}
+
+    def run(
+        self, args: tuple[str, ...], env: dict[str, str], cwd: Path, timeout: float
+    ) -> Run | None:
+        """The run forked from the zygote; None: it must be a subprocess of its own."""
+        if self.SERVER_STARTS.intersection(args) or os.environ.get("QADVISOR_TEST_NO_ZYGOTE"):
+            return None
+        if not self.lock.acquire(blocking=False):
+            return None  # another thread's run is under way: that one has the zygote
+        try:
+            if self.proc is None or self.proc.poll() is not None:
+                self._start()
+            if self._interpreter(env) != self._interpreter(self.env):
+                return None
+            return self._fork(args, env, cwd, timeout)
+        finally:
+            self.lock.release()
+
+    def _start(self) -> None:
+        self.env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
+        self.files = Path(tempfile.mkdtemp(prefix="qadvisor-zygote-"))
+        self.pending = b""
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.zygote"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parent.parent,
+            env=self.env,
+            bufsize=0,
+        )
+        atexit.register(self.stop)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        if self.files is not None:
+            shutil.rmtree(self.files, ignore_errors=True)
+
+    def _fork(self, args: tuple[str, ...], env: dict[str, str], cwd: Path, timeout: float) -> Run:
+        assert self.proc is not None and self.proc.stdin is not None and self.files is not None
+        self.runs += 1
+        out, err = self.files / f"{self.runs}.out", self.files / f"{self.runs}.err"
+        request = {
+            "args": list(args),
+            "env": env,
+            "cwd": str(cwd),
+            "out": str(out),
+            "err": str(err),
+        }
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        pid = int(self._answer(30)["pid"])
+        try:
+            status = int(self._answer(timeout)["status"])
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            self._answer(30)
+            raise subprocess.TimeoutExpired(
+                [sys.executable, "-m", "qadvisor", *args], timeout, _read(out), _read(err)
+            ) from None
+        try:
+            return Run(status, _read(out), _read(err))
+        finally:
+            out.unlink(missing_ok=True)
+            err.unlink(missing_ok=True)
+
+    def _answer(self, timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        ends = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = ends - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            if not ready:
+                raise subprocess.TimeoutExpired("tests.zygote", timeout)
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError("tests/zygote.py ended: see its stderr above")
+            self.pending += chunk
+        line, _, self.pending = self.pending.partition(b"\n")
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+
+def _read(path: Path) -> str:
+    # As subprocess.run(text=True) decodes: the locale's encoding, universal newlines.
+    with open(path, encoding=locale.getpreferredencoding(False), newline=None) as f:
+        return f.read()
+
+
+_ZYGOTE = _Zygote()
 
 
 def check(db: TestDB, *args: str) -> Run:
