@@ -144,6 +144,25 @@ def _terminated_as_exit() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored while the scratch server is stopped and its files removed:
+    the impatient second Ctrl-C would otherwise cut the cleanup short and leave the server
+    running. SIGKILL still ends the process (and leaves the server, as it always does)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
 def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
     from qadvisor.demo import pgserver
 
@@ -167,10 +186,11 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
             admin.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
         yield server
     finally:
-        if server is not None:
-            say("prove: stopping the scratch server")
-            server.stop()
-        shutil.rmtree(base, ignore_errors=True)
+        with _signals_held():
+            if server is not None:
+                say("prove: stopping the scratch server")
+                server.stop()
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def _prove_table(

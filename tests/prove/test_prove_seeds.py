@@ -212,9 +212,13 @@ def test_archive_scaled_vacuum_trigger_proven_in_compressed_time(db: TestDB) -> 
     assert "no measured rate (no --sample)" in driven and "autovacuum_naptime = 1s" in driven
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+@pytest.mark.parametrize(
+    ("signum", "times"),
+    [(signal.SIGINT, 1), (signal.SIGTERM, 1), (signal.SIGINT, 2)],
+    ids=["ctrl-c", "term", "ctrl-c-twice"],
+)
 def test_an_interrupted_proof_leaves_no_server_and_no_files(
-    db: TestDB, tmp_path: Path, signum: int
+    db: TestDB, tmp_path: Path, signum: int, times: int
 ) -> None:
     build_archive_queue(db)
     scratch = tmp_path / "tmp"
@@ -232,6 +236,15 @@ def test_an_interrupted_proof_leaves_no_server_and_no_files(
             raise AssertionError("the proof never started building its copy")
         assert list(scratch.iterdir()), "the scratch server's files are not under TMPDIR"
         proc.send_signal(signum)
+        if times == 2:
+            # The impatient user's second Ctrl-C, while the scratch server is being stopped:
+            # it must not cut the cleanup short.
+            for line in proc.stderr:
+                if "stopping the scratch server" in line:
+                    proc.send_signal(signum)
+                    break
+            else:
+                raise AssertionError("the interrupted proof never stopped its scratch server")
         proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
