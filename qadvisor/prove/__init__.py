@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 
 from qadvisor.collect.queries import first_line
+from qadvisor.demo import pgserver
 from qadvisor.errors import InputError
 from qadvisor.model import Finding, Proof, Queue, Report, Snapshot, Table
 from qadvisor.prove.build import build
@@ -68,7 +69,7 @@ def prove(
         return _unproven(report, {})
     bin_dir = scratch_binaries()
     proofs: dict[str, Proof] = {}
-    with _terminated_as_exit(), _scratch_server(bin_dir, report, say) as server:
+    with pgserver.terminated_as_exit(), _scratch_server(bin_dir, report, say) as server:
         for name, findings in by_table.items():
             queue = next((q for q in report.snapshot.queues if q.qualified == name), None)
             table = next((t for t in report.snapshot.tables if t.qualified == name), None)
@@ -90,8 +91,6 @@ def prove(
 def scratch_binaries() -> Path:
     """The embedded PostgreSQL 18 the copies run on; ProveError, naming the extra, without
     it (the command line asks before it reads the checked server)."""
-    from qadvisor.demo import pgserver
-
     bin_dir = pgserver.embedded_bin_dir()
     if bin_dir is None:
         raise ProveError(
@@ -123,49 +122,7 @@ def _unproven(report: Report, proofs: dict[str, Proof]) -> Report:
 
 
 @contextlib.contextmanager
-def _terminated_as_exit() -> Iterator[None]:
-    """SIGTERM ends the run as Ctrl-C does, through the cleanup that stops the scratch server
-    (by default it would end the process at once and leave the server running)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def stop(signum: int, _frame: object) -> None:
-        raise SystemExit(128 + signum)
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM ignored while the scratch server is stopped and its files removed:
-    the impatient second Ctrl-C would otherwise cut the cleanup short and leave the server
-    running. SIGKILL still ends the process (and leaves the server, as it always does)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for signum, handler in held.items():
-            signal.signal(signum, handler)
-
-
-@contextlib.contextmanager
 def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
-    from qadvisor.demo import pgserver
-
     conf = {"autovacuum": "off"}
     for name in PLANNER_SETTINGS:
         value = report.snapshot.settings.get(name)
@@ -186,7 +143,7 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
             admin.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
         yield server
     finally:
-        with _signals_held():
+        with pgserver.signals_held():
             if server is not None:
                 say("prove: stopping the scratch server")
                 server.stop()

@@ -3,14 +3,18 @@ PostgreSQL 18 and reports what `qadvisor check` reports on that database."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from qadvisor.demo.pgserver import embedded_bin_dir
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.helpers import qadvisor
 
 # The smallest archive at which the demo's composite index is large enough for QA101 and its
@@ -42,3 +46,29 @@ def test_the_demo_reports_what_check_reports_on_its_server() -> None:
         data_dir = re.search(r" -D (\S+)$", stop.group(1))
         assert data_dir, stop.group(1)
         shutil.rmtree(Path(data_dir.group(1)).parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "term"])
+def test_an_interrupted_demo_leaves_no_server_and_no_files(tmp_path: Path, signum: int) -> None:
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES} | {"TMPDIR": str(scratch)}
+    command = [sys.executable, "-m", "qadvisor", "demo", "--rows", ROWS, "--format", "json"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    ) as proc:
+        assert proc.stderr is not None
+        said = []
+        for line in proc.stderr:
+            said.append(line)
+            if line.startswith("demo: ") and "starting PostgreSQL" not in line:
+                break  # the server is up and the queue is being built
+        else:
+            raise AssertionError(f"the demo never started building its queue: {said}")
+        assert list(scratch.iterdir()), "the demo server's files are not under TMPDIR"
+        proc.send_signal(signum)
+        proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
+    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(scratch) not in running  # no postgres of the demo's cluster left
