@@ -181,6 +181,14 @@ class _Zygote:
         return answer
 
 
+def default_sigint() -> None:
+    """For a child a test interrupts with Ctrl-C (Popen's ``preexec_fn``): SIGINT's default
+    action back. A shell that starts the suite in the background (a CI runner, nohup) ignores
+    SIGINT, its children inherit that, and Python then never raises KeyboardInterrupt: the
+    test would press Ctrl-C at a process that cannot hear it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _read(path: Path) -> str:
     # As subprocess.run(text=True) decodes: the locale's encoding, universal newlines.
     with open(path, encoding=locale.getpreferredencoding(False), newline=None) as f:
