@@ -146,6 +146,10 @@ def pytest_report_header() -> str:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _CORPUS_TIMINGS:
+        terminalreporter.section("queue-library corpus")
+        for line in _CORPUS_TIMINGS:
+            terminalreporter.write_line(line)
     if _RAN:
         ran = ", ".join(f"PostgreSQL {version_text(v)}" for _, v in sorted(_RAN.items()))
         terminalreporter.write_line(f"postgres servers that ran: {ran}")
@@ -157,6 +161,29 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             f"server tests deselected outside tests/checks on the majors beyond "
             f"{' and '.join(map(str, FULL_MAJORS))}: {left_out} ({FULL_MATRIX_ENV}=1 runs them)"
         )
+
+
+# The corpus tier's build timings from the worker that built it (tests/corpus/conftest.py).
+_CORPUS_TIMINGS: list[str] = []
+
+
+# Under pytest-xdist each worker starts its own servers and deselects its own tests; they hand
+# what they ran and left out to the controlling process, which prints the summary.
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["qadvisor_ran"] = dict(_RAN)
+        workeroutput["qadvisor_deselected"] = dict(_DESELECTED)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    out = getattr(node, "workeroutput", {})
+    _RAN.update({int(k): v for k, v in out.get("qadvisor_ran", {}).items()})
+    # Every worker collects (and deselects) the whole suite: the same count from each.
+    for major, count in out.get("qadvisor_deselected", {}).items():
+        _DESELECTED[int(major)] = count
+    _CORPUS_TIMINGS.extend(out.get("qadvisor_corpus_timings", []))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

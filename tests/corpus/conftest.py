@@ -38,6 +38,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/corpus/" in item.nodeid.replace("\\", "/"):
             item.add_marker(pytest.mark.corpus)
+            item.add_marker(pytest.mark.xdist_group("corpus"))  # built once, on one worker
             if "observed" in getattr(item, "fixturenames", ()):
                 item.add_marker(pytest.mark.server)  # `-m "not server"` leaves them out too
 
@@ -181,3 +182,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("queue-library corpus")
         for line in _CORPUS.timings:
             terminalreporter.write_line(line)
+
+
+# Under pytest-xdist the worker that built the corpus hands its timings to the controlling
+# process (tests/conftest.py prints them there: this file is not loaded by a process that
+# collects nothing).
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["qadvisor_corpus_timings"] = list(_CORPUS.timings)

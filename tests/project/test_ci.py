@@ -23,7 +23,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _inner_pytest(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """A pytest session of its own over this repository's tests (its own basetemp)."""
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
          f"--basetemp={tmp_path / 'inner'}", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=300, env=_env(**env),
     )  # fmt: skip

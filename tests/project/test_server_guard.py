@@ -95,7 +95,8 @@ def _inner(tmp_path: Path, *args: str, env: dict[str, str]) -> subprocess.Comple
     probe = tmp_path / "test_probe.py"
     probe.write_text(PROBE.format(bin_dir=str(bin_dir)))
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-p", "tests.conftest",
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0",
+         "-p", "tests.conftest",
          "-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT),
          f"--basetemp={tmp_path / 'inner'}", str(probe), *args],
         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
