@@ -148,7 +148,9 @@ class _Zygote:
             "out": str(out),
             "err": str(err),
         }
-        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        line = memoryview((json.dumps(request) + "\n").encode())
+        while line:  # an unbuffered pipe may take a long request in parts
+            line = line[self.proc.stdin.write(line) or 0 :]
         pid = int(self._answer(30)["pid"])
         try:
             status = int(self._answer(timeout)["status"])

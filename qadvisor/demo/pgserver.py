@@ -229,8 +229,8 @@ def start_server(
 
     socket_dir = base_dir / "sock"
     tmp_socket_dir = None
-    if len(os.fsencode(socket_dir / _SOCKET_NAME_WORST_CASE)) > _MAX_SOCKET_PATH:
-        tmp_socket_dir = socket_dir = Path(tempfile.mkdtemp(prefix="qadvisor-pg-"))
+    if not _fits(socket_dir):
+        tmp_socket_dir = socket_dir = _short_socket_dir()
     socket_dir.mkdir(exist_ok=True)
     _chown(os_user, base_dir, socket_dir)
 
@@ -264,6 +264,25 @@ def start_server(
             server.stop()
         raise
     return server
+
+
+def _fits(socket_dir: Path) -> bool:
+    """The server's socket in this directory fits the kernel's limit on its path."""
+    return len(os.fsencode(socket_dir / _SOCKET_NAME_WORST_CASE)) <= _MAX_SOCKET_PATH
+
+
+def _short_socket_dir() -> Path:
+    """A new directory for the socket whose path fits: under the temporary directory, or
+    under /tmp when that is itself too deep (a TMPDIR inside a test's or a CI job's tree)."""
+    for parent in (None, "/tmp"):
+        path = Path(tempfile.mkdtemp(prefix="qadvisor-pg-", dir=parent))
+        if _fits(path):
+            return path
+        path.rmdir()
+    raise ServerError(
+        f"no directory for the server's socket has a path short enough ({_MAX_SOCKET_PATH} "
+        f"bytes with its name): set TMPDIR to a shorter one"
+    )
 
 
 def _initdb(server: LocalServer) -> None:

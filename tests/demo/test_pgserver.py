@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -84,6 +85,21 @@ def test_stop_removes_the_socket_and_can_repeat(pg_server: LocalServer, tmp_path
     assert not socket.exists()
     assert not server.socket_dir.exists()
     server.stop()
+
+
+def test_a_deep_temporary_directory_still_gets_a_socket(
+    pg_server: LocalServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # TMPDIR as deep as the cluster's own directory (a test's or a CI job's tree): the socket
+    # goes under /tmp instead of failing to start.
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+    with start_server(pg_server.bin_dir, deep / "base") as server:
+        assert server.socket_dir.parent == Path("/tmp")
+        assert show(server, "port") == str(server.port)
+    assert not server.socket_dir.exists()
 
 
 def test_restarts_an_existing_cluster(pg_server: LocalServer, tmp_path: Path) -> None:
