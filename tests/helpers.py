@@ -191,6 +191,33 @@ def default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def interruptible(*args: str, scratch: Path) -> subprocess.Popen[str]:
+    """``qadvisor ARGS`` as a process of its own that a test interrupts: SIGINT's default
+    action back, TMPDIR at ``scratch`` (a throwaway server's files go there), pipes for both
+    outputs."""
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES} | {"TMPDIR": str(scratch)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "qadvisor", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=default_sigint,
+    )
+
+
+def assert_interrupted_cleanly(
+    proc: subprocess.Popen[str], out: str, err: str, signum: int, scratch: Path
+) -> None:
+    """The run was cut short by ``signum`` (exit 128 + signal, no report) and left no file
+    under ``scratch`` and no process of a server there."""
+    assert out == "", out[:200]
+    assert proc.returncode == 128 + signum, err
+    assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
+    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(scratch) not in running  # no postgres of that cluster left
+
+
 def _read(path: Path) -> str:
     # As subprocess.run(text=True) decodes: the locale's encoding, universal newlines.
     with open(path, encoding=locale.getpreferredencoding(False), newline=None) as f:

@@ -6,16 +6,12 @@ whatever the checked server runs; a proof on another version says so."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.checks.test_qa102_dead_entry_bloated_partial_index import churn_partial_index
 from tests.checks.test_qa401_round_robin_walks_backlog import (
     FIFO,
@@ -26,7 +22,13 @@ from tests.checks.test_qa401_round_robin_walks_backlog import (
 from tests.checks.test_qa403_fifo_noisy_neighbour import EXAMPLE_JOBS
 from tests.collect.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue
 from tests.conftest import TestDB, flush_stats
-from tests.helpers import build_archive_queue, check, default_sigint, qadvisor
+from tests.helpers import (
+    assert_interrupted_cleanly,
+    build_archive_queue,
+    check,
+    interruptible,
+    qadvisor,
+)
 from tests.shapes import APP_MONITOR, Shape
 
 
@@ -223,16 +225,7 @@ def test_an_interrupted_proof_leaves_no_server_and_no_files(
     build_archive_queue(db)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES} | {"TMPDIR": str(scratch)}
-    command = [sys.executable, "-m", "qadvisor", "check", db.dsn, "--prove", "--format", "json"]
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        preexec_fn=default_sigint,
-    ) as proc:
+    with interruptible("check", db.dsn, "--prove", "--format", "json", scratch=scratch) as proc:
         assert proc.stderr is not None
         for line in proc.stderr:
             if "building a copy" in line:
@@ -251,12 +244,7 @@ def test_an_interrupted_proof_leaves_no_server_and_no_files(
             else:
                 raise AssertionError("the interrupted proof never stopped its scratch server")
         out, err = proc.communicate(timeout=60)
-    # Cut short, not run to its end: no report, and how the signal ended it.
-    assert out == "", out[:200]
-    assert proc.returncode == 128 + signum, err
-    assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
-    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert str(scratch) not in running  # no postgres of the scratch cluster left
+    assert_interrupted_cleanly(proc, out, err, signum, scratch)
 
 
 def test_a_crafted_snapshot_reaches_nothing_past_the_scratch_databases(
