@@ -85,16 +85,20 @@ CLAIM = Claim(
 # agenda_jobs_locked_at_idx (for locked_at <= $4) through a BitmapOr, then sort on
 # (next_run_at, priority DESC): a strict comparison implies IS NOT NULL, so each arm of the OR
 # proves one of those partial indexes' predicates even with a parameter, and neither holds a
-# finished job. Some runs on PostgreSQL 15 (the choice moves with ANALYZE's sample) take
-# agenda_jobs_find_and_lock_idx instead where the custom plan binds disabled = false (an
-# ordered scan of the fresh table, or the next_run_at arm of the BitmapOr), and a Seq Scan
-# for the generic plan of the fresh table's 2,000 rows.
+# finished job.
 QUIET = {
-    "QA301": "disabled = FALSE, shown as $6, is the backend's literal, and node-postgres sends "
-    "the claim as an unnamed statement, planned with its values on every call; the generic "
-    "plan still reads the two live partial indexes (or, on a small table, no index at all)",
     "QA302": "each arm of the OR implies a live partial index's predicate (next_run_at <= $3: "
     "next_run_at IS NOT NULL; locked_at <= $4: locked_at IS NOT NULL) and both plans read them",
+}
+# But in some runs (the choice moves with ANALYZE's sample; seen on 15 and 18, fresh and
+# aged) the custom plan, made with disabled = false, reads agenda_jobs_find_and_lock_idx (WHERE
+# disabled = FALSE) instead, which the generic plan cannot prove with disabled = $6: the latent
+# info finding QA301's docs promise for a statement seen only in pg_stat_statements. It can be
+# no more: the backend writes FALSE as a literal, node-postgres sends the claim unnamed
+# (planned with its values on every call), and nothing on the server shows a generic plan run.
+LATENT = {
+    "QA301": "disabled = FALSE is the backend's literal, which pg_stat_statements shows as $6, "
+    "and node-postgres sends the claim as an unnamed statement: a generic plan is latent at most",
 }
 SORTS_WHAT_IS_DUE = {
     "QA303": "where the plan reads the BitmapOr, no index supplies ORDER BY next_run_at, "
@@ -132,7 +136,7 @@ class TestAgenda(CorpusSuite):
                     "under the 8 MiB minimum",
                     "QA201": "50 + 0.2 x ~2,000 rows is far under the minimum trigger",
                 },
-                info_only=SORTS_WHAT_IS_DUE,
+                info_only={**LATENT, **SORTS_WHAT_IS_DUE},
             ),
             "aged": Codes(
                 required={
@@ -151,7 +155,7 @@ class TestAgenda(CorpusSuite):
                     "scans name = $2 AND next_run_at <= $3, a range that "
                     "ends before the archive's NULLs, which sort last",
                 },
-                info_only=SORTS_WHAT_IS_DUE,
+                info_only={**LATENT, **SORTS_WHAT_IS_DUE},
             ),
         },
         targets={"aged": {"QA201": TABLE, "QA204": TABLE}},
