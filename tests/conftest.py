@@ -342,6 +342,14 @@ def pytest_unconfigure() -> None:
         shutil.rmtree(_GUARD.logs, ignore_errors=True)
 
 
+# The shared servers' settings beyond start_server's. wal_level = minimal lets a table created
+# and filled in one transaction (every builder's CREATE TABLE ... INSERT) skip the WAL: the
+# 400,000-row archive builds in 440 ms instead of 700 on 18. It changes no plan, size, statistic
+# or setting a check reads; it rules out replication from these servers (max_wal_senders = 0),
+# so the standby tests start a primary of their own.
+_TEST_SERVER = {"wal_level": "minimal", "max_wal_senders": "0"}
+
+
 @pytest.fixture(scope="session")
 def _pg_servers(
     tmp_path_factory: pytest.TempPathFactory,
@@ -368,7 +376,9 @@ def _pg_servers(
                     )
                 else:
                     try:
-                        server = start_server(bin_dir, tmp_path_factory.mktemp(f"pg{major}"))
+                        server = start_server(
+                            bin_dir, tmp_path_factory.mktemp(f"pg{major}"), settings=_TEST_SERVER
+                        )
                     except ServerError as err:
                         failed[major] = str(err)
                     else:
