@@ -346,8 +346,17 @@ def pytest_unconfigure() -> None:
 # and filled in one transaction (every builder's CREATE TABLE ... INSERT) skip the WAL: the
 # 400,000-row archive builds in 440 ms instead of 700 on 18. It changes no plan, size, statistic
 # or setting a check reads; it rules out replication from these servers (max_wal_senders = 0),
-# so the standby tests start a primary of their own.
-_TEST_SERVER = {"wal_level": "minimal", "max_wal_senders": "0"}
+# so the standby tests start a primary of their own. pg_stat_statements keeps 5,000 entries by
+# default and evicts the least used when full: a test's database adds about 40 (1,143 after 30
+# tests), the thousand a session makes on one server far more, and a corpus library's statement
+# run once was evicted between two runs of the same check (a finding came and went). Room for
+# all of them (about 43 MB more shared memory per server) keeps one test's statements from
+# being evicted by the others'.
+_TEST_SERVER = {
+    "wal_level": "minimal",
+    "max_wal_senders": "0",
+    "pg_stat_statements.max": "100000",
+}
 
 
 @pytest.fixture(scope="session")

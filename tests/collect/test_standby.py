@@ -108,3 +108,25 @@ def test_a_claim_given_to_a_standby_is_planned_there(pair: tuple[TestDB, TestDB]
     assert not [s for s in report["skipped"] if s["fact"] == "statements"], report["skipped"]
     assert not [s for s in report["skipped"] if s["reason"].startswith("--query 1")]
     assert {"QA301", "QA303", "QA501"} <= set(report["checks_run"])
+
+
+def test_a_standby_s_findings_are_proven_on_a_copy_and_what_it_skipped_is_not(
+    pair: tuple[TestDB, TestDB],
+) -> None:
+    # --prove reads nothing more from the checked server than the snapshot: a standby's
+    # replayed catalog and statistics are enough to relive the archive-bloated index, and
+    # nothing it could not judge (counters, the vacuum trigger) gets a proof or a finding.
+    _primary, standby = pair
+    report = check(standby, "--prove").report
+    assert report["server"]["is_standby"] is True
+    by_code = {f["code"]: f for f in report["findings"]}
+    assert {"QA201", "QA203"}.isdisjoint(by_code)
+    proof = by_code["QA101"]["proof"]
+    assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
+    assert abs(proof["scale"]["rows"] - 400_500) < 5_000
+    (index,) = [m for m in proof["measures"] if m["measure"] == "index bytes"]
+    assert index["ratio"] >= 10
+    # The fix proven is the one printed: still the primary's to run.
+    assert by_code["QA101"]["fix"]["notes"].startswith(ON_THE_PRIMARY)
+    skips = {(s["code"], s["reason"].split(":")[0]) for s in report["skipped"]}
+    assert ("QA201", STANDBY) in skips and ("QA203", STANDBY) in skips
