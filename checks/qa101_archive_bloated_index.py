@@ -90,8 +90,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     recorded on the table (a purge, a reaper, an admin listing) is planned generically
     before the fix is written: when one reads the old index, the index is kept (the fix
     builds only the partial index, and names the statements); when one could not be planned
-    (a privilege the role lacks, another session's lock), or pg_stat_statements is not there,
-    the DROP is a step for review that says so. Another claim on the table whose plan reads
+    (a privilege the role lacks, another session's lock), or pg_stat_statements is not there
+    or may have lost statements (it evicted entries to make room since its statistics were
+    reset, per `pg_stat_statements_info`, or is older than 1.9 and cannot say), the DROP is a
+    step for review that says so. Another claim on the table whose plan reads
     the old index keeps it as well, unless the partial index matches that claim's WHERE and
     ORDER BY: the CREATE INDEX step names the claims it matches, derived from their text
     (not a plan: the index does not exist yet). The evidence lists what was checked.
@@ -255,6 +257,7 @@ def _judge(
             "statements_not_checked": [
                 f"{stakeholder_label(s)}: {s.plan_error}" for s in use.unknown
             ],
+            **({"statements_evicted": use.evicted} if use.evicted else {}),
             "min_archive_fraction": options.min_archive_fraction,
             "min_index_bytes": options.min_index_bytes,
             "min_size_ratio": options.min_size_ratio,
@@ -357,6 +360,13 @@ def _drop(table: Table, idx: Index, use: IndexUse, notes: list[str], scans_known
         notes.append(
             f"No other statement could be checked for {name} ({use.unavailable}): the DROP is "
             "for review; make sure no query (reports, admin pages, maintenance) needs it."
+        )
+        return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
+    if use.evicted is not None:
+        notes.append(
+            f"Whether a statement pg_stat_statements no longer holds reads {name} cannot be "
+            f"known ({use.evicted}): the DROP is for review; make sure no query (reports, "
+            "admin pages, maintenance) needs it."
         )
         return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
     if use.unknown:

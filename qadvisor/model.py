@@ -559,6 +559,10 @@ class Snapshot:
     # The application's own ignores, read from its --query-file comments at collection, so a
     # saved snapshot keeps them.
     inline_ignores: tuple[InlineIgnore, ...] = ()
+    # Why pg_stat_statements may not hold every statement the database ran (it evicted entries
+    # to make room, or cannot say whether it did): a fix cannot know it breaks none of them.
+    # None when it evicted none (or is not read: see ``unavailable``).
+    pgss_evicted: str | None = None
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)

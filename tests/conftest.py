@@ -350,12 +350,12 @@ def pytest_unconfigure() -> None:
 # default and evicts the least used when full: a test's database adds about 40 (1,143 after 30
 # tests), the thousand a session makes on one server far more, and a corpus library's statement
 # run once was evicted between two runs of the same check (a finding came and went). Room for
-# all of them (about 43 MB more shared memory per server) keeps one test's statements from
+# all of them (about 86 MB more shared memory per server) keeps one test's statements from
 # being evicted by the others'.
 _TEST_SERVER = {
     "wal_level": "minimal",
     "max_wal_senders": "0",
-    "pg_stat_statements.max": "100000",
+    "pg_stat_statements.max": "200000",
 }
 
 

@@ -49,6 +49,9 @@ class Recorded:
     for the columns)."""
 
     entries: tuple[dict[str, Any], ...] = ()
+    # Why the entries may not be every statement the database ran (pg_stat_statements evicted
+    # some to make room, or cannot say whether it did), or None when it evicted none.
+    evicted: str | None = None
 
     def row_locking(self) -> list[dict[str, Any]]:
         """The statements that lock rows, the most called first (at most MAX_ROW_LOCKING),
@@ -139,19 +142,54 @@ def read_recorded(conn: Conn) -> Read[Recorded]:
     if not found:
         why = "pg_stat_statements is not installed in this database"
         return Read(Recorded(), {"pg_stat_statements": why})
-    # pg_stat_statements 1.9 (PostgreSQL 14) added toplevel.
-    toplevel = "bool_or(toplevel)" if conn.info.server_version >= 140000 else "true"
+    schema = found[0]["schema"]
+    # pg_stat_statements 1.9 (PostgreSQL 14) added toplevel, and with it
+    # pg_stat_statements_info: an extension an upgrade left at 1.8 has neither.
+    toplevel = "bool_or(toplevel)" if found[0]["has_info"] else "true"
     query = sql.SQL(query_text("pgss_entries")).format(
-        pgss=sql.Identifier(found[0]["schema"], "pg_stat_statements"),
+        pgss=sql.Identifier(schema, "pg_stat_statements"),
         toplevel=sql.SQL(toplevel),
     )
     try:
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             cur.execute(PGSS_WORK_MEM_SQL, [PGSS_WORK_MEM])
             cur.execute(query)
-            return Read(Recorded(tuple(cur.fetchall())))
+            entries = tuple(cur.fetchall())
     except psycopg.Error as exc:
         if conn.broken or conn.closed:
             raise
         why = f"pg_stat_statements is not readable: {first_line(exc)}"
         return Read(Recorded(), {"pg_stat_statements": why})
+    return Read(Recorded(entries, _evicted(conn, schema, found[0])))
+
+
+def _evicted(conn: Conn, schema: str, extension: dict[str, Any]) -> str | None:
+    """Why pg_stat_statements may not hold every statement of the database: the entries it
+    evicted since its statistics were reset (pg_stat_statements_info), or that it cannot say;
+    None when it evicted none."""
+    if not extension["has_info"]:
+        return (
+            f"pg_stat_statements {extension['version']} does not count the entries it evicts "
+            "to make room (pg_stat_statements_info is new in 1.9), so statements it no longer "
+            "holds may be missing"
+        )
+    query = sql.SQL(query_text("pgss_info")).format(
+        info=sql.Identifier(schema, "pg_stat_statements_info")
+    )
+    try:
+        with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(query)
+            info = cur.fetchone()
+    except psycopg.Error as exc:
+        if conn.broken or conn.closed:
+            raise
+        return f"whether pg_stat_statements evicted entries is unknown: {first_line(exc)}"
+    if info is None or not info["dealloc"]:
+        return None
+    since = info["stats_reset"]
+    when = f"since {since:%Y-%m-%d %H:%M %Z}".rstrip() if since is not None else "so far"
+    kept = f" (pg_stat_statements.max = {info['max_entries']})" if info["max_entries"] else ""
+    return (
+        f"pg_stat_statements has evicted its least used entries {info['dealloc']:,} times "
+        f"{when} to make room{kept}, so statements run rarely may be missing"
+    )

@@ -153,6 +153,11 @@ SENT: tuple[Sent, ...] = (
           "tables are chosen from them.", NO_LOCK, _PGSS,
           composed=True, when="pg_stat_statements is installed in the database",
           facts=("statements",)),
+    _file("pgss_info", "collection",
+          "How many entries pg_stat_statements has evicted since its statistics were reset: "
+          "with evictions, a statement an index fix would break may be missing, and the fix "
+          "says so.", NO_LOCK, CONNECT, composed=True,
+          when="pg_stat_statements 1.9 or later is installed in the database"),
     _file("functions", "collection",
           "Functions whose bodies may claim jobs (called by a recorded statement, or "
           "with SKIP LOCKED in their body).", NO_LOCK, CONNECT, composed=True),

@@ -187,6 +187,7 @@ def collect(
         maintenance=maintenance,
         stakeholders=stakeholders.value,
         hidden=_unique(missing.hidden),
+        pgss_evicted=found.value.recorded.evicted,
     )
 
 

@@ -21,6 +21,8 @@ class IndexUse:
     unknown: tuple[Stakeholder, ...]
     # Why the statements could not be read at all (no pg_stat_statements, ...), or None.
     unavailable: str | None = None
+    # Why the statements read may not be all of them (pg_stat_statements evicted some), or None.
+    evicted: str | None = None
 
 
 def index_use(snapshot: Snapshot, table: Table, index: str) -> IndexUse:
@@ -33,6 +35,7 @@ def index_use(snapshot: Snapshot, table: Table, index: str) -> IndexUse:
         users=tuple(s for s in on_table if s.plan_error is None and index in s.indexes_used),
         unknown=tuple(s for s in on_table if s.plan_error is not None),
         unavailable=unavailable,
+        evicted=snapshot.pgss_evicted,
     )
 
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from qadvisor.api import btree_bytes
+from qadvisor.demo.pgserver import LocalServer, start_server
 from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
-from tests.helpers import assert_quiet, build_archive_queue
+from tests.conftest import TestDB
+from tests.helpers import assert_quiet, build_archive_queue, check
 from tests.shapes import Shape
 
 MB = 1024 * 1024
@@ -253,6 +257,69 @@ def test_an_index_no_recorded_statement_reads_is_dropped_as_a_migration(shape: S
     assert drop["kind"] == "migration" and f["evidence"]["statements_reading_index"] == []
     shape.apply_fix(f)
     assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+def test_an_index_is_never_dropped_as_a_migration_after_statements_were_evicted(
+    pg_server: LocalServer, tmp_path: Path
+) -> None:
+    # pg_stat_statements keeps pg_stat_statements.max entries and evicts the least used when
+    # more statements come: a rarely run report that reads the index may be gone from it.
+    # A server of its own, since the setting needs a restart: 100 entries, its minimum.
+    server = start_server(pg_server.bin_dir, tmp_path, settings={"pg_stat_statements.max": "100"})
+    try:
+        db = TestDB("postgres", server)
+        db.execute("CREATE EXTENSION pg_stat_statements")
+        build_archive_queue(db)
+
+        def run_the_application(others: int) -> dict[str, object]:
+            db.execute("SELECT pg_stat_statements_reset()")
+            with db.connect() as conn:
+                # Statements of different shapes (a select list of i columns), so each is an
+                # entry of its own; the claims after them, so they are the entries kept.
+                for i in range(1, others + 1):
+                    conn.execute(f"SELECT {', '.join(['id'] * i)} FROM jobs LIMIT 0")
+                for _ in range(5):
+                    conn.execute(CLAIM)
+            (f,) = check(db).findings("QA101")
+            return f
+
+        f = run_the_application(150)
+        (evicted,) = db.execute("SELECT dealloc FROM pg_stat_statements_info")[0]
+        assert evicted > 0
+        (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+        assert drop["kind"] == "review"
+        said = f["evidence"]["statements_evicted"]
+        assert said.startswith("pg_stat_statements has evicted its least used entries")
+        assert "(pg_stat_statements.max = 100)" in said and said in f["fix"]["notes"]
+        # The same application with room for every statement: the DROP is a migration again.
+        f = run_the_application(20)
+        (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+        assert drop["kind"] == "migration" and "statements_evicted" not in f["evidence"]
+    finally:
+        server.stop()
+
+
+def test_a_pg_stat_statements_that_cannot_count_evictions_is_read_and_the_drop_reviewed(
+    db: TestDB,
+) -> None:
+    # An upgrade of PostgreSQL leaves the extension at the version it had: 1.8 has neither
+    # toplevel nor pg_stat_statements_info. Its statements are still read (the claim is
+    # found in them), and nothing says none was evicted.
+    db.execute("CREATE EXTENSION pg_stat_statements VERSION '1.8'")
+    build_archive_queue(db)
+    db.execute("SELECT pg_stat_statements_reset()")
+    with db.connect() as conn:
+        for _ in range(5):
+            conn.execute(CLAIM)
+    run = check(db)
+    (queue,) = run.report["queues"]
+    assert "SKIP LOCKED claim(s): pg_stat_statements" in queue["reason"], queue["reason"]
+    (f,) = run.findings("QA101")
+    (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+    assert drop["kind"] == "review"
+    assert f["evidence"]["statements_evicted"].startswith(
+        "pg_stat_statements 1.8 does not count the entries it evicts"
+    )
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@
 -- statements on the queue tables are chosen from these rows by qadvisor. EXPLAIN statements
 -- are left out (qadvisor's own among them). toplevel is false when every call was nested
 -- (inside a function, with pg_stat_statements.track = all, or PostgreSQL's own foreign-key
--- checks); it is true before PostgreSQL 14, which does not record it.
+-- checks); it is true before pg_stat_statements 1.9 (PostgreSQL 14), which does not record it.
 SELECT queryid,
        query,
        array_agg(DISTINCT pg_get_userbyid(userid) ORDER BY pg_get_userbyid(userid)) AS roles,
