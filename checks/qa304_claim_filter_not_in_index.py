@@ -13,12 +13,14 @@ from qadvisor.api import (
     Finding,
     Fix,
     FixStep,
+    Index,
     IndexKey,
     PlanNode,
     Severity,
     Skip,
     Snapshot,
     Statement,
+    Table,
     Target,
     analyze,
     at_least,
@@ -27,6 +29,7 @@ from qadvisor.api import (
     drop_index,
     existing_index,
     human_count,
+    ident,
     index_keys,
     index_use,
     indexes_used,
@@ -35,6 +38,7 @@ from qadvisor.api import (
     over_bindings,
     plan_outline,
     predicate_implies,
+    qualified,
     review,
     scans,
     sort_inputs,
@@ -60,6 +64,11 @@ class Options:
     min_calls: int = 50
     # Counters move between runs: within this share of a threshold, info only.
     margin: float = NOISE_MARGIN
+    # Where an index led by the compared column exists and the plan walks another one: rows
+    # changed since the last ANALYZE, as a share of the table, below which another ANALYZE
+    # would sample the same table (autovacuum_analyze_scale_factor's default), so the
+    # statistics, not their age, mislead the planner.
+    stale_share: float = 0.1
 
 
 @check("QA304", "claim-filter-not-in-index", severity=Severity.WARNING, category="statements",
@@ -95,6 +104,16 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     reads it or it enforces a constraint. A claim over several
     queues at once (`queue = ANY($1)`) needs one such descent per queue: a `CROSS JOIN
     LATERAL` over the list of queues, each branch ordered and limited.
+
+    When such an index exists already and the plan walks the other one, the planner's
+    estimate of the column's rows is what misleads it. If the statistics may be older than
+    the rows (no ANALYZE on record, or `stale_share` of the rows changed since), the fix is
+    ANALYZE. If they are current, another ANALYZE would count the same (a sample of a table
+    where one queue or tenant holds most rows sees few values, and the planner takes each to
+    match that many rows): the fix says what pg_stats counts and prints the pin,
+    `ALTER TABLE ... ALTER COLUMN ... SET (n_distinct = <number of distinct values>)` and
+    ANALYZE, with the number left for the DBA (qadvisor counts no rows), and the DROP of the
+    walked index for review.
 
     ## When it stays quiet
     The index the claim walks leads with (or has in its condition) the compared column; the
@@ -264,11 +283,11 @@ def _finding(
             "rows in order; how many a claim throws away depends on where its queue's rows "
             "sit, so one queue's backlog slows the claims of all the others."
         ),
-        fix=_fix(snapshot, d, column, idx.name),
+        fix=_fix(snapshot, d, column, idx.name, options),
     )
 
 
-def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str) -> Fix:
+def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: Options) -> Fix:
     table, live, stmt = d.table, d.queue.live, d.statement
     order = index_keys(d.parsed.order_by, table)
     if order is None:
@@ -283,23 +302,93 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str) -> Fix:
             "predicate the claim's WHERE implies: the claim does not imply the queue's live "
             "predicate, so qadvisor writes none. " + CONCURRENT_BUILD_NOTE
         )
+    old = next(i for i in table.indexes if i.name == scan_index)
     existing = existing_index(table, keys, live)
     if existing is not None:
-        return Fix(
-            notes=f"Index {existing.name} already leads with {column} in this order, but the "
-            f"planner walks {column}-less order instead: its estimate of {column}'s rows "
-            "comes from the whole table's statistics. Refresh them, and plan the claim "
-            "again.",
-            safety="safe",
-            steps=(analyze(table),),
-        )
+        current = _current_statistics(table, column, options)
+        if current is None:
+            return Fix(
+                notes=f"Index {existing.name} already leads with {column} in this order, but "
+                f"the planner walks {column}-less order instead: its estimate of {column}'s "
+                "rows comes from the whole table's statistics, which may be older than the "
+                f"rows ({_age(table)}). Refresh them, and plan the claim again. If it still "
+                f"walks {old.name}, the statistics themselves mislead it (a sample of a table "
+                f"where one {column} holds most rows sees few values): compare pg_stats' "
+                f"n_distinct for {column} with the real count, and pin that with `ALTER TABLE "
+                f"{qualified(table.schema, table.name)} ALTER COLUMN {ident(column)} SET "
+                f"(n_distinct = <number of distinct {column} values>);` before another ANALYZE.",
+                safety="safe",
+                steps=(analyze(table),),
+            )
+        steps, notes = _old_index(snapshot, d, column, old, built=existing.name)
+        notes.insert(0, _misestimate_note(table, column, existing.name, old.name, current))
+        return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
     build = live_set_index(table, live, keys)
-    old = next(i for i in table.indexes if i.name == scan_index)
-    steps: list[FixStep] = [build.step(snapshot)]
-    notes = [
+    steps, notes = _old_index(snapshot, d, column, old, built=None)
+    steps.insert(0, build.step(snapshot))
+    notes.insert(
+        0,
         f"The claim descends {build.name} to the first row of its {column} in ORDER BY order "
-        "and reads only its own queue's rows."
-    ]
+        "and reads only its own queue's rows.",
+    )
+    return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
+
+
+def _current_statistics(table: Table, column: str, options: Options) -> str | None:
+    """What pg_stats says of ``column``, when another ANALYZE would sample much the same
+    table (it ran, and fewer than ``stale_share`` of the rows changed since): why the planner
+    misjudges ``column``'s rows is then the statistics themselves. None when they may be stale
+    or are not known."""
+    stats = table.stats_of(column)
+    counters = table.stats
+    analyzed = max(filter(None, (counters.last_analyze, counters.last_autoanalyze)), default=None)
+    rows = max(table.reltuples, 0.0)
+    if stats is None or analyzed is None or rows == 0 or stats.n_distinct == 0:
+        return None
+    if counters.n_mod_since_analyze >= options.stale_share * rows:
+        return None
+    distinct = stats.n_distinct if stats.n_distinct > 0 else -stats.n_distinct * rows
+    per_value = rows * (1 - stats.null_frac) / max(distinct, 1.0)
+    return (
+        f"its statistics are current ({counters.n_mod_since_analyze:,} of about "
+        f"{human_count(rows)} rows changed since the last ANALYZE, {analyzed[:16]}), so "
+        f"another ANALYZE would count much the same: pg_stats counts {human_count(distinct)} "
+        f"distinct {column} value(s), about {human_count(per_value)} rows each"
+    )
+
+
+def _age(table: Table) -> str:
+    counters = table.stats
+    analyzed = max(filter(None, (counters.last_analyze, counters.last_autoanalyze)), default=None)
+    if analyzed is None:
+        return "no ANALYZE is on record, or the role cannot see its counters"
+    return f"{counters.n_mod_since_analyze:,} rows changed since the last ANALYZE, {analyzed[:16]}"
+
+
+def _misestimate_note(table: Table, column: str, existing: str, walked: str, current: str) -> str:
+    t = qualified(table.schema, table.name)
+    return (
+        f"Index {existing} already leads with {column} in this order, but the planner walks "
+        f"{walked} instead, and {current}. Compared with a value it cannot see (a parameter, "
+        f"another table's column), {column} is taken to match that many rows, so the walk "
+        f"looks short; a sample of a table where one {column} holds most rows sees few "
+        f"values. Tell the planner how many there are: `ALTER TABLE {t} ALTER COLUMN "
+        f"{ident(column)} SET (n_distinct = <number of distinct {column} values>);` then "
+        f"`ANALYZE {t};`. The number is your application's (qadvisor counts no rows, and "
+        "writes no value it did not see); the ALTER takes a SHARE UPDATE EXCLUSIVE lock, and "
+        "a fixed n_distinct survives later ANALYZEs (raise it as values are added)."
+    )
+
+
+def _old_index(
+    snapshot: Snapshot, d: Dequeue, column: str, old: Index, *, built: str | None
+) -> tuple[list[FixStep], list[str]]:
+    """The index the claim walks: kept (a constraint, other readers), or its DROP for
+    review. ``built`` names the index led by ``column`` that exists already (None: the fix
+    builds it)."""
+    table, stmt = d.table, d.statement
+    steps: list[FixStep] = []
+    notes: list[str] = []
     own = statement_id(stmt)
     readers = [s for s in _claims_reading(snapshot, d) if statement_id(s) != own]
     use = index_use(snapshot, table, old.name)
@@ -313,7 +402,8 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str) -> Fix:
         notes.append(
             f"{old.name} stays: other recorded statements read it ({listed}). While it exists "
             f"the planner may keep walking it, since it estimates {column}'s rows from the "
-            "whole table's statistics: check the claim's plan after the build."
+            f"whole table's statistics: check the claim's plan after the "
+            f"{'build' if built is None else 'change'}."
         )
     else:
         drop = drop_index(table.schema, old.name)
@@ -329,12 +419,16 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str) -> Fix:
                 "the same, for queries pg_stat_statements did not record (reports, admin "
                 "pages)."
             )
-        notes.append(
-            f"Drop {old.name} once the new index is built: while it exists the planner may "
-            f"keep walking it, since it estimates {column}'s rows from the whole table's "
-            f"statistics, archive included. {checked}"
+        lead = (
+            f"Drop {old.name} once the new index is built"
+            if built is None
+            else f"Or drop {old.name}, which the claim does not need beside {built}"
         )
-    return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
+        notes.append(
+            f"{lead}: while it exists the planner may keep walking it, since it estimates "
+            f"{column}'s rows from the whole table's statistics, archive included. {checked}"
+        )
+    return steps, notes
 
 
 def _claims_reading(snapshot: Snapshot, d: Dequeue) -> list[Statement]:

@@ -7,15 +7,17 @@ takes the queues' rows to be spread evenly, chooses that walk.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from qadvisor.api import parse_explain, scans
-from qadvisor.model import Column, Finding, PlanNode, Severity, Statement
+from qadvisor.model import Column, ColumnStats, Finding, PlanNode, Severity, Statement, TableStats
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
+from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.conftest import TestDB
 from tests.helpers import Run, assert_quiet
 from tests.shapes import Shape
@@ -119,6 +121,39 @@ def test_a_backlog_that_does_not_hold_the_claim_up_is_quiet_when_measured(
     assert_quiet(shape.check("--query", SMALL_CLAIM, "--analyze"), "QA304", shape.queue)
 
 
+def _analyzed(db: TestDB) -> None:
+    # 14's collector publishes the ANALYZE up to 500 ms later; the fix reads its time.
+    db.wait_for_stats("jobs", lambda r: r["last_analyze"] is not None)
+
+
+def test_an_index_led_by_the_column_that_current_statistics_pass_over_is_not_fixed_by_analyze(
+    shape: Shape,
+) -> None:
+    # The round-robin trap: 100,000 jobs of one tenant and one each of ten others, analyzed
+    # as a sample of it sees them (one tenant). The per-tenant index exists; the planner
+    # walks the FIFO index because pg_stats says every row has the same tenant_id.
+    db = shape.db
+    build_trap(db)
+    _analyzed(db)
+    f = found(shape.check("--query", RR_BY_ID))
+    assert f["evidence"]["scan_index"] == "jobs_queued_fifo", f["message"]
+    notes, steps = f["fix"]["notes"], f["fix"]["steps"]
+    assert "another ANALYZE would count much the same" in notes, notes
+    assert "pg_stats counts 1 distinct tenant_id value(s)" in notes
+    assert not [s for s in steps if s["sql"].startswith("ANALYZE")]
+    # The server agrees that ANALYZE is no fix: after one, the claim still walks.
+    shape.apply([f"ANALYZE {shape.schema}.jobs"])
+    assert "QA304" in shape.check("--query", RR_BY_ID).codes()
+    # The printed ALTER with the application's count in its placeholder (what the DBA
+    # knows: 11 tenants have jobs), then the printed ANALYZE: the claim descends the index.
+    (alter,) = re.findall(r"`(ALTER TABLE [^`]+)`", notes)
+    (analyze,) = re.findall(r"`(ANALYZE [^`]+)`", notes)
+    ((count,),) = db.execute("SELECT count(DISTINCT tenant_id) FROM jobs")
+    shape.apply([alter.replace("<number of distinct tenant_id values>", str(count)), analyze])
+    _analyzed(db)
+    assert_quiet(shape.check("--query", RR_BY_ID), "QA304", shape.queue)
+
+
 # --- unit tests on hand-built snapshots --------------------------------------------------------
 
 SCAN = PlanNode(
@@ -179,3 +214,48 @@ def test_the_queue_in_the_index_condition_is_quiet() -> None:
     cond = replace(SCAN, index_cond="(jobs.queue = 'mail'::text)", filter=None)
     plan = replace(PLAN, children=(PlanNode("LockRows", children=(cond,)),))
     assert judged(custom_plan=plan) == []
+
+
+def _with_tenant_index(changed: int, analyzed: str | None) -> list[object]:
+    """The claim walks jobs_live while jobs_queue_live (queue, created_at) exists; pg_stats
+    counts 1 queue; ``changed`` rows since the ANALYZE of ``analyzed``."""
+    live = S.index("jobs_live", ("created_at",), 8192, predicate="(status = 'pending')",
+                   reltuples=45_000)  # fmt: skip
+    by_queue = S.index("jobs_queue_live", ("queue", "created_at"), 8192,
+                       predicate="(status = 'pending')", reltuples=45_000)  # fmt: skip
+    table = S.jobs_table(
+        indexes=(live, by_queue),
+        stats=TableStats(n_live_tup=10_000_000, n_mod_since_analyze=changed, last_analyze=analyzed),
+    )
+    table = replace(
+        table,
+        columns=(*table.columns, Column("queue", "text", True)),
+        column_stats=(*table.column_stats, ColumnStats("queue", 0.0, 1.0, 5)),
+    )
+    stmt = Statement(text=TEXT, source="--query 1", custom_plan=PLAN, parsed=analyse(TEXT))
+    return S.run("QA304", replace(S.snapshot(table), statements=(stmt,)))
+
+
+@pytest.mark.parametrize(
+    ("changed", "analyzed", "refresh"),
+    [
+        (1_000, "2026-12-01T10:00:00+00:00", False),  # current: ANALYZE would count the same
+        (999_999, "2026-12-01T10:00:00+00:00", False),  # under 10 % of 10 M rows
+        (1_000_000, "2026-12-01T10:00:00+00:00", True),  # a tenth changed: refresh first
+        (0, None, True),  # no ANALYZE on record
+    ],
+)
+def test_analyze_is_the_fix_only_when_the_statistics_may_be_stale(
+    changed: int, analyzed: str | None, refresh: bool
+) -> None:
+    (f,) = _with_tenant_index(changed, analyzed)
+    assert isinstance(f, Finding) and f.fix is not None
+    steps = [s.sql for s in f.fix.steps]
+    assert (steps == ["ANALYZE public.jobs;"]) == refresh, steps
+    # Either way the fix names the pin qadvisor cannot fill in, never a number of its own.
+    assert "SET (n_distinct = <number of distinct queue values>);" in f.fix.notes
+    if not refresh:
+        assert (
+            "pg_stats counts 1 distinct queue value(s), about 10,000,000 rows each" in f.fix.notes
+        )
+        assert steps == ["DROP INDEX CONCURRENTLY public.jobs_live;"]
