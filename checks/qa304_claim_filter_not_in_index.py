@@ -106,14 +106,15 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     LATERAL` over the list of queues, each branch ordered and limited.
 
     When such an index exists already and the plan walks the other one, the planner's
-    estimate of the column's rows is what misleads it. If the statistics may be older than
-    the rows (no ANALYZE on record, or `stale_share` of the rows changed since), the fix is
-    ANALYZE. If they are current, another ANALYZE would count the same (a sample of a table
-    where one queue or tenant holds most rows sees few values, and the planner takes each to
-    match that many rows): the fix says what pg_stats counts and prints the pin,
-    `ALTER TABLE ... ALTER COLUMN ... SET (n_distinct = <number of distinct values>)` and
-    ANALYZE, with the number left for the DBA (qadvisor counts no rows), and the DROP of the
-    walked index for review.
+    estimate of the column's rows is what misleads it, and the fix is ANALYZE, with the
+    n_distinct pin as the next step if the plan still walks. Where the column is compared
+    with another table's column (a lateral probe per tenant), which the planner estimates
+    from n_distinct alone, and the statistics are current (an ANALYZE on record, fewer than
+    `stale_share` of the rows changed since), another ANALYZE would count the same (a sample
+    of a table where one tenant holds most rows sees few values): the fix says what pg_stats
+    counts and gives the pin, `ALTER TABLE ... ALTER COLUMN ... SET (n_distinct = <number of
+    distinct values>)` and ANALYZE, as notes with the number left for the DBA (qadvisor
+    counts no rows).
 
     ## When it stays quiet
     The index the claim walks leads with (or has in its condition) the compared column; the
@@ -305,26 +306,41 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
     old = next(i for i in table.indexes if i.name == scan_index)
     existing = existing_index(table, keys, live)
     if existing is not None:
-        current = _current_statistics(table, column, options)
+        # The planner estimates a comparison with a value it sees (a literal, a bound
+        # parameter in a custom plan) from the most common values; only one with another
+        # table's column (a lateral probe) from n_distinct, which a pin can correct.
+        unseen = any(
+            o.kind == "column"
+            for p in d.parsed.predicates
+            if p.column == column and p.op == "="
+            for o in p.operands
+        )
+        current = _current_statistics(table, column, options) if unseen else None
         if current is None:
-            return Fix(
-                notes=f"Index {existing.name} already leads with {column} in this order, but "
-                f"the planner walks {column}-less order instead: its estimate of {column}'s "
-                "rows comes from the whole table's statistics, which may be older than the "
-                f"rows ({_age(table)}). Refresh them, and plan the claim again. If it still "
-                f"walks {old.name}, the statistics themselves mislead it (a sample of a table "
-                f"where one {column} holds most rows sees few values): compare pg_stats' "
-                f"n_distinct for {column} with the real count, and pin that with `ALTER TABLE "
-                f"{qualified(table.schema, table.name)} ALTER COLUMN {ident(column)} SET "
-                f"(n_distinct = <number of distinct {column} values>);` before another ANALYZE.",
-                safety="safe",
-                steps=(analyze(table),),
+            said = (
+                f"Index {existing.name} already leads with {column} in this order, but the "
+                f"planner walks {column}-less order instead: its estimate of {column}'s rows "
+                "comes from the whole table's statistics, which may be older than the rows "
+                f"({_age(table)}). Refresh them, and plan the claim again."
             )
-        steps, notes = _old_index(snapshot, d, column, old, built=existing.name)
-        notes.insert(0, _misestimate_note(table, column, existing.name, old.name, current))
-        return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
+            if unseen:
+                said += (
+                    f" If it still walks {old.name}, the statistics themselves mislead it (a "
+                    f"sample of a table where one {column} holds most rows sees few values): "
+                    f"compare pg_stats' n_distinct for {column} with the real count, and pin "
+                    f"that with `ALTER TABLE {qualified(table.schema, table.name)} ALTER COLUMN "
+                    f"{ident(column)} SET (n_distinct = <number of distinct {column} values>);` "
+                    "before another ANALYZE."
+                )
+            return Fix(notes=said, safety="safe", steps=(analyze(table),))
+        # No step: the pin needs a number only the DBA has, and the walked index is the
+        # claim's path until the pin moves it.
+        return Fix(
+            notes=_misestimate_note(table, column, existing.name, old.name, current),
+            safety="review",
+        )
     build = live_set_index(table, live, keys)
-    steps, notes = _old_index(snapshot, d, column, old, built=None)
+    steps, notes = _old_index(snapshot, d, column, old)
     steps.insert(0, build.step(snapshot))
     notes.insert(
         0,
@@ -369,8 +385,8 @@ def _misestimate_note(table: Table, column: str, existing: str, walked: str, cur
     t = qualified(table.schema, table.name)
     return (
         f"Index {existing} already leads with {column} in this order, but the planner walks "
-        f"{walked} instead, and {current}. Compared with a value it cannot see (a parameter, "
-        f"another table's column), {column} is taken to match that many rows, so the walk "
+        f"{walked} instead, and {current}. Compared with another table's column, a value it "
+        f"cannot see when it plans, {column} is taken to match that many rows, so the walk "
         f"looks short; a sample of a table where one {column} holds most rows sees few "
         f"values. Tell the planner how many there are: `ALTER TABLE {t} ALTER COLUMN "
         f"{ident(column)} SET (n_distinct = <number of distinct {column} values>);` then "
@@ -381,11 +397,10 @@ def _misestimate_note(table: Table, column: str, existing: str, walked: str, cur
 
 
 def _old_index(
-    snapshot: Snapshot, d: Dequeue, column: str, old: Index, *, built: str | None
+    snapshot: Snapshot, d: Dequeue, column: str, old: Index
 ) -> tuple[list[FixStep], list[str]]:
-    """The index the claim walks: kept (a constraint, other readers), or its DROP for
-    review. ``built`` names the index led by ``column`` that exists already (None: the fix
-    builds it)."""
+    """The index the claim walks once the fix has built the one led by ``column``: kept (a
+    constraint, other readers), or its DROP for review."""
     table, stmt = d.table, d.statement
     steps: list[FixStep] = []
     notes: list[str] = []
@@ -402,8 +417,7 @@ def _old_index(
         notes.append(
             f"{old.name} stays: other recorded statements read it ({listed}). While it exists "
             f"the planner may keep walking it, since it estimates {column}'s rows from the "
-            f"whole table's statistics: check the claim's plan after the "
-            f"{'build' if built is None else 'change'}."
+            "whole table's statistics: check the claim's plan after the build."
         )
     else:
         drop = drop_index(table.schema, old.name)
@@ -419,14 +433,10 @@ def _old_index(
                 "the same, for queries pg_stat_statements did not record (reports, admin "
                 "pages)."
             )
-        lead = (
-            f"Drop {old.name} once the new index is built"
-            if built is None
-            else f"Or drop {old.name}, which the claim does not need beside {built}"
-        )
         notes.append(
-            f"{lead}: while it exists the planner may keep walking it, since it estimates "
-            f"{column}'s rows from the whole table's statistics, archive included. {checked}"
+            f"Drop {old.name} once the new index is built: while it exists the planner may "
+            f"keep walking it, since it estimates {column}'s rows from the whole table's "
+            f"statistics, archive included. {checked}"
         )
     return steps, notes
 
