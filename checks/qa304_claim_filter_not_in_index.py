@@ -357,7 +357,7 @@ def _current_statistics(table: Table, column: str, options: Options) -> str | No
     or are not known."""
     stats = table.stats_of(column)
     counters = table.stats
-    analyzed = max(filter(None, (counters.last_analyze, counters.last_autoanalyze)), default=None)
+    analyzed = _last_analyze(table)
     rows = max(table.reltuples, 0.0)
     if stats is None or analyzed is None or rows == 0 or stats.n_distinct == 0:
         return None
@@ -373,12 +373,17 @@ def _current_statistics(table: Table, column: str, options: Options) -> str | No
     )
 
 
-def _age(table: Table) -> str:
+def _last_analyze(table: Table) -> str | None:
     counters = table.stats
-    analyzed = max(filter(None, (counters.last_analyze, counters.last_autoanalyze)), default=None)
+    return max(filter(None, (counters.last_analyze, counters.last_autoanalyze)), default=None)
+
+
+def _age(table: Table) -> str:
+    analyzed = _last_analyze(table)
     if analyzed is None:
         return "no ANALYZE is on record, or the role cannot see its counters"
-    return f"{counters.n_mod_since_analyze:,} rows changed since the last ANALYZE, {analyzed[:16]}"
+    changed = table.stats.n_mod_since_analyze
+    return f"{changed:,} rows changed since the last ANALYZE, {analyzed[:16]}"
 
 
 def _misestimate_note(table: Table, column: str, existing: str, walked: str, current: str) -> str:
