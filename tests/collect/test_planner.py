@@ -52,6 +52,9 @@ def build(db: TestDB, schema: str = "public") -> None:
         ANALYZE {schema}.jobs;
         """
     )
+    # Counted once the session that wrote them has reported its counters (it does so as it
+    # ends, which the next session may come before): the tests that count writes start here.
+    db.wait_for_stats(f"{schema}.jobs", lambda r: r["n_tup_ins"] >= 20_000)
 
 
 def facts(db: TestDB, table: str = "public.jobs") -> tuple[tuple[Queue, ...], tuple[Table, ...]]:
