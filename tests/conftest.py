@@ -348,10 +348,10 @@ def pytest_unconfigure() -> None:
 # or setting a check reads; it rules out replication from these servers (max_wal_senders = 0),
 # so the standby tests start a primary of their own. pg_stat_statements keeps 5,000 entries by
 # default and evicts the least used when full: a test's database adds about 40 (1,143 after 30
-# tests), the thousand a session makes on one server far more, and a corpus library's statement
-# run once was evicted between two runs of the same check (a finding came and went). Room for
-# all of them (about 86 MB more shared memory per server) keeps one test's statements from
-# being evicted by the others'.
+# tests), the thousand a session makes on one server far more, and in one CI run a corpus
+# library's statement run once was there for the first of two runs of a check and gone for the
+# second (a finding came and went). Room for all of them (about 86 MB more shared memory per
+# server) keeps one test's statements from being evicted by the others'.
 _TEST_SERVER = {
     "wal_level": "minimal",
     "max_wal_senders": "0",
