@@ -1,0 +1,62 @@
+"""--prove on a database a real queue library wrote: the copy is built from what qadvisor
+read of that database (its statistics, and its statements as pg_stat_statements recorded them,
+literals shown as $n), not from a table this suite designed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qadvisor.demo.pgserver import LocalServer
+from tests.corpus.library import Observed
+from tests.corpus.test_oban import OBAN
+from tests.helpers import Run, qadvisor
+
+NEW_INDEX = "oban_jobs_available_queue_priority_scheduled_at_id_idx"
+
+
+# One proof per database (it builds and churns a copy of about 1 M rows): both tests read it.
+_PROVEN: dict[str, Run] = {}
+
+
+def _proof(observed: Observed, server: LocalServer, code: str) -> dict[str, Any]:
+    dsn = server.dsn(observed.db)
+    if dsn not in _PROVEN:
+        _PROVEN[dsn] = qadvisor("check", dsn, "--format", "json", "--prove", timeout=600)
+    run = _PROVEN[dsn]
+    assert run.rc == 1 and run.stdout.startswith("{"), run.stderr
+    (f,) = run.findings(code)
+    proof: dict[str, Any] = f["proof"]
+    return proof
+
+
+class TestProveOban:
+    library = OBAN
+
+    @pytest.mark.parametrize("stage", ["aged"], indirect=True)
+    def test_the_archive_bloated_index_is_proven_on_a_copy(
+        self, observed: Observed, corpus_server: LocalServer, stage: str
+    ) -> None:
+        proof = _proof(observed, corpus_server, "QA101")
+        assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
+        (index,) = [m for m in proof["measures"] if m["measure"] == "index bytes"]
+        assert index["subject"].endswith(NEW_INDEX) and 0 < index["after"] < 1_000_000
+        # The copy's timings are held against what the checked server's pg_stat_statements
+        # measured of the same statements, and a statement the copy could not time says why.
+        assert any("against the checked server's pg_stat_statements" in n for n in proof["notes"])
+        assert all(": not timed: " in n for n in proof["notes"] if "not timed" in n)
+
+    @pytest.mark.xfail(
+        strict=True,
+        reason="known gap: the producer's fetch converts with timezone(<'UTC'>, ...), which "
+        "pg_stat_statements shows as $n; the copy runs it with the value qadvisor's planner "
+        "fills in, '', which PostgreSQL rejects (time zone \"\" not recognized), so the claim "
+        "itself is not timed on the copy",
+    )
+    @pytest.mark.parametrize("stage", ["aged"], indirect=True)
+    def test_the_claim_is_timed_on_the_copy(
+        self, observed: Observed, corpus_server: LocalServer, stage: str
+    ) -> None:
+        proof = _proof(observed, corpus_server, "QA101")
+        assert not [n for n in proof["notes"] if ": not timed: " in n], proof["notes"]
