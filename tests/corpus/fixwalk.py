@@ -110,7 +110,7 @@ def used_indexes_dropped(report: dict[str, Any], snapshot: dict[str, Any]) -> li
                     # The claim's plan reads it today: fine only when the fix builds the
                     # index it moves to, and that step names it.
                     if not _named(st, created):
-                        problems.append(f"{where}, which claim {_label(st)}'s plan reads")
+                        problems.append(f"{where}, which claim {source_label(st)}'s plan reads")
     return problems
 
 
@@ -131,10 +131,10 @@ def _plan_indexes(plan: dict[str, Any] | None) -> set[str]:
 
 
 def _named(st: dict[str, Any], note: str) -> bool:
-    return bool(note) and _label(st) in note
+    return bool(note) and source_label(st) in note
 
 
-def _label(st: dict[str, Any]) -> str:
+def source_label(st: dict[str, Any]) -> str:
     """What statement_label starts with: ``pg_stat_statements <fingerprint>``, the source."""
     if st["source"] == "pg_stat_statements":
         return f"pg_stat_statements {st.get('fingerprint') or st.get('queryid')}"
