@@ -8,6 +8,7 @@ a queue, or no queue found); 2 usage, connection or input error.
 from __future__ import annotations
 
 import enum
+import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -394,7 +395,8 @@ def check(
         sarif_anchor=sarif_anchor,
         docs_url=docs_url,
     )
-    settings = _or_fail(lambda: resolve(flags))
+    settings = _or_fail(lambda: resolve(flags))  # imports the checks
+    _imported()
     if prove:
         from qadvisor.prove import scratch_binaries
 
@@ -469,6 +471,7 @@ def snapshot_cmd(
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
     from qadvisor import engine
+    from qadvisor.settings.outputs import OutputError, unwritable, write_atomic
     from qadvisor.settings.resolve import Flags, resolve
 
     flags = Flags(
@@ -484,9 +487,8 @@ def snapshot_cmd(
         connect_timeout=connect_timeout,
         run_timeout=run_timeout,
     )
-    from qadvisor.settings.outputs import OutputError, unwritable, write_atomic
-
     settings = _or_fail(lambda: resolve(flags))
+    _imported()
     why = unwritable(output) if str(output) != "-" else None
     if why:
         _fail(f"--output {output}: cannot write it: {why}")  # before the server is tried
@@ -531,6 +533,7 @@ def demo(
     from qadvisor import render
     from qadvisor.settings.resolve import defaults
 
+    _imported()
     settings = _or_fail(lambda: defaults(fmt.value, command=("qadvisor", *sys.argv[1:])))
     report, kept = _or_fail(
         lambda: demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
@@ -563,6 +566,7 @@ def checks_cmd(
     from qadvisor.registry import load_checks
 
     checks = _or_fail(load_checks)
+    _imported()
     typer.echo(checks_json(checks) if fmt is ListFormat.json else checks_table(checks))
 
 
@@ -577,6 +581,7 @@ def explain(
     from qadvisor.registry import load_checks
 
     checks = _or_fail(load_checks)
+    _imported()
     if code is None:
         typer.echo(check_list(checks))
         return
@@ -619,5 +624,28 @@ def _stderr_status(message: str) -> None:
     typer.echo(f"demo: {message}", err=True)
 
 
+_gc_held = False
+
+
+def _imported() -> None:
+    """The command has imported what it runs on: hand it back a cyclic collector that leaves
+    all of that out (of every collection, and of the full one at exit)."""
+    global _gc_held
+    if _gc_held:
+        _gc_held = False
+        gc.freeze()
+        gc.enable()
+
+
 def main() -> None:
-    app()
+    # Everything a run imports (psycopg, sqlglot, about 140 dataclasses) lives until exit, so
+    # a collection can free none of it, yet each full one walks it all, and so does the one at
+    # exit: about a fifth of a `qadvisor check` measured (docs/benchmarks.md). No collection
+    # runs until the command's imports are done; then they are frozen out of the collector.
+    global _gc_held
+    gc.disable()
+    _gc_held = True
+    try:
+        app()
+    finally:
+        _imported()

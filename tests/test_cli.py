@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,6 +186,43 @@ def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
     saved = json.loads(out.read_text())
     assert saved["server"]["database"] == db.name
     assert_valid_snapshot(saved)
+
+
+_GC_PROBE = """
+import gc, json, sys
+from qadvisor import cli, engine
+
+seen = []
+judge = engine.judge
+
+def probe(*args, **kwargs):
+    seen.append([gc.isenabled(), gc.get_freeze_count()])
+    return judge(*args, **kwargs)
+
+engine.judge = probe
+sys.argv = ["qadvisor", "check", "--snapshot", sys.argv[1], "--format", "json"]
+try:
+    cli.main()
+except SystemExit:
+    pass
+print(json.dumps(seen), file=sys.stderr)
+"""
+
+
+def test_a_check_runs_with_the_cyclic_collector_on_and_its_imports_left_out() -> None:
+    # main() holds the collector off while a command imports, and must hand it back before
+    # the work: a long run (--sample, --prove) makes garbage that only the collector frees.
+    fixture = Path(__file__).parent / "fixtures" / "snapshot-f24dd57.json"
+    run = subprocess.run(
+        [sys.executable, "-c", _GC_PROBE, str(fixture)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    seen = json.loads(run.stderr.strip().splitlines()[-1])
+    assert len(seen) == 1, run.stderr
+    enabled, frozen = seen[0]
+    assert enabled and frozen > 10_000, seen
 
 
 def test_session_is_read_only_and_named(db: TestDB) -> None:
