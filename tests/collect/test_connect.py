@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 
@@ -24,6 +25,7 @@ from qadvisor.collect.connect import (
     DEFAULT_CONNECT_TIMEOUT_S,
     STATEMENT_MARGIN_S,
     SessionLimits,
+    Unresponsive,
     connect,
 )
 from qadvisor.settings.resolve import ENV_VARIABLES
@@ -156,6 +158,36 @@ def test_a_stopped_backend_ends_the_run_within_its_bound(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], err
     assert time.monotonic() - started >= min(bound, 3) - 1
+
+
+def _watchdogs() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "qadvisor-watchdog"]
+
+
+def test_one_watchdog_thread_bounds_a_session_and_ends_with_it(db: TestDB) -> None:
+    before = _watchdogs()
+    conn = connect(db.dsn, SessionLimits())
+    with conn:
+        for _ in range(50):
+            conn.execute("SELECT 1").fetchone()
+        ours = [t for t in _watchdogs() if t not in before]
+        assert len(ours) == 1 and ours[0].is_alive()
+    ours[0].join(5)
+    assert not ours[0].is_alive()
+
+
+def test_a_watchdog_fires_after_round_trips_that_ended_in_time(db: TestDB) -> None:
+    # The deadline is re-armed for each round trip: the quick ones before must not leave the
+    # thread asleep until a stale deadline, nor fire on one.
+    conn = connect(db.dsn, SessionLimits(statement_timeout_ms=60_000))
+    with conn:
+        for _ in range(20):
+            conn.execute("SELECT 1").fetchone()
+        conn.bound(0.5, time.monotonic() + 60, 60)
+        started = time.monotonic()
+        with pytest.raises(Unresponsive, match="did not answer within 0.5 s"):
+            conn.execute("SELECT pg_sleep(3)")
+        assert time.monotonic() - started < 2.5
 
 
 @pytest.fixture
