@@ -39,6 +39,8 @@ SELECT p.oid, n.nspname AS schema, p.proname AS name, l.lanname AS language,
                                            AND os.nspname = 'public'))))
               ) AS called) c
  WHERE l.lanname IN ('plpgsql', 'sql')
+   -- Said first so the bodies are matched only outside it: pg_catalog is most of pg_proc.
+   AND p.pronamespace <> 'pg_catalog'::regnamespace
    AND p.prokind IN ('f', 'p')
    AND n.nspname NOT IN ('pg_catalog', 'information_schema')
    AND n.nspname !~ '^pg_(toast|temp_)'
