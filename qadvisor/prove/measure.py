@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -15,6 +16,9 @@ from qadvisor.model import ProofMeasure, Queue, Statement
 from qadvisor.prove.proofs import rounded_ratio
 from qadvisor.settings.resolve import Settings
 from qadvisor.sql.dequeue import value_placeholder
+
+if TYPE_CHECKING:
+    from qadvisor.prove.timing import Timed
 
 # A copy whose run of a statement is this many times apart from what the checked server's
 # pg_stat_statements recorded per call does not run it as production did.
@@ -100,9 +104,23 @@ def measure(
                     f"{label}: run with {given}, as qadvisor's planner fills it in on the copy; "
                     "the checked server planned " + (s.planned_as or "the statement without it")
                 )
+            value_of = {n: str(v) for n, v in zip(numbers, values, strict=True)}
             try:
                 timed = time_statement(
-                    conn, planned, [str(v) for v in values], s.search_path, queue.table
+                    conn, planned, list(value_of.values()), s.search_path, queue.table
+                )
+            except psycopg.DataError as exc:
+                # A value refused (class 22): the values here are filled in, the application's
+                # own never seen (pg_stat_statements shows them as $n).
+                kept = time_keeping_set(conn, text, value_of, s.search_path, queue.table)
+                if kept is None:
+                    notes.append(f"{label}: not timed: {first_line(exc)}")
+                    continue
+                timed, columns = kept
+                notes.append(
+                    f"{label}: timed with SET {', '.join(columns)} keeping the row's value: the "
+                    f"copy refused a value qadvisor filled in for a parameter whose value it never "
+                    f"saw ({first_line(exc)}); the row is still found, locked and written"
                 )
             except psycopg.Error as exc:
                 notes.append(f"{label}: not timed: {first_line(exc)}")
@@ -122,6 +140,37 @@ def measure(
             )
         }
     return Measured(node, ms, blocks, index_bytes, verdicts, tuple(notes))
+
+
+def time_keeping_set(
+    conn: psycopg.Connection[Any],
+    text: str,
+    value_of: dict[str, str],
+    search_path: str | None,
+    table: str | None,
+) -> tuple[Timed, tuple[str, ...]] | None:
+    """``text`` timed with the SET assignments that compute with a filled-in value keeping
+    the column's value instead (:func:`qadvisor.sql.dequeue.with_set_kept`), and the columns
+    so kept: first only those reading a parameter filled with the empty string (the planner's
+    text for a value it has nothing to draw from), then all of them. None when the copy
+    refuses every form, or no assignment computes with a parameter."""
+    from qadvisor.prove.timing import time_statement
+    from qadvisor.sql import dequeue
+
+    guessed = [int(n) for n, v in value_of.items() if v == "''"]
+    tried: set[str] = set()
+    for numbers in ([guessed] if guessed else []) + [None]:
+        rewritten = dequeue.with_set_kept(text, numbers)
+        if rewritten is None or rewritten[0] in tried:
+            continue
+        tried.add(rewritten[0])
+        try:
+            planned, renumbered = dequeue.normalise_for_planning(rewritten[0])
+            values = [value_of[renumbered[k].lstrip("$")] for k in sorted(renumbered)]
+            return time_statement(conn, planned, values, search_path, table), rewritten[1]
+        except (psycopg.DataError, dequeue.StatementError, KeyError):
+            continue
+    return None
 
 
 def judge(

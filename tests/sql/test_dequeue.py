@@ -33,6 +33,7 @@ from qadvisor.sql.dequeue import (
     with_literals,
     with_lock_outside,
     with_order_by,
+    with_set_kept,
     with_skip_locked,
 )
 
@@ -701,6 +702,34 @@ def test_window_partitions_fold_names_as_postgresql_does() -> None:
     assert window_partitions(sql) == ("tenant_id", "Region")
     assert window_partitions(FIFO) == ()
     assert window_partitions("not sql at all (") == ()
+
+
+def test_set_kept_keeps_the_columns_computed_with_a_parameter() -> None:
+    fetch = (
+        'WITH "subset" AS (SELECT ss0."id" FROM "public"."oban_jobs" AS ss0'
+        ' WHERE ss0."state" = $1 LIMIT $2 FOR UPDATE SKIP LOCKED)'
+        ' UPDATE "public"."oban_jobs" AS o0 SET "state" = $3,'
+        ' "attempted_at" = timezone($4, now()), "attempt" = o0."attempt" + $5'
+        ' FROM "subset" AS f1 WHERE o0."id" = f1."id"'
+    )
+    kept = with_set_kept(fetch, [4])
+    assert kept is not None
+    text, columns = kept
+    assert columns == ("attempted_at",)
+    assert '"attempted_at" = o0."attempted_at"' in text and "$4" not in text
+    # A bare parameter is the column's value, filled in from the column: left alone; so is an
+    # assignment that reads none of the numbers asked for.
+    assert '"state" = $3' in text and 'o0."attempt" + $5' in text
+    _, every = with_set_kept(fetch) or ("", ())
+    assert every == ("attempted_at", "attempt")
+    assert with_set_kept(fetch, [3]) is None
+    # No alias: the table as written, its quoting kept (an unquoted Jobs would be jobs).
+    plain = with_set_kept('UPDATE "Jobs" SET locked_at = now() + $1::interval WHERE id = $2')
+    assert plain is not None and plain[0].startswith(
+        'UPDATE "Jobs" SET locked_at = "Jobs".locked_at'
+    )
+    assert with_set_kept("select id from jobs where status = $1") is None
+    assert with_set_kept("not sql at all (") is None
 
 
 def test_skip_locked_rewrites_and_what_it_leaves_alone() -> None:

@@ -58,6 +58,7 @@ from qadvisor.sql.dequeue.rewriting import (
     with_lock_outside,
     with_order_by,
     with_placeholders,
+    with_set_kept,
     with_skip_locked,
     without_locks,
 )
@@ -116,6 +117,7 @@ __all__ = [
     "with_lock_outside",
     "with_order_by",
     "with_placeholders",
+    "with_set_kept",
     "with_skip_locked",
     "without_locks",
 ]

@@ -145,6 +145,48 @@ def with_placeholders(sql: str, numbers: Iterable[int]) -> str:
     return text
 
 
+def with_set_kept(
+    sql: str, numbers: Iterable[int] | None = None
+) -> tuple[str, tuple[str, ...]] | None:
+    """``sql`` with every UPDATE ... SET assignment whose value computes with a parameter
+    (``attempted_at = timezone($6, now())``: the parameter an argument, not the value itself),
+    one of ``numbers`` if given, turned into one that keeps the column's value
+    (``attempted_at = o0.attempted_at``), and the columns so kept, in order. None when no
+    assignment is of that kind, or ``sql`` cannot be parsed.
+
+    For running a recorded statement on a scratch copy when a value qadvisor filled in for a
+    parameter pg_stat_statements hid is refused there: the row is still found, locked and
+    written (a new row version, the same indexes touched unless a kept column is indexed), but
+    by a value no one has to guess. A bare ``SET col = $n`` is left alone: its value is filled
+    in from the column, as the planner does. Printed like with_literals.
+    """
+    try:
+        tree = parse(sql)
+    except StatementError:
+        return None
+    wanted = None if numbers is None else set(numbers)
+    kept: list[str] = []
+    for update in tree.find_all(exp.Update):
+        target = update.this
+        if not isinstance(target, exp.Table):
+            continue
+        alias = target.args.get("alias")
+        owner = alias.this if isinstance(alias, exp.TableAlias) and alias.this else target.this
+        for assignment in update.expressions:
+            if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
+                continue
+            value = assignment.expression
+            read = {parameter_index(p) for p in value.find_all(exp.Parameter)}
+            if isinstance(levels.unwrap(value), exp.Parameter) or not read:
+                continue
+            if wanted is not None and not read & wanted:
+                continue
+            column = assignment.this
+            assignment.set("expression", exp.Column(this=column.this.copy(), table=owner.copy()))
+            kept.append(column.name)
+    return (_pretty(tree), tuple(kept)) if kept else None
+
+
 def _mark_literal(mark: str) -> str:
     return f"'{mark}'"  # marks hold no quote or backslash
 
