@@ -92,7 +92,9 @@ FACTS: dict[str, Fact] = {
         Fact(
             "statements",
             "dequeue statements from pg_stat_statements",
-            "pg_stat_statements",
+            "pg_stat_statements, at whatever version from 1.4 on an upgrade of PostgreSQL "
+            "left it (before 1.8 it counts no plans, before 1.9 no evictions: what that "
+            "leaves unknown is said)",
             "pg_read_all_stats (part of pg_monitor) to see the statements of other roles; "
             "or give the claim with --query / --query-file",
             {"read_all_stats": _READ_ALL_STATS},

@@ -143,12 +143,22 @@ def read_recorded(conn: Conn) -> Read[Recorded]:
         why = "pg_stat_statements is not installed in this database"
         return Read(Recorded(), {"pg_stat_statements": why})
     schema = found[0]["schema"]
-    # pg_stat_statements 1.9 (PostgreSQL 14) added toplevel, and with it
-    # pg_stat_statements_info: an extension an upgrade left at 1.8 has neither.
+    # An upgrade of PostgreSQL leaves the extension at the version it had. 1.9 (PostgreSQL
+    # 14) added toplevel, and with it pg_stat_statements_info; 1.8 (PostgreSQL 13) renamed
+    # total_time to total_exec_time and added plans. Columns a version lacks are read as
+    # what it meant (total_time was execution time) or as unknown, never as zero.
+    timing = extension_version(found[0]["version"]) >= (1, 8)
     toplevel = "bool_or(toplevel)" if found[0]["has_info"] else "true"
     query = sql.SQL(query_text("pgss_entries")).format(
         pgss=sql.Identifier(schema, "pg_stat_statements"),
         toplevel=sql.SQL(toplevel),
+        exec_time=sql.Identifier("total_exec_time" if timing else "total_time"),
+        plans=sql.SQL("sum(plans)::bigint" if timing else "NULL::bigint"),
+        track_planning=sql.SQL(
+            "coalesce(current_setting('pg_stat_statements.track_planning', true), 'off') = 'on'"
+            if timing
+            else "false"
+        ),
     )
     try:
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
@@ -161,6 +171,17 @@ def read_recorded(conn: Conn) -> Read[Recorded]:
         why = f"pg_stat_statements is not readable: {first_line(exc)}"
         return Read(Recorded(), {"pg_stat_statements": why})
     return Read(Recorded(entries, _evicted(conn, schema, found[0])))
+
+
+def extension_version(text: str) -> tuple[int, ...]:
+    """``'1.10'`` as ``(1, 10)``, so that versions compare as numbers; a part that is not a
+    number ends it."""
+    out: list[int] = []
+    for part in str(text).split("."):
+        if not part.isdigit():
+            break
+        out.append(int(part))
+    return tuple(out)
 
 
 def _evicted(conn: Conn, schema: str, extension: dict[str, Any]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from qadvisor.demo.pgserver import LocalServer, start_server
 from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue, check
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 from tests.shapes import Shape
 
 MB = 1024 * 1024
@@ -299,13 +300,15 @@ def test_an_index_is_never_dropped_as_a_migration_after_statements_were_evicted(
         server.stop()
 
 
+@pytest.mark.parametrize("version", ["1.8", "1.7", "1.4"])
 def test_a_pg_stat_statements_that_cannot_count_evictions_is_read_and_the_drop_reviewed(
-    db: TestDB,
+    db: TestDB, version: str
 ) -> None:
     # An upgrade of PostgreSQL leaves the extension at the version it had: 1.8 has neither
-    # toplevel nor pg_stat_statements_info. Its statements are still read (the claim is
-    # found in them), and nothing says none was evicted.
-    db.execute("CREATE EXTENSION pg_stat_statements VERSION '1.8'")
+    # toplevel nor pg_stat_statements_info, and 1.7 (and 1.4, PostgreSQL 9.6's) calls
+    # execution time total_time and has no plans. Its statements are still read (the claim
+    # is found in them, with its time), and nothing says none was evicted.
+    db.execute(f"CREATE EXTENSION pg_stat_statements VERSION '{version}'")
     build_archive_queue(db)
     db.execute("SELECT pg_stat_statements_reset()")
     with db.connect() as conn:
@@ -318,8 +321,17 @@ def test_a_pg_stat_statements_that_cannot_count_evictions_is_read_and_the_drop_r
     (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
     assert drop["kind"] == "review"
     assert f["evidence"]["statements_evicted"].startswith(
-        "pg_stat_statements 1.8 does not count the entries it evicts"
+        f"pg_stat_statements {version} does not count the entries it evicts"
     )
+    saved = qadvisor("snapshot", db.dsn, "-o", "-")
+    assert saved.rc == 0, saved.stderr
+    (claim,) = [
+        s
+        for s in json.loads(saved.stdout)["statements"]
+        if s["source"] == "pg_stat_statements" and "skip locked" in s["text"].lower()
+    ]
+    assert claim["calls"] == 5 and claim["mean_exec_ms"] > 0, claim
+    assert claim["plans_per_call"] is None, claim
 
 
 @pytest.mark.parametrize(

@@ -9,17 +9,17 @@
 -- are left out (qadvisor's own among them). toplevel is false when every call was nested
 -- (inside a function, with pg_stat_statements.track = all, or PostgreSQL's own foreign-key
 -- checks); it is true before pg_stat_statements 1.9 (PostgreSQL 14), which does not record it.
+-- Before 1.8 (PostgreSQL 13) the caller reads total_time, and no plans and no track_planning.
 SELECT queryid,
        query,
        array_agg(DISTINCT pg_get_userbyid(userid) ORDER BY pg_get_userbyid(userid)) AS roles,
        sum(calls)::bigint AS calls,
        sum(rows)::bigint AS rows,
-       sum(total_exec_time)::float8 AS total_exec_ms,
+       sum({exec_time})::float8 AS total_exec_ms,
        sum(shared_blks_hit + shared_blks_read)::float8 AS shared_blks,
-       sum(plans)::bigint AS plans,
+       {plans} AS plans,
        {toplevel} AS toplevel,
-       coalesce(current_setting('pg_stat_statements.track_planning', true), 'off') = 'on'
-         AS track_planning
+       {track_planning} AS track_planning
   FROM {pgss}
  WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
    AND calls > 0
