@@ -150,6 +150,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("queue-library corpus")
         for line in _CORPUS_TIMINGS:
             terminalreporter.write_line(line)
+    if len(_CORPUS_WORKERS) > 1:
+        terminalreporter.write_line(
+            f"error: the corpus tier was built on {len(_CORPUS_WORKERS)} workers "
+            f"({', '.join(sorted(_CORPUS_WORKERS))}), not one: --dist loadgroup did not keep its "
+            "xdist_group together (see the cap on pytest in pyproject.toml)",
+            red=True,
+        )
     if _RAN:
         ran = ", ".join(f"PostgreSQL {version_text(v)}" for _, v in sorted(_RAN.items()))
         terminalreporter.write_line(f"postgres servers that ran: {ran}")
@@ -163,8 +170,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         )
 
 
-# The corpus tier's build timings from the worker that built it (tests/corpus/conftest.py).
+# The corpus tier's build timings from the worker that built it (tests/corpus/conftest.py),
+# and which workers built it: one, unless --dist loadgroup stopped keeping the tier together.
 _CORPUS_TIMINGS: list[str] = []
+_CORPUS_WORKERS: list[str] = []
 
 
 # Under pytest-xdist each worker starts its own servers and deselects its own tests; they hand
@@ -174,6 +183,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if workeroutput is not None:
         workeroutput["qadvisor_ran"] = dict(_RAN)
         workeroutput["qadvisor_deselected"] = dict(_DESELECTED)
+    elif len(_CORPUS_WORKERS) > 1:
+        # Each worker built every library's databases: minutes of CPU twice, and the builds
+        # contend with each other. The tests passed, but the session is not what it should be.
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -184,6 +197,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     for major, count in out.get("qadvisor_deselected", {}).items():
         _DESELECTED[int(major)] = count
     _CORPUS_TIMINGS.extend(out.get("qadvisor_corpus_timings", []))
+    if out.get("qadvisor_corpus_timings"):
+        _CORPUS_WORKERS.append(str(getattr(getattr(node, "gateway", None), "id", "?")))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

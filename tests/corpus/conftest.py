@@ -34,6 +34,9 @@ MAJORS_ENV = "QADVISOR_CORPUS_PG"
 _PARALLEL_BUILDS = 3
 
 
+# tryfirst: pytest-xdist reads the group in its own pytest_collection_modifyitems, which may
+# otherwise run before this one (conftests register as collection reaches them).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/corpus/" in item.nodeid.replace("\\", "/"):
