@@ -13,12 +13,21 @@ scaled down: the live set kept whole, the archive shortened.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
 from qadvisor.derive.estimates import live_rows
-from qadvisor.model import Column, ColumnStats, Index, Queue, Table, TenantFacts
-from qadvisor.sql.printing import ident, literal, predicate_sql, qualified
+from qadvisor.model import (
+    Column,
+    ColumnStats,
+    Index,
+    LivePredicate,
+    Queue,
+    Table,
+    TenantFacts,
+)
+from qadvisor.sql.printing import RANGE_OPS, ident, literal, predicate_sql, qualified
 
 _INTEGER = re.compile(r"^(smallint|integer|bigint|int[248]?|serial|bigserial)$")
 _NUMBER = re.compile(r"^(numeric|decimal|real|double precision|float[48]?)(\(.*\))?$")
@@ -73,6 +82,20 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     live = queue.live
     if live is None:
         raise CopyError("its live set is not known")
+    by_name = {c.name: c for c in table.columns}
+    for name in live.columns:
+        if name not in by_name:
+            raise CopyError(f"its live column {name} is not among its columns")
+        if by_name[name].generated is not None:
+            raise CopyError(
+                f"its live column {name} is generated from other columns "
+                f"({by_name[name].generated}), which a copy cannot be filled for yet"
+            )
+    if live.op == "or" and len(live.columns) < len(live.parts):
+        raise CopyError(
+            f"its live set ({predicate_sql(live)}) has two conditions on one column, which a "
+            "copy cannot be filled for yet"
+        )
     estimate = live_rows(table, live)
     if estimate.rows is None:
         raise CopyError(f"the size of its live set is not known: {estimate.source}")
@@ -80,9 +103,16 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     live_n = min(round(estimate.rows), table_rows)
     rows = min(table_rows, max(max_rows, live_n))
     archive_n = rows - live_n
-    by_name = {c.name: c for c in table.columns}
-    if live.column not in by_name and not live.whole_table:
-        raise CopyError(f"its live column {live.column} is not among its columns")
+    # Each live column's value in a live row and in an archive row. A union's live rows meet
+    # one of its conditions, the one statistics say holds most rows, and none of the others.
+    parts = live.parts if live.op == "or" else (() if live.whole_table else (live,))
+    parts = tuple(_as_values(p, by_name[p.column]) for p in parts)
+    lead = max(parts, key=lambda p: _part_rows(table, p)) if parts else None
+
+    def live_value(c: Column, is_live: bool) -> str:
+        (part,) = [p for p in parts if p.column == c.name]
+        return _live_value(c, table, part.op, part.values, is_live and part is lead)
+
     unique = _unique_columns(table.indexes)
     tenant = tenants.tenant_column if tenants and tenants.live_by_tenant else None
 
@@ -100,8 +130,8 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     def select(is_live: bool, tenant_expr: str | None, source: str) -> str:
         values = []
         for c in stored:
-            if c.name == live.column and not live.whole_table:
-                values.append(_live_value(c, table, live.op, live.values, is_live))
+            if c.name in live.columns:
+                values.append(live_value(c, is_live))
             elif tenant_expr is not None and c.name == tenant:
                 values.append(f"({tenant_expr})::{c.type}")
             else:
@@ -141,8 +171,10 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         claim = f"DELETE FROM {target} WHERE {picked}"
     else:
         try:
-            done = _live_value(by_name[live.column], table, live.op, live.values, False)
-            claim = f"UPDATE {target} SET {ident(live.column)} = {done} WHERE {picked}"
+            done = ", ".join(
+                f"{ident(p.column)} = {live_value(by_name[p.column], False)}" for p in parts
+            )
+            claim = f"UPDATE {target} SET {done} WHERE {picked}"
         except CopyError:
             claim = ""  # no value outside the live set is known: no churn to drive
     arrive = select(True, None, "generate_series(__START__, __STOP__) AS g")
@@ -276,6 +308,30 @@ def _mcv(stats: tuple[ColumnStats, ...], column: str) -> list[tuple[str, float]]
     return []
 
 
+def _part_rows(table: Table, part: LivePredicate) -> float:
+    """The rows one condition of a union holds, estimated as the union estimates it (0 when
+    statistics cannot say)."""
+    return live_rows(table, LivePredicate.any_of((part,))).rows or 0.0
+
+
+def _as_values(live: LivePredicate, column: Column) -> LivePredicate:
+    """A range over an enum (``state < 'active'``) as the labels it holds, in the enum's
+    order: the copy fills a list of values. Other predicates as they are."""
+    if live.op not in RANGE_OPS or not column.enum_labels or len(live.values) != 1:
+        return live
+    labels = list(column.enum_labels)
+    if live.values[0] not in labels:
+        return live
+    bound = labels.index(live.values[0])
+    held = {
+        "<": labels[:bound],
+        "<=": labels[: bound + 1],
+        ">": labels[bound + 1 :],
+        ">=": labels[bound:],
+    }[live.op]
+    return dataclasses.replace(live, op="in", values=tuple(held))
+
+
 def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_live: bool) -> str:
     """The live column's value: a live value (several spread by their frequencies) for a live
     row; the most common value that is not live for an archive row."""
@@ -325,7 +381,7 @@ def _plain_value(c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: 
         return f"(now() - make_interval(secs => {rows} - g))::{c.type}"
     if base == "boolean":
         mcv = _mcv(stats, c.name)
-        return f"{mcv[0][0] if mcv else 'false'}::boolean"
+        return f"{literal(mcv[0][0]) if mcv else 'false'}::boolean"
     if base == "uuid":
         return "gen_random_uuid()"
     if base in ("json", "jsonb"):

@@ -78,11 +78,14 @@ def test_the_copy_built_on_a_server_has_the_measured_shape(db: TestDB) -> None:
         Column("inserted_at", "timestamp with time zone", True),
         Column("attempt", "integer", True),
         Column("args", "jsonb", True),
+        Column("blocked", "boolean", True),
     )
     stats = (
         ColumnStats(
             "state", 0.0, 3.0, 4, ("completed", "available", "retryable"), (0.99, 0.006, 0.004)
         ),
+        # pg_stats spells a boolean's values t and f (procrastinate's aged database has one).
+        ColumnStats("blocked", 0.0, 1.0, 1, ("f",), (1.0,)),
     )
     table = replace(
         S.jobs_table(reltuples=100_000, pending_freq=None),
@@ -115,3 +118,99 @@ def test_the_copy_built_on_a_server_has_the_measured_shape(db: TestDB) -> None:
     newest = db.execute("SELECT state::text FROM jobs ORDER BY inserted_at DESC, id DESC LIMIT 1")
     assert newest[0][0] in ("available", "retryable")
     assert db.execute("SELECT count(DISTINCT id) FROM jobs") == [(100_000,)]
+    assert db.execute("SELECT count(*) FROM jobs WHERE NOT blocked") == [(100_000,)]
+
+
+def _pgboss_like(reltuples: float) -> tuple[Queue, Table]:
+    """pg-boss's shape: an enum in the order of a job's life, the live set a range over it."""
+    labels = ("created", "retry", "active", "completed", "cancelled", "failed")
+    columns = (
+        Column("id", "uuid", True),
+        Column("state", "job_state", True, labels),
+        Column("created_on", "timestamp with time zone", True),
+    )
+    stats = (
+        ColumnStats("state", 0.0, 3.0, 4, ("completed", "created", "retry"), (0.98, 0.015, 0.005)),
+    )
+    table = replace(
+        S.jobs_table(reltuples=reltuples, pending_freq=None),
+        columns=columns,
+        column_stats=stats,
+        indexes=(),
+    )
+    live = LivePredicate("state", "<", ("active",), "test")
+    return Queue("public", "jobs", live, "test"), table
+
+
+def test_a_range_over_an_enum_is_filled_with_the_labels_it_holds(db: TestDB) -> None:
+    queue, table = _pgboss_like(50_000)
+    plan = plan_copy(queue, table, None, 1_000_000)
+    assert plan.live == 1_000 and "SET state = 'completed'::job_state" in plan.claim
+    with db.connect() as conn:
+        for stmt in (*plan.schema, *plan.fill, *plan.finish):
+            conn.execute(stmt.encode())
+    by_state = dict(db.execute("SELECT state::text, count(*) FROM jobs GROUP BY 1"))
+    assert by_state == {"created": 500, "retry": 500, "completed": 49_000}, by_state
+    assert db.execute("SELECT count(*) FROM jobs WHERE state < 'active'") == [(1_000,)]
+
+
+def test_a_union_of_conditions_fills_live_rows_by_the_one_holding_most(db: TestDB) -> None:
+    """Agenda's shape: no status column; a job waits while next_run_at is set and runs while
+    locked_at is set. Live rows meet the condition statistics say holds more rows."""
+    columns = (
+        Column("id", "bigint", True),
+        Column("next_run_at", "timestamp with time zone"),
+        Column("locked_at", "timestamp with time zone"),
+    )
+    stats = (
+        ColumnStats("next_run_at", 0.98, 8.0, -0.02, (), ()),
+        ColumnStats("locked_at", 0.999, 8.0, -0.001, (), ()),
+    )
+    table = replace(
+        S.jobs_table(reltuples=50_000, pending_freq=None),
+        columns=columns,
+        column_stats=stats,
+        indexes=(),
+    )
+    either = LivePredicate.any_of(
+        (
+            LivePredicate("locked_at", "is not null", (), "test"),
+            LivePredicate("next_run_at", "is not null", (), "test"),
+        ),
+        "test",
+    )
+    plan = plan_copy(Queue("public", "jobs", either, "test"), table, None, 1_000_000)
+    with db.connect() as conn:
+        for stmt in (*plan.schema, *plan.fill, *plan.finish):
+            conn.execute(stmt.encode())
+    live = "locked_at IS NOT NULL OR next_run_at IS NOT NULL"
+    assert plan.live == 1_050 and db.execute("SELECT count(*) FROM jobs") == [(50_000,)]
+    assert db.execute(f"SELECT count(*) FROM jobs WHERE {live}") == [(1_050,)]
+    assert db.execute("SELECT count(*) FROM jobs WHERE next_run_at IS NOT NULL") == [(1_050,)]
+    # The churn of a vacuum proof takes live rows out of the live set: every condition false.
+    with db.connect() as conn:
+        conn.execute(plan.claim.replace("__K__", "10").encode())
+    assert db.execute(f"SELECT count(*) FROM jobs WHERE {live}") == [(1_040,)]
+
+
+def test_a_live_set_a_copy_cannot_fill_is_refused_with_what_it_is() -> None:
+    queue, table = _pgboss_like(50_000)
+    same = LivePredicate.any_of(
+        (
+            LivePredicate("state", "in", ("created",), "test"),
+            LivePredicate("state", "is null", (), "test"),
+        ),
+        "test",
+    )
+    with pytest.raises(CopyError, match=r"two conditions on one column"):
+        plan_copy(replace(queue, live=same), table, None, 1_000_000)
+    generated = replace(
+        table,
+        columns=(
+            *table.columns,
+            Column("is_available", "boolean", True, generated="(locked_at IS NULL)"),
+        ),
+    )
+    available = LivePredicate("is_available", "true", (), "test")
+    with pytest.raises(CopyError, match=r"is_available is generated from other columns"):
+        plan_copy(replace(queue, live=available), generated, None, 1_000_000)
