@@ -666,7 +666,8 @@ class Proof:
     scaled_down: bool
     live_rows: int  # of the copy's rows, those in the live set (kept whole when scaled down)
     reproduced: bool  # the finding came back on the copy before the fix
-    finding_gone: bool | None  # None: not reproduced, so nothing to prove
+    # None: not reproduced, so nothing to prove; or the fix was not run (notes say why)
+    finding_gone: bool | None
     measures: tuple[ProofMeasure, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -22,6 +22,10 @@ from qadvisor.sql.printing import qualified
 COUNTER_CHECKS = frozenset({"QA201", "QA202", "QA205"})
 
 # A step that writes rows (a retention's batched DELETE, in a DO block or not).
+# Where a printed fix leaves a part to the DBA (<condition true only for finished rows>, <value
+# of $2>): qadvisor's placeholders open with a lower-case word right after '<', which SQL's
+# comparisons, printed with a space after the operator, never do.
+_UNFILLED = re.compile(r"<[a-z][\w$ ,.'-]*>")
 _CHANGES_ROWS = re.compile(r"\b(DELETE\s+FROM|UPDATE\s+\S+\s+SET|INSERT\s+INTO|TRUNCATE)\b", re.I)
 
 
@@ -54,6 +58,14 @@ def prove_one(
     if not reproduced:
         notes.append(_not_reproduced(finding, plan, before))
     applied = [s for s in finding.fix.steps if s.kind in ("migration", "review")]
+    unfilled = sorted({m.group(0) for step in applied for m in _UNFILLED.finditer(step.sql)})
+    if unfilled:
+        notes.append(
+            f"not proven: the fix has a part only the DBA can write ({', '.join(unfilled)}), "
+            "which qadvisor does not fill in with a guess: it was not run on the copy"
+        )
+        return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
+                     reproduced, None, notes=tuple(notes))  # fmt: skip
     try:
         with psycopg.connect(owner_dsn, autocommit=True) as conn:
             # As printed, and nothing else: an ANALYZE here would replace the statistics
@@ -69,9 +81,9 @@ def prove_one(
                     "autovacuum would do"
                 )
     except psycopg.Error as exc:
-        notes.append(f"the fix failed on the copy: {first_line(exc)}")
+        notes.append(f"not proven: the fix failed on the copy: {first_line(exc)}")
         return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
-                     reproduced, False if reproduced else None, notes=tuple(notes))  # fmt: skip
+                     reproduced, None, notes=tuple(notes))  # fmt: skip
     after = measure(owner_dsn, settings, queue, statements, rewrites)
     notes += [n for n in after.notes if n not in notes and _about(n, mine)]
     gone = (finding.key not in after.verdicts.keys) if reproduced else None

@@ -39,6 +39,8 @@ def proof_lines(proof: Proof) -> list[str]:
         verdict = "finding gone"
     elif proof.finding_gone is False:
         verdict = "finding NOT gone"
+    elif proof.reproduced:
+        verdict = "fix not run on the copy"
     else:
         verdict = "finding not reproduced on the copy"
     where = f"PostgreSQL {proof.server_version}"

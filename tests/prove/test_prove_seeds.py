@@ -283,3 +283,30 @@ def test_dead_entry_bloated_partial_index_relived_on_the_copy_and_reindexed(db: 
     index = measure(proof, "index bytes")
     assert index["subject"] == "jobs_pending_created_at -> jobs_pending_created_at"
     assert index["ratio"] >= 10
+
+
+def test_a_fix_with_a_part_only_the_dba_can_write_is_not_run_and_says_so(db: TestDB) -> None:
+    # Jobs dated only by created_at: QA204's retention must also say which rows are finished,
+    # which qadvisor leaves to the DBA rather than guess; the proof must not run it half-written.
+    db.execute(
+        """
+        CREATE TABLE jobs (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            status     text        NOT NULL DEFAULT 'pending',
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        INSERT INTO jobs (status, created_at)
+        SELECT 'done', now() - interval '30 days' + g * interval '1 second'
+          FROM generate_series(1, 200000) AS g;
+        INSERT INTO jobs (status) SELECT 'pending' FROM generate_series(1, 500);
+        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
+        ANALYZE jobs
+        """
+    )
+    run = check(db, "--prove", "--ignore", "QA201")
+    (f,) = run.findings("QA204")
+    assert "<condition true only for finished rows>" in f["fix"]["steps"][0]["sql"]
+    proof = f["proof"]
+    assert proof["finding_gone"] is None, proof["notes"]
+    (said,) = [n for n in proof["notes"] if n.startswith("not proven: the fix has a part")]
+    assert "(<condition true only for finished rows>)" in said, said
