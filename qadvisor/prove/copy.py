@@ -2,7 +2,8 @@
 measured: its enum types, its columns, its rows, then its indexes and constraints and its
 reloptions. Pure: the snapshot holds statistics only, so every row is synthetic.
 
-Rows are written in arrival order (``g`` from 1, timestamps a second apart, oldest first) and
+Rows are written in arrival order (``g`` from 1, timestamps oldest first, reaching back to
+the oldest value pg_stats saw of the column, else a second apart) and
 the newest are the live set, as in a queue whose workers take the oldest waiting jobs: the
 live set's size from the snapshot's own estimate, its tenants from the per-tenant counts the
 snapshot took, the archive's status from the most common values that are not live. Other
@@ -377,7 +378,14 @@ def _plain_value(c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: 
         mcv = _mcv(stats, c.name)
         return f"{literal(mcv[0][0])}::{c.type}" if mcv else f"'x'::{c.type}"
     if _TIME.match(base):
-        # Arrival order: the first row the oldest, one second apart, the newest now.
+        # Arrival order: the first row the oldest, the newest now; spread back to the oldest
+        # value ANALYZE saw, so the archive is as old as the checked table's (QA204 judges
+        # its age), else one second apart.
+        oldest = next((st.lower_bound for st in stats if st.column == c.name), None)
+        if oldest and oldest[:1].isdigit() and base.startswith("timestamp"):
+            # Read in UTC (column_stats.sql); cast as the copy's session reads a timestamp.
+            since = f"({literal(oldest + '+00')}::timestamptz)::{c.type}"
+            return f"({since} + (now()::{c.type} - {since}) * (g::float8 / {rows}))::{c.type}"
         return f"(now() - make_interval(secs => {rows} - g))::{c.type}"
     if base == "boolean":
         mcv = _mcv(stats, c.name)

@@ -310,3 +310,15 @@ def test_a_fix_with_a_part_only_the_dba_can_write_is_not_run_and_says_so(db: Tes
     assert proof["finding_gone"] is None, proof["notes"]
     (said,) = [n for n in proof["notes"] if n.startswith("not proven: the fix has a part")]
     assert "(<condition true only for finished rows>)" in said, said
+
+
+def test_an_archive_as_old_as_the_checked_one_proves_the_retention(db: TestDB) -> None:
+    # 400,000 finished jobs over 30 days: the copy's timestamps reach back as far as the
+    # checked table's oldest (pg_stats), so QA204's archive age comes back on it, and the
+    # printed retention (a batched DELETE of rows finished over 7 days ago) makes it go.
+    build_archive_queue(db)
+    proof = proof_of(check(db, "--prove", *NO_VACUUM_PROOF).report, "QA204")
+    assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
+    assert "the fix changes rows: the copy was vacuumed and analyzed after it" in " ".join(
+        proof["notes"]
+    )
