@@ -258,5 +258,32 @@ def compare(before: Measured, after: Measured, labels: set[str]) -> tuple[ProofM
     return tuple(out)
 
 
+# A statement the fix made read this many times the shared buffers, and this many more a run,
+# is said to be worse: buffers on a copy repeat from run to run, times do not.
+WORSE = 2.0
+WORSE_MIN_BLOCKS = 100
+
+
+def made_worse(before: Measured, after: Measured, labels: set[str]) -> list[str]:
+    """A note for each statement of ``labels`` that reads at least WORSE times the shared
+    buffers after the fix (and WORSE_MIN_BLOCKS more): the finding may go while the claim
+    gets slower, and a proof must not read as all good then."""
+    out = []
+    for label in (x for x in before.blocks if x in labels):
+        old, new = before.blocks[label], after.blocks.get(label)
+        if new is None or new < old * WORSE or new - old < WORSE_MIN_BLOCKS:
+            continue
+        ms = ""
+        if label in after.ms:
+            ms = f", {before.ms[label]:,.3g} -> {after.ms[label]:,.3g} ms"
+        out.append(
+            f"{label}: the fix made it worse on the copy: {new / max(old, 1):,.0f} times the "
+            f"shared buffers a run ({old:,.0f} -> {new:,.0f}{ms}; plan "
+            f"{before.node[label]} -> {after.node.get(label, '?')}); read the plan before "
+            "applying the fix"
+        )
+    return out
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)

@@ -12,7 +12,7 @@ import psycopg
 from qadvisor.collect.queries import first_line
 from qadvisor.model import Finding, Proof, Queue, Statement
 from qadvisor.prove.copy import CopyPlan
-from qadvisor.prove.measure import Measured, against_counters, compare, measure
+from qadvisor.prove.measure import Measured, against_counters, compare, made_worse, measure
 from qadvisor.prove.proofs import other_version
 from qadvisor.settings.resolve import Settings
 from qadvisor.sql.printing import qualified
@@ -89,6 +89,7 @@ def prove_one(
     gone = (finding.key not in after.verdicts.keys) if reproduced else None
     if reproduced and not gone:
         notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
+    notes += made_worse(before, after, mine)
     notes += other_version(version, checked)
     return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
                  reproduced, gone, compare(before, after, mine), tuple(notes))  # fmt: skip

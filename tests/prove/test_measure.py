@@ -4,7 +4,7 @@ against the checked server's own counters, and why a check skipped the copy."""
 from __future__ import annotations
 
 from qadvisor.model import Statement
-from qadvisor.prove.measure import FAR_APART, Verdicts, against_counters
+from qadvisor.prove.measure import FAR_APART, Measured, Verdicts, against_counters, made_worse
 
 LABEL = "pg_stat_statements 3f9a2c1b0d (1,200 calls, 5,210 ms mean)"
 
@@ -52,3 +52,21 @@ def test_a_skip_is_said_for_its_own_check_only() -> None:
     verdicts = Verdicts(frozenset({"QA101:public.jobs"}), {"QA304": "no claim statement"})
     assert verdicts.skipped("QA304") == " (QA304 skipped the copy: no claim statement)"
     assert verdicts.skipped("QA101") == ""
+
+
+def _measured(ms: float, blocks: float, node: str) -> Measured:
+    return Measured({LABEL: node}, {LABEL: ms}, {LABEL: blocks}, {}, Verdicts(frozenset(), {}), ())
+
+
+def test_a_claim_the_fix_made_read_many_more_buffers_is_said_worse() -> None:
+    # Chancy's aged database: the finding went with the new index, and the claim read 16
+    # times the buffers on the copy.
+    before = _measured(0.572, 396.0, "Seq Scan on chancy_jobs")
+    after = _measured(1.282, 6567.0, "Index Scan using chancy_jobs_pending on chancy_jobs")
+    (note,) = made_worse(before, after, {LABEL})
+    assert note.startswith(f"{LABEL}: the fix made it worse on the copy: 17 times the shared")
+    assert "(396 -> 6,567, 0.572 -> 1.28 ms; plan Seq Scan on chancy_jobs -> Index Scan" in note
+    # Twice as many but a handful of buffers, or fewer: nothing to say; another label neither.
+    assert made_worse(_measured(0.1, 40.0, "x"), _measured(0.1, 120.0, "x"), {LABEL}) == []
+    assert made_worse(after, before, {LABEL}) == []
+    assert made_worse(before, after, {"another statement"}) == []
