@@ -126,6 +126,12 @@ def measure(
                 notes.append(f"{label}: not timed: {first_line(exc)}")
                 continue
             node[label], ms[label], blocks[label] = timed.node, timed.ms, timed.shared_blocks
+            if timed.found == 0:
+                notes.append(
+                    f"{label}: its scan ({timed.node}) found no row on the copy, so its figures "
+                    "are of a run that took nothing: the copy's columns outside the live "
+                    "predicate hold one plain value each, which its other conditions may reject"
+                )
             if timed.runs == 1:
                 notes.append(
                     f"{label}: timed by one run ({timed.ms / 1000:.1f} s): a statement slower "

@@ -27,6 +27,9 @@ class Timed:
     shared_blocks: float  # median shared buffers hit and read
     node: str  # the scan that finds the rows: "Index Scan using jobs_pending on jobs"
     runs: int  # how many runs the figures are the median of (1: a slow statement, run once)
+    # Rows the scan that finds them (``node``) returned in the last run, its filters applied:
+    # 0 is a claim that found nothing to take. None: no scan in the plan.
+    found: float | None = None
 
 
 def time_statement(
@@ -71,7 +74,12 @@ def time_statement(
         conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED)))
     ms = statistics.median(float(r["Execution Time"]) for r in runs)
     blocks = statistics.median(_blocks(r["Plan"]) for r in runs)
-    return Timed(ms, blocks, main_node(runs[-1]["Plan"], table), len(runs))
+    scan = _main_scan(runs[-1]["Plan"], table)
+    node = scan[0] if scan is not None else str(runs[-1]["Plan"].get("Node Type", "?"))
+    found = None
+    if scan is not None and "Actual Rows" in scan[1]:
+        found = float(scan[1]["Actual Rows"]) * float(scan[1].get("Actual Loops", 1))
+    return Timed(ms, blocks, node, len(runs), found)
 
 
 def _blocks(plan: dict[str, Any]) -> float:
@@ -82,7 +90,21 @@ def main_node(plan: dict[str, Any], table: str | None = None) -> str:
     """The scan that finds the rows: the first scan of ``table`` (depth first), else the
     first scan, with its index and relation; a Sort above it is named too: it is what a
     backlog sort costs."""
-    found: list[str] = []
+    scan = _main_scan(plan, table)
+    return scan[0] if scan is not None else str(plan.get("Node Type", "?"))
+
+
+def _main_scan(plan: dict[str, Any], table: str | None) -> tuple[str, dict[str, Any]] | None:
+    """The scan main_node names, with its plan node; None without a scan."""
+    found = _scans(plan)
+    first_on_table = [f for f in found if table is not None and f[0].endswith(f" on {table}")]
+    chosen = first_on_table or found
+    return chosen[0] if chosen else None
+
+
+def _scans(plan: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every scan of the plan, depth first: its name (a Sort above it named too) and node."""
+    found: list[tuple[str, dict[str, Any]]] = []
 
     def walk(node: dict[str, Any], sort: str) -> None:
         kind = str(node.get("Node Type", ""))
@@ -94,10 +116,9 @@ def main_node(plan: dict[str, Any], table: str | None = None) -> str:
                 out += f" using {node['Index Name']}"
             if node.get("Relation Name"):
                 out += f" on {node['Relation Name']}"
-            found.append(sort + out)
+            found.append((sort + out, node))
         for child in node.get("Plans", []):
             walk(child, sort)
 
     walk(plan, "")
-    first_on_table = [f for f in found if table is not None and f.endswith(f" on {table}")]
-    return (first_on_table or found or [str(plan.get("Node Type", "?"))])[0]
+    return found
