@@ -328,9 +328,7 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
                     f" If it still walks {old.name}, the statistics themselves mislead it (a "
                     f"sample of a table where one {column} holds most rows sees few values): "
                     f"compare pg_stats' n_distinct for {column} with the real count, and pin "
-                    f"that with `ALTER TABLE {qualified(table.schema, table.name)} ALTER COLUMN "
-                    f"{ident(column)} SET (n_distinct = <number of distinct {column} values>);` "
-                    "before another ANALYZE."
+                    f"that with `{_pin(table, column)}` before another ANALYZE."
                 )
             return Fix(notes=said, safety="safe", steps=(analyze(table),))
         # No step: the pin needs a number only the DBA has, and the walked index is the
@@ -386,6 +384,14 @@ def _age(table: Table) -> str:
     return f"{changed:,} rows changed since the last ANALYZE, {analyzed[:16]}"
 
 
+def _pin(table: Table, column: str) -> str:
+    """The n_distinct pin, its number left to the DBA (qadvisor counts no rows)."""
+    return (
+        f"ALTER TABLE {qualified(table.schema, table.name)} ALTER COLUMN {ident(column)} "
+        f"SET (n_distinct = <number of distinct {column} values>);"
+    )
+
+
 def _misestimate_note(table: Table, column: str, existing: str, walked: str, current: str) -> str:
     t = qualified(table.schema, table.name)
     return (
@@ -393,8 +399,7 @@ def _misestimate_note(table: Table, column: str, existing: str, walked: str, cur
         f"{walked} instead, and {current}. Compared with another table's column, a value it "
         f"cannot see when it plans, {column} is taken to match that many rows, so the walk "
         f"looks short; a sample of a table where one {column} holds most rows sees few "
-        f"values. Tell the planner how many there are: `ALTER TABLE {t} ALTER COLUMN "
-        f"{ident(column)} SET (n_distinct = <number of distinct {column} values>);` then "
+        f"values. Tell the planner how many there are: `{_pin(table, column)}` then "
         f"`ANALYZE {t};`. The number is your application's (qadvisor counts no rows, and "
         "writes no value it did not see); the ALTER takes a SHARE UPDATE EXCLUSIVE lock, and "
         "a fixed n_distinct survives later ANALYZEs (raise it as values are added)."

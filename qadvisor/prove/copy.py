@@ -107,12 +107,12 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     # Each live column's value in a live row and in an archive row. A union's live rows meet
     # one of its conditions, the one statistics say holds most rows, and none of the others.
     parts = live.parts if live.op == "or" else (() if live.whole_table else (live,))
-    parts = tuple(_as_values(p, by_name[p.column]) for p in parts)
-    lead = max(parts, key=lambda p: _part_rows(table, p)) if parts else None
+    by_column = {p.column: _as_values(p, by_name[p.column]) for p in parts}
+    lead = max(parts, key=lambda p: _part_rows(table, p)).column if len(parts) > 1 else None
 
     def live_value(c: Column, is_live: bool) -> str:
-        (part,) = [p for p in parts if p.column == c.name]
-        return _live_value(c, table, part.op, part.values, is_live and part is lead)
+        part = by_column[c.name]
+        return _live_value(c, table, part.op, part.values, is_live and lead in (None, c.name))
 
     unique = _unique_columns(table.indexes)
     tenant = tenants.tenant_column if tenants and tenants.live_by_tenant else None
@@ -131,7 +131,7 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     def select(is_live: bool, tenant_expr: str | None, source: str) -> str:
         values = []
         for c in stored:
-            if c.name in live.columns:
+            if c.name in by_column:
                 values.append(live_value(c, is_live))
             elif tenant_expr is not None and c.name == tenant:
                 values.append(f"({tenant_expr})::{c.type}")
@@ -173,7 +173,7 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     else:
         try:
             done = ", ".join(
-                f"{ident(p.column)} = {live_value(by_name[p.column], False)}" for p in parts
+                f"{ident(name)} = {live_value(by_name[name], False)}" for name in by_column
             )
             claim = f"UPDATE {target} SET {done} WHERE {picked}"
         except CopyError:

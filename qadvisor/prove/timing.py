@@ -74,12 +74,12 @@ def time_statement(
         conn.execute(sql.SQL("DEALLOCATE {}").format(sql.Identifier(PREPARED)))
     ms = statistics.median(float(r["Execution Time"]) for r in runs)
     blocks = statistics.median(_blocks(r["Plan"]) for r in runs)
-    scan = _main_scan(runs[-1]["Plan"], table)
-    node = scan[0] if scan is not None else str(runs[-1]["Plan"].get("Node Type", "?"))
+    last = runs[-1]["Plan"]
+    scan = _main_scan(last, table)
     found = None
     if scan is not None and "Actual Rows" in scan[1]:
         found = float(scan[1]["Actual Rows"]) * float(scan[1].get("Actual Loops", 1))
-    return Timed(ms, blocks, node, len(runs), found)
+    return Timed(ms, blocks, main_node(last, table), len(runs), found)
 
 
 def _blocks(plan: dict[str, Any]) -> float:
