@@ -23,7 +23,12 @@ SELECT x.indrelid AS relid, x.indexrelid AS index_relid, i.relname AS name,
               ORDER BY k.pos) AS include_columns,
        pg_get_expr(x.indpred, x.indrelid) AS predicate,
        x.indisunique AS is_unique, x.indisprimary AS is_primary,
-       EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = x.indexrelid) AS is_constraint,
+       -- A constraint of the table owns the index (primary key, unique, exclusion). Looked up
+       -- by the table (pg_constraint has no index on conindid: a scan of every constraint
+       -- of the database per index otherwise). Another table's foreign key that references
+       -- the index does not own it; such an index is unique, which the checks read as well.
+       EXISTS (SELECT 1 FROM pg_constraint k
+                WHERE k.conrelid = x.indrelid AND k.conindid = x.indexrelid) AS is_constraint,
        x.indisvalid AS is_valid, x.indisready AS is_ready,
        CASE WHEN x.indexrelid = ANY(%(blocked)s::oid[])
             THEN i.relpages::bigint * current_setting('block_size')::bigint
