@@ -15,9 +15,11 @@ shape, the column's enum labels or most common values; a boolean's value from it
 indexes only (a value hidden behind ``$n`` is a hypothesis, and only the schema's own index
 says which one waits).
 
-Without a claim, structure is the evidence: a partial index on a live predicate, the shape of
-a known library, status values some waiting and some finished. A partial index on a finished
-state (a pruner's ``WHERE state = 'completed'``) is never the live set. When claims are known
+Without a claim, structure is the evidence: a partial index on a status whose values read as
+waiting, the shape of a known library, status values some waiting and some finished. A partial
+index on ``*_at IS NULL`` alone is not (soft deletes are indexed that way); of a claimed table
+it can say which rows wait. A partial index on a finished state (a pruner's ``WHERE state =
+'completed'``) is never the live set. When claims are known
 for the database, status values alone no longer make a queue (a log of job states has them
 too): such a table is rejected, with the reason.
 
@@ -185,9 +187,16 @@ class _Evidence:
     partials: list[tuple[PartialIndex, LivePredicate]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
     role: str = "<role>"  # the role qadvisor reads as, for the GRANTs it names
+    named: bool = False  # named with --table
 
     def column(self, name: str) -> CandidateColumn | None:
         return next((c for c in self.columns if c.column == name), None)
+
+    @property
+    def known_queue(self) -> bool:
+        """A claim reads it or the user named it: what its structure shows is then about
+        which rows wait, no longer about whether it is a queue."""
+        return bool(self.claims) or self.named
 
 
 def decide(
@@ -229,7 +238,7 @@ def decide(
     if explicit:
         for schema, table, relid in explicit:
             ev = by_table.get((schema, table)) or _Evidence(schema, table, relid, role=role)
-            ev.relid = relid
+            ev.relid, ev.named = relid, True
             live, why = _live_predicate(ev, all_columns)
             reason = "named with --table" + (f"; {why}" if why else "")
             decisions.append(Decision(schema, table, relid, live, reason))
@@ -317,9 +326,13 @@ def _structural_live(
 ) -> tuple[LivePredicate | None, str]:
     """The live predicate the table's own structure shows, without a claim's condition."""
     # 1. A partial index on a status-like or *_at column: the schema says what live means.
+    # Of a table a claim reads (or --table names), any such index; of another, only an index
+    # that is itself a sign of a queue (_marks_a_queue).
     for p, live in ev.partials:
         col = ev.column(live.column)
-        if col is not None and (col.is_status or live.op == "is null") and _waiting(live):
+        if col is None or not (col.is_status or live.op == "is null") or not _waiting(live):
+            continue
+        if ev.known_queue or _marks_a_queue(ev, live):
             return (
                 LivePredicate(live.column, live.op, live.values, f"partial index {p.index}"),
                 f"live predicate from partial index {p.index}",
@@ -346,6 +359,15 @@ def _structural_live(
     hidden = _hidden_status(ev)
     if hidden:
         return None, hidden
+    unsure = [(p, lp) for p, lp in ev.partials if _live_like(ev, lp) and _waiting(lp)]
+    if unsure and not ev.known_queue:
+        p, lp = unsure[0]
+        return None, (
+            f"its partial index {p.index} on {predicate_sql(lp)} is the only sign of a queue, "
+            "and a table whose rows are soft-deleted, read or published has such an index "
+            "too (no claim reads it, no status value reads as waiting, no known library's "
+            "shape); name it with --table to judge it as a queue"
+        )
     return None, "no live predicate could be derived (no partial index, no known status values)"
 
 
@@ -626,7 +648,11 @@ def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> l
         via = sorted({c.via for c in ev.claims if c.via})
         if via:
             signals.append(f"a partition of {', '.join(via)}, which the claim names")
-    waiting = [p for p, lp in ev.partials if _waiting(lp) and _live_like(ev, lp)]
+    waiting = [
+        p
+        for p, lp in ev.partials
+        if _waiting(lp) and _live_like(ev, lp) and (ev.known_queue or _marks_a_queue(ev, lp))
+    ]
     if waiting:
         signals.append(f"{len(waiting)} partial index(es) on a live predicate")
     if live is not None and live.source.startswith("queue library"):
@@ -636,6 +662,23 @@ def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> l
         if col is not None and col.indexed:
             signals.append(f"an index on {live.column}")
     return signals
+
+
+def _marks_a_queue(ev: _Evidence, live: LivePredicate) -> bool:
+    """A partial index that is by itself a sign of a queue, for a table no claim reads: one on
+    a status column whose values read as waiting (``WHERE status = 'pending'``). Not ``*_at IS
+    NULL``: soft deletes (``deleted_at``), unread messages (``read_at``) and live sessions
+    (``revoked_at``) are indexed the same way, far more often than a queue's finish time,
+    and a known library's finish column is recognised by its shape instead. Not a status
+    whose values are no queue's (``WHERE status = 'published'``)."""
+    col = ev.column(live.column)
+    return (
+        col is not None
+        and col.is_status
+        and live.op == "in"
+        and _waiting(live)
+        and bool(_waiting_values(live.values))
+    )
 
 
 def _live_like(ev: _Evidence, live: LivePredicate) -> bool:

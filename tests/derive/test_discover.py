@@ -86,6 +86,45 @@ def test_library_shape_is_recognised_without_its_table_name() -> None:
     assert d.live is not None and d.live.op == "is null"
 
 
+def partial(table: str, index: str, predicate: str) -> PartialIndex:
+    return PartialIndex("public", table, hash(table) & 0xFFFF, index, predicate)
+
+
+def test_a_partial_index_on_is_null_alone_is_a_rejected_candidate_not_a_queue() -> None:
+    # A soft delete is indexed as a queue's finish time would be: nothing else says which.
+    deleted = ts("accounts", "deleted_at")
+    live_only = partial("accounts", "accounts_email_live", "(deleted_at IS NULL)")
+    rejected: list[Rejected] = []
+    assert discover.decide([deleted], [live_only], [], rejected=rejected) == []
+    (r,) = rejected
+    assert r.table == "accounts"
+    assert "partial index accounts_email_live on deleted_at IS NULL is the only sign" in r.reason
+    assert "name it with --table" in r.reason
+    # Claims known for another table change nothing.
+    jobs = col("jobs", "status", ("pending", "done"))
+    sql = "SELECT id FROM jobs WHERE status = 'pending' LIMIT 1 FOR UPDATE SKIP LOCKED"
+    decided = discover.decide([deleted, jobs], [live_only], [claim("jobs", sql)])
+    assert [d.table for d in decided] == ["jobs"]
+
+
+def test_a_partial_index_on_a_status_no_queue_waits_in_is_no_queue() -> None:
+    status = col("posts", "status", ("published", "draft"))
+    published = partial("posts", "posts_published", "(status = 'published'::text)")
+    assert discover.decide([status], [published], []) == []
+    pending = partial("posts", "posts_pending", "(status = 'pending'::text)")
+    (d,) = discover.decide([status], [pending], [])
+    assert d.live == LivePredicate("status", "in", ("pending",), "partial index posts_pending")
+
+
+def test_an_is_null_partial_index_says_which_rows_wait_in_a_claimed_table() -> None:
+    # The claim makes it a queue and takes any row; the index says which rows wait.
+    finished = ts("mail", "finished_at")
+    index = partial("mail", "mail_unfinished", "(finished_at IS NULL)")
+    sql = "SELECT id FROM mail ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    (d,) = discover.decide([finished], [index], [claim("mail", sql)])
+    assert d.live == LivePredicate("finished_at", "is null", (), "partial index mail_unfinished")
+
+
 def test_explicit_tables_win() -> None:
     (d,) = discover.decide([], [], [], None, [("public", "anything", 42)])
     assert d.table == "anything" and d.live is None and d.reason.startswith("named with --table")
@@ -128,6 +167,39 @@ def test_pg_stat_statements_dequeue_is_found(db: TestDB) -> None:
         flush_stats(conn)
     (q,) = check(db).report["queues"]
     assert q["table"] == "tasks" and "SKIP LOCKED" in q["reason"]
+
+
+SOFT_DELETES = """
+CREATE TABLE sessions (id bigserial PRIMARY KEY, user_id bigint NOT NULL,
+                       created_at timestamptz NOT NULL, revoked_at timestamptz);
+INSERT INTO sessions (user_id, created_at, revoked_at)
+SELECT g % 5000, now() - (40000 - g) * interval '100 s',
+       CASE WHEN g <= 38000 THEN now() - (40000 - g) * interval '90 s' END
+  FROM generate_series(1, 40000) AS g;
+CREATE INDEX sessions_live_user ON sessions (user_id) WHERE revoked_at IS NULL;
+CREATE INDEX sessions_user_created ON sessions (user_id, created_at);
+CREATE TABLE accounts (id bigserial PRIMARY KEY, email text NOT NULL, deleted_at timestamptz);
+INSERT INTO accounts (email, deleted_at)
+SELECT 'user' || g, CASE WHEN g % 20 = 0 THEN now() END FROM generate_series(1, 5000) AS g;
+CREATE UNIQUE INDEX accounts_email_live ON accounts (email) WHERE deleted_at IS NULL;
+"""
+
+
+def test_soft_deleted_tables_beside_a_queue_are_not_judged_as_queues(db: TestDB) -> None:
+    build_archive_queue(db, archive=20_000)
+    db.execute(SOFT_DELETES)
+    db.execute("VACUUM ANALYZE sessions")
+    db.execute("VACUUM ANALYZE accounts")
+    report = check(db).report
+    assert {q["table"] for q in report["queues"]} == {"jobs"}
+    assert not [f for f in report["findings"] if "sessions" in f["message"]]
+    rejected = {r["table"]: r["reason"] for r in report["rejected"]}
+    assert "revoked_at IS NULL is the only sign of a queue" in rejected["sessions"]
+    assert "deleted_at IS NULL is the only sign of a queue" in rejected["accounts"]
+    # Named, it is judged, and what it would have been told shows why that matters.
+    named = check(db, "--table", "sessions").report
+    assert [q["table"] for q in named["queues"]] == ["sessions"]
+    assert "QA204" in {f["code"] for f in named["findings"]}
 
 
 # --- claims as evidence ------------------------------------------------------------------------
