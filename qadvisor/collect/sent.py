@@ -174,11 +174,12 @@ SENT: tuple[Sent, ...] = (
           when="qadvisor's role or the database sets search_path"),
     _file("candidate_columns", "collection",
           "Status-like and timestamp columns that can mark a row as waiting, of the tables "
-          "that can be queues (claimed, named, with a partial index, a library's shape or an "
-          "indexed status whose values read as waiting).", NO_LOCK,
+          "that can be queues (claimed, named, with a partial index on a status-like column, "
+          "a library's shape or an indexed status whose values read as waiting).", NO_LOCK,
           "none beyond CONNECT (by OID)", facts=("discovery",)),
     _file("partial_indexes", "collection",
-          "Partial index predicates of every user table.",
+          "Partial index predicates of the tables the candidate query kept (and the claimed "
+          "and named ones).",
           "ACCESS SHARE on each table with a partial index while its predicate is read "
           "(pg_get_expr); a table another session's lock would make it wait for is left out",
           CONNECT),

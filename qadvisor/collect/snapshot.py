@@ -433,9 +433,10 @@ def _discover(
     candidates = q.rows(conn, "candidate_columns", discover.candidate_filter(claimed, named))
     columns = [_candidate(r) for r in candidates]
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
+    read = sorted({*all_columns, *claimed, *named})
     partials = [
         discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
-        for r in q.rows(conn, "partial_indexes", {"blocked": blocked})
+        for r in q.rows(conn, "partial_indexes", {"relids": read, "blocked": blocked})
     ]
     rejected: list[Rejected] = []  # filled by discover.decide as it decides
     decisions = discover.decide(columns, partials, claims, all_columns, explicit, rejected, role)

@@ -193,9 +193,9 @@ def test_soft_deleted_tables_beside_a_queue_are_not_judged_as_queues(db: TestDB)
     report = check(db).report
     assert {q["table"] for q in report["queues"]} == {"jobs"}
     assert not [f for f in report["findings"] if "sessions" in f["message"]]
-    rejected = {r["table"]: r["reason"] for r in report["rejected"]}
-    assert "revoked_at IS NULL is the only sign of a queue" in rejected["sessions"]
-    assert "deleted_at IS NULL is the only sign of a queue" in rejected["accounts"]
+    # Left out on the server before their columns were read, as an active/inactive status
+    # is: not listed among the rejected either (a database has hundreds of such tables).
+    assert not {r["table"] for r in report["rejected"]} & {"sessions", "accounts"}
     # Named, it is judged, and what it would have been told shows why that matters.
     named = check(db, "--table", "sessions").report
     assert [q["table"] for q in named["queues"]] == ["sessions"]

@@ -4,7 +4,8 @@
 -- for the whole database, however many tables it has. By OID: no USAGE on the schemas is
 -- needed.
 --
--- A table no claim reads can be a queue only through a partial index, a known library's shape
+-- A table no claim reads can be a queue only through a partial index on a status-like column,
+-- a known library's shape
 -- (%(shapes)s: each library's column names, comma-separated, its live column first), or an
 -- indexed status column whose values read as waiting (%(live_words)s, compared in lower case;
 -- or values this role may not read, which discovery reports). Every other table is left out
@@ -37,13 +38,22 @@ WITH candidate AS MATERIALIZED (
 ), shape AS (
     SELECT string_to_array(s, ',')::name[] AS columns FROM unnest(%(shapes)s::text[]) AS s
 ), partial AS (
-    SELECT DISTINCT indrelid AS relid FROM pg_index WHERE indpred IS NOT NULL
+    -- The columns of each partial index (its key and its predicate, as pg_depend records
+    -- them). Of a table no claim reads, only a partial index that involves a status-like
+    -- column can mark a queue (a soft delete's WHERE deleted_at IS NULL cannot: discover.py).
+    SELECT d.refobjid AS relid, d.refobjsubid AS attnum
+      FROM pg_index x
+      JOIN pg_depend d
+        ON d.classid = 'pg_class'::regclass AND d.objid = x.indexrelid
+       AND d.refclassid = 'pg_class'::regclass AND d.refobjid = x.indrelid
+       AND d.refobjsubid > 0
+     WHERE x.indpred IS NOT NULL
 ), kept AS (
     SELECT DISTINCT k.relid
       FROM candidate k
      WHERE k.claimed
         OR k.relid = ANY (%(named)s::oid[])  -- named with --table: judged whatever it is
-        OR k.relid IN (SELECT relid FROM partial)
+        OR (k.status_like AND (k.relid, k.attnum) IN (SELECT relid, attnum FROM partial))
         -- A library's shape: each of its columns probed by name (an index lookup), the
         -- first missing one ends the test.
         OR (k.attname IN (SELECT columns[1] FROM shape)
