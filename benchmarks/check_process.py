@@ -19,7 +19,8 @@ role with ``pg_monitor``, ``pg_read_all_data`` and UPDATE on the queue table, an
 - peak RSS of the process (``wait4``'s ru_maxrss).
 
 The cases: the queue alone, then the same database with 10,000 other tables (a third with an
-indexed ``status`` column that is no queue, every one with a nullable ``*_at`` column). In each,
+indexed ``status`` column that is no queue and a soft delete's partial index ``WHERE deleted_at
+IS NULL``, every one with a nullable ``*_at`` column). In each,
 ``check_postgres --action=bloat`` (Debian's ``check-postgres``) runs side by side on the same
 database, so the ratio and what each one says about the archive-bloated index are in one table;
 and ``qadvisor --version`` and ``--help`` are timed against ``python -c 'import psycopg'``.

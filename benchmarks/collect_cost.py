@@ -5,7 +5,8 @@ archive state (a large archive of finished jobs, a small live set, a composite
 ``(status, created_at)`` index, VACUUM ANALYZE, a few claims through a SKIP LOCKED dequeue so
 pg_stat_statements shows one), then adds ordinary tables in steps (0, 100, 1000 by default).
 A third of them carry a ``status`` column that is not a queue (``'active'``/``'inactive'``,
-indexed), and all carry a nullable ``*_at`` column, so discovery has real candidates to reject.
+indexed) and a soft delete's partial index (a unique email ``WHERE deleted_at IS NULL``), and
+all carry a nullable ``*_at`` column, so discovery has real candidates to reject.
 
 At each step it runs the collection of ``qadvisor check`` (``connect`` + ``collect``) and
 reports:
@@ -93,6 +94,8 @@ CREATE TABLE {table} (
     deleted_at timestamptz
 );
 CREATE INDEX ON {table} (status);
+-- A soft delete, as such tables index it: no sign of a queue, yet a partial index.
+CREATE UNIQUE INDEX ON {table} (email) WHERE deleted_at IS NULL;
 INSERT INTO {table} (email, status)
 SELECT 'u' || g || '@example.com', CASE WHEN g % 4 = 0 THEN 'inactive' ELSE 'active' END
   FROM generate_series(1, {rows}) g;
