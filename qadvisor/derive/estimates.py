@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from qadvisor.derive.predicates import operand_values
@@ -58,6 +59,9 @@ class LiveEstimate:
         return self.rows is not None
 
 
+# A pure function of the text, and databases repeat one text in many tables' partial indexes
+# (``(status = 'active'::text)`` in a thousand tables): each is parsed once a run.
+@lru_cache(maxsize=4096)
 def parse_index_predicate(predicate: str) -> LivePredicate | None:
     """Read ``pg_get_expr`` output of a partial index into a live predicate, when it is one.
 
