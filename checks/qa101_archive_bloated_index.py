@@ -15,6 +15,7 @@ from qadvisor.api import (
     IndexKey,
     IndexUse,
     LivePredicate,
+    Param,
     Severity,
     Skip,
     Snapshot,
@@ -106,7 +107,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);
     the index is under `min_index_bytes`; or a partial replacement already exists for a
-    constraint index, or for an index that other recorded statements read. Another claim
+    constraint index, or for an index that other recorded statements read, and no claim of
+    the live set still reads the old index when planned with its values bound (then the
+    finding stays, with nothing to build or drop, and names the claims, until their plans
+    read the partial index; a generic plan alone that passes it over is QA301's). Another claim
     on the table whose plan reads the index keeps it too, unless the partial index matches
     that claim's WHERE and ORDER BY (derived from its text: the index does not exist yet, so
     no plan can say): then the claim moves to it with the dequeue. The partial index's size
@@ -192,9 +196,15 @@ def _judge(
     moved = {id(m.statement) for m in matching_statements(snapshot, build)}
     stuck = [s for s in _claims_reading(snapshot, table, idx.name) if id(s) not in moved]
     # Another recorded statement's plan reads the index: it stays theirs. Once the live set
-    # has its partial index, the dequeue no longer needs it and there is nothing to fix.
+    # has its partial index, the dequeue no longer needs it and there is nothing to fix;
+    # unless a claim of the live set still reads the bloated index beside it when planned
+    # with its values bound (its custom plan): the partial index is then no evidence that the
+    # dequeue left it. A generic plan that passes the partial index over is QA301's (a $n of
+    # pg_stat_statements may be a literal the application wrote); a claim of other rows by a
+    # literal (a stager of retries) keeps the old index for itself.
     kept = keeps_constraint or bool(use.users) or bool(stuck)
-    if kept and existing is not None:
+    passed = [s for s in stuck if _custom_plan_reads(s, table, idx.name, live)]
+    if kept and existing is not None and not passed:
         return None
     serving = _serving(snapshot, table, existing) if existing is not None else None
     where = predicate_sql(live)
@@ -207,10 +217,12 @@ def _judge(
                         "takes the dequeue path off it.")  # fmt: skip
     elif use.users:
         notes.insert(0, _kept_for(idx.name, use.users))
-    elif stuck:
+    elif stuck and existing is None:
         notes.insert(0, _kept_for_claims(idx.name, build.name, stuck))
     steps: list[FixStep] = [] if existing is not None else [build.step(snapshot)]
-    if existing is not None and serving is not None:
+    if existing is not None and passed:
+        notes.insert(0, _passed_over(existing, idx.name, passed))
+    elif existing is not None and serving is not None:
         notes.insert(
             0, f"The partial index {existing.name} already serves the live set: {serving}."
         )
@@ -296,6 +308,36 @@ def _unproven(existing: Index, name: str) -> str:
         "whose WHERE does not imply its predicate (an OR branch, a parameter: see QA302, "
         f"QA301) keeps reading {name}, so dropping {name} is for review until the claim's plan "
         f"reads {existing.name}."
+    )
+
+
+def _custom_plan_reads(stmt: Statement, table: Table, name: str, live: LivePredicate) -> bool:
+    """The claim can take the live set (it compares a live column with a parameter, or with a
+    live value), and planned with its values bound it reads index ``name``."""
+    if stmt.parsed is None or stmt.custom_plan is None:
+        return False
+    if not any(_may_take_live(p.operands, p.column, live) for p in stmt.parsed.predicates):
+        return False
+    return name in indexes_used(stmt.custom_plan, table.schema, table.name)
+
+
+def _may_take_live(operands: tuple[Param, ...], column: str, live: LivePredicate) -> bool:
+    if column not in live.columns:
+        return False
+    if live.op != "in" or any(o.kind != "literal" for o in operands):
+        return True  # a parameter, or a live set no literal comparison rules out
+    return any(o.text.strip("'") in live.values for o in operands)
+
+
+def _passed_over(existing: Index, name: str, claims: list[Statement]) -> str:
+    listed = "; ".join(statement_label(s) for s in claims[:3])
+    more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+    return (
+        f"The partial index {existing.name} has this key and predicate, but planned with "
+        f"their values bound, {len(claims)} claim(s) on the live set still read {name}: "
+        f"{listed}{more}. Nothing is to be built or dropped here: their plans say the "
+        f"partial index does not serve them (their evidence shows what they read instead); "
+        f"once they read {existing.name}, this finding goes."
     )
 
 

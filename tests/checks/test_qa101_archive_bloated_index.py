@@ -162,6 +162,48 @@ def test_an_index_another_claims_plan_reads_is_kept_unless_the_new_index_matches
     assert "--query 2" in notes
 
 
+def test_a_claim_that_still_reads_the_old_index_beside_its_partial_one_keeps_the_finding() -> None:
+    # The partial index on the live set exists, and the old one is kept for a claim whose
+    # plan reads it. Quiet when the claim takes other rows (a stager of retries, by a
+    # literal), or when only its generic plan passes the partial index over (QA301's: a $n
+    # of pg_stat_statements may be a literal the application wrote). Not quiet when, planned
+    # with its values bound, the claim of the live set still reads the old index: the partial
+    # index is no evidence the dequeue left it, and nothing is to be built or dropped.
+    import dataclasses
+
+    from qadvisor.model import PlanNode, Statement
+    from qadvisor.sql.dequeue import analyse
+
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * MB)
+    partial = S.index("jobs_pending_created_at", ("created_at",), 1 * MB,
+                      predicate="(status = 'pending'::text)")  # fmt: skip
+
+    def reading(name: str) -> PlanNode:
+        return PlanNode("Limit", children=(
+            PlanNode("Index Scan", relation="jobs", schema="public", index=name),
+        ))  # fmt: skip
+
+    snap = S.snapshot(S.jobs_table(indexes=(idx, partial)))
+    claim = (
+        "SELECT id FROM jobs WHERE status = {} ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+
+    def judged(value: str, custom: str, generic: str | None = None) -> list[object]:
+        text = claim.format(value)
+        stmt = Statement("--query 1", text, analyse(text), custom_plan=reading(custom),
+                         generic_plan=reading(generic) if generic else None)  # fmt: skip
+        return S.run("QA101", dataclasses.replace(snap, statements=(stmt,)))
+
+    assert judged("'retry'", idx.name) == []
+    assert judged("$1", partial.name, generic=idx.name) == []
+    (f,) = judged("$1", idx.name)
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.fix.statements == () and f.fix.steps == ()
+    assert f.evidence["existing_partial_index"] == "jobs_pending_created_at"
+    assert f.evidence["claims_reading_index"] == ["--query 1"]
+    assert "planned with their values bound, 1 claim(s) on the live set still read" in (f.fix.notes)
+
+
 def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> None:
     db = shape.db
     build_archive_queue(db, composite=False)
