@@ -19,9 +19,9 @@ Without a claim, structure is the evidence: a partial index on a status whose va
 waiting, the shape of a known library, status values some waiting and some finished. A partial
 index on ``*_at IS NULL`` alone is not (soft deletes are indexed that way); of a claimed table
 it can say which rows wait. A partial index on a finished state (a pruner's ``WHERE state =
-'completed'``) is never the live set. When claims are known
-for the database, status values alone no longer make a queue (a log of job states has them
-too): such a table is rejected, with the reason.
+'completed'``) is never the live set. When claims are known for the database, status values
+alone no longer make a queue (a log of job states has them too): such a table is rejected,
+with the reason.
 
 Every decision carries its evidence, and every candidate that was not taken its reason, so a
 user can see why a table was (or was not) taken for a queue.

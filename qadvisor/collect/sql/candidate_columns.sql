@@ -4,14 +4,14 @@
 -- for the whole database, however many tables it has. By OID: no USAGE on the schemas is
 -- needed.
 --
--- A table no claim reads can be a queue only through a partial index on a status-like column,
--- a known library's shape
--- (%(shapes)s: each library's column names, comma-separated, its live column first), or an
--- indexed status column whose values read as waiting (%(live_words)s, compared in lower case;
--- or values this role may not read, which discovery reports). Every other table is left out
--- here, on the server, before the per-column work (statistics, enum labels, the table's
--- columns): 10,000 tables with an unindexed updated_at or an indexed active/inactive status
--- cost one scan of pg_attribute and one pg_stats probe per indexed status column.
+-- A table no claim reads can be a queue only through a partial index on a status-like
+-- column, a known library's shape (%(shapes)s: each library's column names, comma-separated,
+-- its live column first), or an indexed status column whose values read as waiting
+-- (%(live_words)s, compared in lower case; or values this role may not read, which discovery
+-- reports). Every other table is left out here, on the server, before the per-column work
+-- (statistics, enum labels, the table's columns): 10,000 tables with an unindexed updated_at,
+-- an indexed active/inactive status or a soft delete's partial index cost one scan of
+-- pg_attribute and one pg_stats probe per indexed status column.
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT c.oid AS relid, n.nspname AS schema, c.relname AS table,
