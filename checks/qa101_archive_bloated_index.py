@@ -335,9 +335,9 @@ def _passed_over(existing: Index, name: str, claims: list[Statement]) -> str:
     return (
         f"The partial index {existing.name} has this key and predicate, but planned with "
         f"their values bound, {len(claims)} claim(s) on the live set still read {name}: "
-        f"{listed}{more}. Nothing is to be built or dropped here: their plans say the "
-        f"partial index does not serve them (their evidence shows what they read instead); "
-        f"once they read {existing.name}, this finding goes."
+        f"{listed}{more}. Nothing is to be built or dropped here: the planner passes the "
+        f"partial index over for them (compare their WHERE and ORDER BY with it, and EXPLAIN "
+        f"them); once their plans read {existing.name}, this finding goes."
     )
 
 
