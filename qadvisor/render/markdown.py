@@ -32,6 +32,8 @@ _SAFETY = {
     "safe": "safe: can run as printed on a live system",
     "review": "review: read the notes before running it",
 }
+# A fix that is advice alone: what the application or the DBA must change first.
+_NOTHING_TO_RUN = "nothing to run: read the notes"
 
 # Characters that start markup anywhere in a line. "_" only matters at a word boundary (GFM
 # never reads an intraword underscore as emphasis), so `jobs_status_idx` stays readable.
@@ -202,7 +204,7 @@ def _finding(f: Finding) -> list[str]:
         out += [f"*{_text(f.explanation)}*", ""]
     out += _evidence(f)
     if f.fix:
-        safety = _SAFETY.get(f.fix.safety, f.fix.safety)
+        safety = _SAFETY.get(f.fix.safety, f.fix.safety) if f.fix.steps else _NOTHING_TO_RUN
         out += [f"**Fix** ({_text(safety)}):", ""]
         for step in f.fix.steps:
             out += _step(step)

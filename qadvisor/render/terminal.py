@@ -186,7 +186,8 @@ def _finding(f: Finding) -> Panel:
         else:
             parts.append(Syntax(line.text, "sql", word_wrap=True, background_color="default"))
     if f.fix:
-        parts.append(Text(f"\nfix ({f.fix.safety}):", style="bold"))
+        safety = f.fix.safety if f.fix.steps else "nothing to run"
+        parts.append(Text(f"\nfix ({safety}):", style="bold"))
         for step in f.fix.steps:
             parts += _step(step)
         if f.fix.notes:

@@ -798,6 +798,20 @@ def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     assert "proven on" not in " ".join(_terminal(full_report(), verbose=False).split())
 
 
+def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
+    # QA101 when claims pass an existing partial index over: advice, no statement.
+    (first, *rest) = _findings()
+    advice = replace(first, fix=Fix(notes="Their plans pass jobs_pending over.", safety="review"))
+    report = replace(full_report(), findings=(advice, *rest))
+    md = markdown.render(report)
+    assert "**Fix** (nothing to run: read the notes):" in md
+    assert "Their plans pass jobs_pending over." in md
+    flat = " ".join(_terminal(report, verbose=False).replace("│", " ").split())
+    assert "fix (nothing to run): Their plans pass jobs_pending over." in flat
+    # A fix with statements keeps its safety.
+    assert "**Fix** (safe: can run as printed on a live system):" in markdown.render(full_report())
+
+
 # --- human evidence -------------------------------------------------------------------------
 
 
