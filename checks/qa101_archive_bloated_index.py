@@ -329,13 +329,17 @@ def _may_take_live(operands: tuple[Param, ...], column: str, live: LivePredicate
     return any(o.text.strip("'") in live.values for o in operands)
 
 
-def _passed_over(existing: Index, name: str, claims: list[Statement]) -> str:
-    listed = "; ".join(statement_label(s) for s in claims[:3])
+def _listed(claims: list[Statement]) -> str:
+    """The first three claims' labels, and how many more."""
     more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+    return "; ".join(statement_label(s) for s in claims[:3]) + more
+
+
+def _passed_over(existing: Index, name: str, claims: list[Statement]) -> str:
     return (
         f"The partial index {existing.name} has this key and predicate, but planned with "
         f"their values bound, {len(claims)} claim(s) on the live set still read {name}: "
-        f"{listed}{more}. Nothing is to be built or dropped here: the planner passes the "
+        f"{_listed(claims)}. Nothing is to be built or dropped here: the planner passes the "
         f"partial index over for them (compare their WHERE and ORDER BY with it, and EXPLAIN "
         f"them); once their plans read {existing.name}, this finding goes."
     )
@@ -368,12 +372,10 @@ def _claims_reading(snapshot: Snapshot, table: Table, name: str) -> list[Stateme
 
 
 def _kept_for_claims(name: str, new: str, claims: list[Statement]) -> str:
-    listed = "; ".join(statement_label(s) for s in claims[:3])
-    more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
     return (
         f"{name} is kept: the plans of {len(claims)} other claim(s) on the table read it, and "
         f"{new} does not match their WHERE and ORDER BY (derived from their text): "
-        f"{listed}{more}. Drop it only once they have an index of their own."
+        f"{_listed(claims)}. Drop it only once they have an index of their own."
     )
 
 
