@@ -248,7 +248,7 @@ def _stats_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
     elif live.op in ("true", "false"):
         frac = _value_fraction(stats, ("t" if live.op == "true" else "f",), table.reltuples)
     elif live.op in RANGE_OPS:
-        labels = _range_labels(table, live)
+        labels = range_labels(table, live)
         if labels is None:
             return LiveEstimate(
                 None,
@@ -266,7 +266,7 @@ def _stats_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
     return LiveEstimate(frac * table.reltuples, source, frac)
 
 
-def _range_labels(table: Table, live: LivePredicate) -> tuple[str, ...] | None:
+def range_labels(table: Table, live: LivePredicate) -> tuple[str, ...] | None:
     """The enum labels inside a range predicate, in the enum's order; None: not an enum."""
     col = table.column(live.column)
     if col is None or not col.enum_labels or live.values[0] not in col.enum_labels:

@@ -18,7 +18,7 @@ import dataclasses
 import re
 from dataclasses import dataclass
 
-from qadvisor.derive.estimates import live_rows
+from qadvisor.derive.estimates import live_rows, range_labels
 from qadvisor.model import (
     Column,
     ColumnStats,
@@ -107,7 +107,7 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     # Each live column's value in a live row and in an archive row. A union's live rows meet
     # one of its conditions, the one statistics say holds most rows, and none of the others.
     parts = live.parts if live.op == "or" else (() if live.whole_table else (live,))
-    by_column = {p.column: _as_values(p, by_name[p.column]) for p in parts}
+    by_column = {p.column: _as_values(p, table) for p in parts}
     lead = max(parts, key=lambda p: _part_rows(table, p)).column if len(parts) > 1 else None
 
     def live_value(c: Column, is_live: bool) -> str:
@@ -315,22 +315,13 @@ def _part_rows(table: Table, part: LivePredicate) -> float:
     return live_rows(table, LivePredicate.any_of((part,))).rows or 0.0
 
 
-def _as_values(live: LivePredicate, column: Column) -> LivePredicate:
+def _as_values(live: LivePredicate, table: Table) -> LivePredicate:
     """A range over an enum (``state < 'active'``) as the labels it holds, in the enum's
     order: the copy fills a list of values. Other predicates as they are."""
-    if live.op not in RANGE_OPS or not column.enum_labels or len(live.values) != 1:
+    if live.op not in RANGE_OPS or len(live.values) != 1:
         return live
-    labels = list(column.enum_labels)
-    if live.values[0] not in labels:
-        return live
-    bound = labels.index(live.values[0])
-    held = {
-        "<": labels[:bound],
-        "<=": labels[: bound + 1],
-        ">": labels[bound + 1 :],
-        ">=": labels[bound:],
-    }[live.op]
-    return dataclasses.replace(live, op="in", values=tuple(held))
+    held = range_labels(table, live)
+    return live if held is None else dataclasses.replace(live, op="in", values=held)
 
 
 def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_live: bool) -> str:

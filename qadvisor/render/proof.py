@@ -40,7 +40,8 @@ def proof_lines(proof: Proof) -> list[str]:
     elif proof.finding_gone is False:
         verdict = "finding NOT gone"
     elif proof.reproduced:
-        verdict = "fix not run on the copy"
+        # Its fix was not run (a part left to the DBA) or failed there: the notes say which.
+        verdict = "fix not proven on the copy"
     else:
         verdict = "finding not reproduced on the copy"
     where = f"PostgreSQL {proof.server_version}"

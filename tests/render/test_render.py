@@ -868,13 +868,16 @@ def test_markdown_header_names_database_time_version_and_command() -> None:
     assert "index_bytes" not in md and "live_rows" not in md  # no raw field names
 
 
-def test_a_proof_whose_fix_was_not_run_says_so_not_that_nothing_was_reproduced() -> None:
+def test_a_proof_whose_fix_was_not_run_or_failed_says_so_not_that_nothing_was_reproduced() -> None:
     from qadvisor.model import Proof
     from qadvisor.render.proof import proof_lines
 
     note = "not proven: the fix has a part only the DBA can write (<x>), ..."
     base = Proof("18.6", "18.6", 1_000, 1_000, False, 10, True, None, notes=(note,))
-    assert proof_lines(base)[0].endswith(": fix not run on the copy")
+    assert proof_lines(base)[0].endswith(": fix not proven on the copy")
     assert proof_lines(base)[1] == note
+    failed = replace(base, notes=("not proven: the fix failed on the copy: syntax error",))
+    assert proof_lines(failed)[0].endswith(": fix not proven on the copy")
+    assert proof_lines(failed)[1].startswith("not proven: the fix failed on the copy")
     lost = replace(base, reproduced=False)
     assert proof_lines(lost)[0].endswith(": finding not reproduced on the copy")
