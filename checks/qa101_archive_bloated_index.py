@@ -97,7 +97,12 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     step for review that says so. Another claim on the table whose plan reads
     the old index keeps it as well, unless the partial index matches that claim's WHERE and
     ORDER BY: the CREATE INDEX step names the claims it matches, derived from their text
-    (not a plan: the index does not exist yet). The evidence lists what was checked.
+    (not a plan: the index does not exist yet). A claim whose generic plan alone reads the
+    old index, while planned with its values bound it reads another path, does not keep it
+    when the server has not scanned the old index since its statistics were reset and
+    pg_stat_statements counts calls of the claim: those counters say the generic plan is not
+    what runs (pg-boss writes its states as literals, which pg_stat_statements shows as $n).
+    The DROP is then for review, and the note says why. The evidence lists what was checked.
 
     When the partial index exists already, the fix says it serves the live set only with
     evidence that claims use it: a recorded claim's plan reads it, or its `idx_scan` is above
@@ -194,7 +199,12 @@ def _judge(
     # Another claim on the table whose plan reads the index today, and whose WHERE and ORDER
     # BY the partial index does not match (from their text), would lose its path: it stays.
     moved = {id(m.statement) for m in matching_statements(snapshot, build)}
-    stuck = [s for s in _claims_reading(snapshot, table, idx.name) if id(s) not in moved]
+    readers = [s for s in _claims_reading(snapshot, table, idx.name) if id(s) not in moved]
+    # A claim whose generic plan alone reads the index, which the server never scanned while
+    # the claim ran: its counters say that plan is not what runs (pg_stat_statements shows a
+    # literal the application writes as $n). It does not keep the index; the DROP is reviewed.
+    unrun = [s for s in readers if _generic_plan_never_ran(snapshot, s, table, idx)]
+    stuck = [s for s in readers if all(s is not u for u in unrun)]
     # Another recorded statement's plan reads the index: it stays theirs. Once the live set
     # has its partial index, the dequeue no longer needs it and there is nothing to fix;
     # unless a claim of the live set still reads the bloated index beside it when planned
@@ -230,7 +240,9 @@ def _judge(
         notes.insert(0, _unproven(existing, idx.name))
     if not kept:
         drop = _drop(table, idx, use, notes, scans_known=not snapshot.server.is_standby)
-        if existing is not None and serving is None and drop.kind == "migration":
+        if unrun:
+            notes.append(_never_ran(snapshot, table, idx.name, unrun))
+        if (unrun or (existing is not None and serving is None)) and drop.kind == "migration":
             drop = review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note)
         steps.append(drop)
     near = at_least(ratio, options.min_size_ratio, options.margin) is None
@@ -266,6 +278,11 @@ def _judge(
             "statements_checked": len(use.checked),
             "statements_reading_index": [stakeholder_label(s) for s in use.users],
             "claims_reading_index": [statement_label(s) for s in stuck],
+            **(
+                {"claims_whose_generic_plan_alone_reads_index": [statement_label(s) for s in unrun]}
+                if unrun
+                else {}
+            ),
             "statements_not_checked": [
                 f"{stakeholder_label(s)}: {s.plan_error}" for s in use.unknown
             ],
@@ -319,6 +336,39 @@ def _custom_plan_reads(stmt: Statement, table: Table, name: str, live: LivePredi
     if not any(_may_take_live(p.operands, p.column, live) for p in stmt.parsed.predicates):
         return False
     return name in indexes_used(stmt.custom_plan, table.schema, table.name)
+
+
+def _generic_plan_never_ran(snapshot: Snapshot, stmt: Statement, table: Table, idx: Index) -> bool:
+    """Only ``stmt``'s generic plan reads ``idx``, its custom plan reads another path, and the
+    server counts no scan of ``idx`` while pg_stat_statements counts calls of ``stmt`` (a
+    standby counts its own scans only, so there it cannot say)."""
+    if snapshot.server.is_standby or idx.idx_scan != 0 or not stmt.calls:
+        return False
+    if stmt.custom_plan is None or stmt.generic_plan is None:
+        return False
+    return idx.name not in indexes_used(
+        stmt.custom_plan, table.schema, table.name
+    ) and idx.name in indexes_used(stmt.generic_plan, table.schema, table.name)
+
+
+def _never_ran(snapshot: Snapshot, table: Table, name: str, claims: list[Statement]) -> str:
+    calls = sum(s.calls or 0 for s in claims)
+    reset = snapshot.server.stats_reset
+    since = f"since statistics were reset ({reset})" if reset else "ever (statistics never reset)"
+    read = sorted(
+        {i for s in claims if s.custom_plan
+         for i in indexes_used(s.custom_plan, table.schema, table.name)} - {name}
+    )  # fmt: skip
+    instead = f"read {', '.join(read)}" if read else f"do not read {name}"
+    return (
+        f"The generic plans of {len(claims)} claim(s) read {name} ({_listed(claims)}), but "
+        f"the server has not scanned {name} {since} while "
+        f"pg_stat_statements counted {calls:,} call(s) of them; planned with their values "
+        f"bound they {instead}. The counters say the generic plan is not what runs (a "
+        f"literal the code writes shows as $n in pg_stat_statements), so {name} is not kept "
+        f"for them, and the DROP is for review: keep {name} if the code sends those values "
+        "as parameters and its plans go generic (see QA301)."
+    )
 
 
 def _may_take_live(operands: tuple[Param, ...], column: str, live: LivePredicate) -> bool:

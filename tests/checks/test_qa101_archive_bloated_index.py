@@ -204,6 +204,55 @@ def test_a_claim_that_still_reads_the_old_index_beside_its_partial_one_keeps_the
     assert "planned with their values bound, 1 claim(s) on the live set still read" in (f.fix.notes)
 
 
+def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> None:
+    # pg-boss's fetch writes its state as a literal, which pg_stat_statements shows as $2:
+    # planned with it bound, the claim reads the live set's partial index; its generic plan
+    # reads the bloated full index, which the server has never scanned while the claim ran.
+    # The index is then not kept for that plan, and its DROP is for review with why. A scan
+    # counted (or a standby, which counts its own scans only) keeps it as before.
+    import dataclasses
+
+    from qadvisor.model import PlanNode, Statement
+    from qadvisor.sql.dequeue import analyse
+
+    def reading(name: str) -> PlanNode:
+        return PlanNode("Limit", children=(
+            PlanNode("Index Scan", relation="jobs", schema="public", index=name),
+        ))  # fmt: skip
+
+    partial = S.index("jobs_live_idx", ("id",), 1 * MB,
+                      predicate="(status = 'pending'::text)")  # fmt: skip
+    text = "SELECT id FROM jobs WHERE status = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
+
+    def judged(scans: int, standby: bool = False, calls: int | None = 12) -> Finding:
+        idx = S.index("jobs_name_created_at_idx", ("status", "created_at"), 300 * MB,
+                      idx_scan=scans)  # fmt: skip
+        snap = S.snapshot(S.jobs_table(indexes=(idx, partial)))
+        claim = Statement("pg_stat_statements", text, analyse(text), calls=calls,
+                          custom_plan=reading(partial.name),
+                          generic_plan=reading(idx.name))  # fmt: skip
+        server = dataclasses.replace(snap.server, is_standby=standby, stats_reset="2026-12-01")
+        (f,) = S.run("QA101", dataclasses.replace(snap, statements=(claim,), server=server))
+        assert isinstance(f, Finding) and f.fix is not None
+        return f
+
+    f = judged(scans=0)
+    assert [s.kind for s in f.fix.steps] == ["migration", "review"]
+    assert f.fix.steps[1].sql == "DROP INDEX CONCURRENTLY public.jobs_name_created_at_idx;"
+    assert f.evidence["claims_reading_index"] == []
+    (label,) = f.evidence["claims_whose_generic_plan_alone_reads_index"]
+    assert label.startswith("pg_stat_statements") and "(12 calls)" in label
+    assert (
+        "the server has not scanned jobs_name_created_at_idx since statistics were reset "
+        "(2026-12-01) while pg_stat_statements counted 12 call(s) of them; planned with their "
+        "values bound they read jobs_live_idx"
+    ) in f.fix.notes
+    for kept in (judged(scans=3), judged(scans=0, standby=True), judged(scans=0, calls=None)):
+        assert [s.kind for s in kept.fix.steps] == ["migration"], kept.fix.notes
+        assert "jobs_name_created_at_idx is kept: the plans of 1 other claim(s)" in kept.fix.notes
+        assert "claims_whose_generic_plan_alone_reads_index" not in kept.evidence
+
+
 def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> None:
     db = shape.db
     build_archive_queue(db, composite=False)
