@@ -36,12 +36,22 @@ class Verdicts:
     # owner may plan all of it (a role that lacks UPDATE on the checked server plans only a
     # claim's scan, and the values of its SET are then unknown).
     values: dict[str, dict[str, str]] = dataclasses.field(default_factory=dict)
+    # Finding key -> its message on the copy: what a fix that did not help left reported.
+    messages: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def skipped(self, code: str) -> str:
         """Why the check ``code`` skipped the copy, as a clause for a note ('' if it did
         not)."""
         why = self.skips.get(code)
         return f" ({code} skipped the copy: {why})" if why else ""
+
+    def not_gone(self, key: str) -> str:
+        """The note of a fix after which ``key`` is still reported on the copy, with what
+        the copy's finding says (the DBA compares it with the checked server's)."""
+        said = self.messages.get(key)
+        return f"the fix did not help: {key} is still reported on the copy" + (
+            f" ({said})" if said else ""
+        )
 
 
 @dataclass(frozen=True)
@@ -198,7 +208,8 @@ def judge(
         if k.queue in (None, queue.qualified):
             skips.setdefault(k.code, k.reason)
     values = {s.text: dict(s.custom_values) for s in checked.snapshot.statements if s.custom_values}
-    return Verdicts(frozenset(f.key for f in checked.findings), skips, values)
+    messages = {f.key: f.message for f in checked.findings}
+    return Verdicts(frozenset(messages), skips, values, messages)
 
 
 def against_counters(statement: Statement, label: str, ms: float, blocks: float) -> str | None:

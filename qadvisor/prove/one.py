@@ -88,7 +88,7 @@ def prove_one(
     notes += [n for n in after.notes if n not in notes and _about(n, mine)]
     gone = (finding.key not in after.verdicts.keys) if reproduced else None
     if reproduced and not gone:
-        notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
+        notes.append(after.verdicts.not_gone(finding.key))
     notes += made_worse(before, after, mine)
     notes += other_version(version, checked)
     return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,

@@ -113,7 +113,7 @@ def prove_over_time(
                 + verdicts_without.skipped(finding.code)
             )
         elif not gone:
-            notes.append(f"the fix did not help: {finding.key} is still reported on the copy")
+            notes.append(verdicts_with.not_gone(finding.key))
         notes += other_version(version, checked)
         out[finding.key] = Proof(version, checked, plan.rows, plan.table_rows,
                                  plan.scaled_down, plan.live, reproduced, gone,

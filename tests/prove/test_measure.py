@@ -54,6 +54,17 @@ def test_a_skip_is_said_for_its_own_check_only() -> None:
     assert verdicts.skipped("QA101") == ""
 
 
+def test_a_fix_that_did_not_help_says_what_the_copy_still_reports() -> None:
+    key = "QA101:pgboss.job_common_i15"
+    said = "Index pgboss.job_common_i15 is 41 MB for 312 live rows"
+    verdicts = Verdicts(frozenset({key}), {}, messages={key: said})
+    assert verdicts.not_gone(key) == (
+        f"the fix did not help: {key} is still reported on the copy ({said})"
+    )
+    # A verdict without its message (made elsewhere): the note without it.
+    assert Verdicts(frozenset({key}), {}).not_gone(key).endswith("still reported on the copy")
+
+
 def _measured(ms: float, blocks: float, node: str) -> Measured:
     return Measured({LABEL: node}, {LABEL: ms}, {LABEL: blocks}, {}, Verdicts(frozenset(), {}), ())
 
