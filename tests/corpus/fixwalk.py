@@ -102,10 +102,21 @@ def used_indexes_dropped(report: dict[str, Any], snapshot: dict[str, Any]) -> li
                 for s in snapshot.get("stakeholders", []):
                     if s["queue"] == f"{schema}.{table}" and name in s.get("indexes_used", []):
                         problems.append(f"{where}, which {s['text'][:120]!r} reads")
+                scans = _idx_scan(snapshot, schema, table, name)
                 for st in snapshot.get("statements", []):
                     if st.get("queue") != f"{schema}.{table}":
                         continue
                     if not any(name in _plan_indexes(st.get(p)) for p in _PLANS):
+                        continue
+                    if _generic_only(st, name) and scans == 0 and st.get("calls"):
+                        # The server never scanned it while the claim ran: its generic plan
+                        # is not what ran (a literal shown as $n). Dropped for review only.
+                        kinds = {s["kind"] for s in steps if name in _dropped(s["sql"])}
+                        if kinds - {"review"}:
+                            problems.append(
+                                f"{where} as a {'/'.join(sorted(kinds))}, which claim "
+                                f"{source_label(st)}'s generic plan reads"
+                            )
                         continue
                     # The claim's plan reads it today: fine only when the fix builds the
                     # index it moves to, and that step names it.
@@ -115,6 +126,24 @@ def used_indexes_dropped(report: dict[str, Any], snapshot: dict[str, Any]) -> li
 
 
 _PLANS = ("custom_plan", "generic_plan")
+
+
+def _generic_only(st: dict[str, Any], name: str) -> bool:
+    return name in _plan_indexes(st.get("generic_plan")) and name not in _plan_indexes(
+        st.get("custom_plan")
+    )
+
+
+def _idx_scan(snapshot: dict[str, Any], schema: str, table: str, name: str) -> int | None:
+    """The index's scans as the server counted them (None: unknown, or a standby's)."""
+    if (snapshot.get("server") or {}).get("is_standby"):
+        return None
+    for t in snapshot.get("tables", []):
+        if t["schema"] == schema and t["name"] == table:
+            for i in t["indexes"]:
+                if i["name"] == name:
+                    return i.get("idx_scan")  # type: ignore[no-any-return]
+    return None
 
 
 def _dropped(text: str) -> list[str]:

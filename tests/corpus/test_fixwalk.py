@@ -56,3 +56,27 @@ def test_a_drop_of_an_index_a_plan_reads_is_reported() -> None:
     )
     assert "'DELETE FROM jobs' reads" in problem
     assert verdicts(_report()) == [("QA999", "public.jobs_full", "info")]
+
+
+def test_a_drop_of_an_index_only_a_generic_plan_the_server_never_ran_reads_is_reviewed() -> None:
+    # The claim's custom plan reads another index; its generic plan reads jobs_full, which
+    # the server never scanned while the claim ran 12 times: a DROP for review is allowed, a
+    # DROP as a migration is not; a scan counted (or unknown) makes it a reader again.
+    other = {"node_type": "Limit", "children": [{"node_type": "Index Scan", "index": "jobs_live"}]}
+    claim = {"source": "pg_stat_statements", "fingerprint": "abc", "text": CLAIM, "calls": 12,
+             "queue": "public.jobs", "custom_plan": other, "generic_plan": PLAN}  # fmt: skip
+
+    def snap(scans: int | None) -> dict[str, Any]:
+        table = {"schema": "public", "name": "jobs",
+                 "indexes": [{"name": "jobs_full", "idx_scan": scans}]}  # fmt: skip
+        return _snapshot(statements=[claim], tables=[table], server={"is_standby": False})
+
+    sql = "DROP INDEX CONCURRENTLY public.jobs_full;"
+    reviewed = {"kind": "review", "sql": sql, "note": ""}
+    migration = {"kind": "migration", "sql": sql, "note": ""}
+    assert used_indexes_dropped(_report(reviewed), snap(0)) == []
+    (problem,) = used_indexes_dropped(_report(migration), snap(0))
+    assert "as a migration, which claim pg_stat_statements abc's generic plan reads" in problem
+    for scans in (4, None):
+        (problem,) = used_indexes_dropped(_report(reviewed), snap(scans))
+        assert "claim pg_stat_statements abc's plan reads" in problem
