@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from qadvisor.api import (
     NOISE_MARGIN,
@@ -88,21 +89,24 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     dropped: only the partial index is proposed.
 
     Nothing another statement needs is dropped. Every other statement pg_stat_statements
-    recorded on the table (a purge, a reaper, an admin listing) is planned generically
-    before the fix is written: when one reads the old index, the index is kept (the fix
-    builds only the partial index, and names the statements); when one could not be planned
-    (a privilege the role lacks, another session's lock), or pg_stat_statements is not there
-    or may have lost statements (it evicted entries to make room since its statistics were
-    reset, per `pg_stat_statements_info`, or is older than 1.9 and cannot say), the DROP is a
-    step for review that says so. Another claim on the table whose plan reads
-    the old index keeps it as well, unless the partial index matches that claim's WHERE and
-    ORDER BY: the CREATE INDEX step names the claims it matches, derived from their text
-    (not a plan: the index does not exist yet). A claim whose generic plan alone reads the
-    old index, while planned with its values bound it reads another path, does not keep it
-    when the server has not scanned the old index since its statistics were reset and
-    pg_stat_statements counts calls of the claim: those counters say the generic plan is not
-    what runs (pg-boss writes its states as literals, which pg_stat_statements shows as $n).
-    The DROP is then for review, and the note says why. The evidence lists what was checked.
+    recorded on the table (a purge, a reaper, an admin listing) is planned generically before
+    the fix is written: when one reads the old index, the index is kept (the fix builds only the
+    partial index, and names the statements); when one could not be planned (a privilege the
+    role lacks, another session's lock), or pg_stat_statements is not there or may have lost
+    statements (it evicted entries to make room since its statistics were reset, per
+    `pg_stat_statements_info`, or is older than 1.9 and cannot say), the DROP is a step for
+    review that says so. Another claim on the table whose plan reads the old index keeps it as
+    well, unless the partial index matches that claim's WHERE and ORDER BY: the CREATE INDEX
+    step names the claims it matches, derived from their text (not a plan: the index does not
+    exist yet). A claim on the table that could not be planned (a GRANT the role lacks, another
+    session's lock) and that the partial index does not match may read the old index today: the
+    DROP is then for review, and names it. A claim whose generic plan alone reads the old index,
+    while planned with its values bound it reads another path, does not keep it when the server
+    has not scanned the old index since its statistics were reset (never, or before
+    pg_stat_statements' were) and pg_stat_statements counts calls of the claim since its own
+    reset: those counters say the generic plan is not what runs (pg-boss writes its states as
+    literals, which pg_stat_statements shows as $n). The DROP is then for review, and the note
+    says why. The evidence lists what was checked.
 
     When the partial index exists already, the fix says it serves the live set only with
     evidence that claims use it: a recorded claim's plan reads it, or its `idx_scan` is above
@@ -205,6 +209,13 @@ def _judge(
     # literal the application writes as $n). It does not keep the index; the DROP is reviewed.
     unrun = [s for s in readers if _generic_plan_never_ran(snapshot, s, table, idx)]
     stuck = [s for s in readers if all(s is not u for u in unrun)]
+    # A claim that could not be planned (a GRANT the role lacks, another session's lock) may
+    # read the index today: nobody knows, so its DROP is for review.
+    unplanned = [
+        s
+        for s in _claims_on(snapshot, table)
+        if s.custom_plan is None and s.generic_plan is None and id(s) not in moved
+    ]
     # Another recorded statement's plan reads the index: it stays theirs. Once the live set
     # has its partial index, the dequeue no longer needs it and there is nothing to fix;
     # unless a claim of the live set still reads the bloated index beside it when planned
@@ -242,7 +253,10 @@ def _judge(
         drop = _drop(table, idx, use, notes, scans_known=not snapshot.server.is_standby)
         if unrun:
             notes.append(_never_ran(snapshot, table, idx.name, unrun))
-        if (unrun or (existing is not None and serving is None)) and drop.kind == "migration":
+        if unplanned:
+            notes.append(_unplanned(idx.name, unplanned))
+        doubt = unrun or unplanned or (existing is not None and serving is None)
+        if doubt and drop.kind == "migration":
             drop = review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note)
         steps.append(drop)
     near = at_least(ratio, options.min_size_ratio, options.margin) is None
@@ -281,6 +295,11 @@ def _judge(
             **(
                 {"claims_whose_generic_plan_alone_reads_index": [statement_label(s) for s in unrun]}
                 if unrun
+                else {}
+            ),
+            **(
+                {"claims_not_planned": [f"{statement_label(s)}: {s.plan_error}" for s in unplanned]}
+                if unplanned
                 else {}
             ),
             "statements_not_checked": [
@@ -341,8 +360,15 @@ def _custom_plan_reads(stmt: Statement, table: Table, name: str, live: LivePredi
 def _generic_plan_never_ran(snapshot: Snapshot, stmt: Statement, table: Table, idx: Index) -> bool:
     """Only ``stmt``'s generic plan reads ``idx``, its custom plan reads another path, and the
     server counts no scan of ``idx`` while pg_stat_statements counts calls of ``stmt`` (a
-    standby counts its own scans only, so there it cannot say)."""
+    standby counts its own scans only, so there it cannot say). The scans must be counted
+    over the calls' span: statistics never reset, or reset before pg_stat_statements was."""
     if snapshot.server.is_standby or idx.idx_scan != 0 or not stmt.calls:
+        return False
+    reset, since = snapshot.server.stats_reset, snapshot.pgss_since
+    # Both are read to the second: the same second cannot say which came first.
+    if reset is not None and (
+        since is None or datetime.fromisoformat(reset) >= datetime.fromisoformat(since)
+    ):
         return False
     if stmt.custom_plan is None or stmt.generic_plan is None:
         return False
@@ -353,8 +379,9 @@ def _generic_plan_never_ran(snapshot: Snapshot, stmt: Statement, table: Table, i
 
 def _never_ran(snapshot: Snapshot, table: Table, name: str, claims: list[Statement]) -> str:
     calls = sum(s.calls or 0 for s in claims)
-    reset = snapshot.server.stats_reset
+    reset, pgss = snapshot.server.stats_reset, snapshot.pgss_since
     since = f"since statistics were reset ({reset})" if reset else "ever (statistics never reset)"
+    counted = f" since its reset ({pgss})" if pgss else ""
     read = sorted(
         {i for s in claims if s.custom_plan
          for i in indexes_used(s.custom_plan, table.schema, table.name)} - {name}
@@ -363,8 +390,8 @@ def _never_ran(snapshot: Snapshot, table: Table, name: str, claims: list[Stateme
     return (
         f"The generic plans of {len(claims)} claim(s) read {name} ({_listed(claims)}), but "
         f"the server has not scanned {name} {since} while "
-        f"pg_stat_statements counted {calls:,} call(s) of them; planned with their values "
-        f"bound they {instead}. The counters say the generic plan is not what runs (a "
+        f"pg_stat_statements counted {calls:,} call(s) of them{counted}; planned with their "
+        f"values bound they {instead}. The counters say the generic plan is not what runs (a "
         f"literal the code writes shows as $n in pg_stat_statements), so {name} is not kept "
         f"for them, and the DROP is for review: keep {name} if the code sends those values "
         "as parameters and its plans go generic (see QA301)."
@@ -408,17 +435,36 @@ def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[st
     return live.columns[:1]
 
 
-def _claims_reading(snapshot: Snapshot, table: Table, name: str) -> list[Statement]:
-    """The dequeue statements on ``table`` whose custom or generic plan reads index ``name``."""
+def _claims_on(snapshot: Snapshot, table: Table) -> list[Statement]:
+    """The dequeue statements on ``table``."""
     found = []
     for stmt in snapshot.statements:
         on = statement_queue(snapshot, stmt)
-        if on is None or on[1].qualified != table.qualified:
-            continue
-        plans = [p for p in (stmt.custom_plan, stmt.generic_plan) if p is not None]
-        if any(name in indexes_used(p, table.schema, table.name) for p in plans):
+        if on is not None and on[1].qualified == table.qualified:
             found.append(stmt)
     return found
+
+
+def _claims_reading(snapshot: Snapshot, table: Table, name: str) -> list[Statement]:
+    """The dequeue statements on ``table`` whose custom or generic plan reads index ``name``."""
+    return [
+        stmt
+        for stmt in _claims_on(snapshot, table)
+        if any(
+            name in indexes_used(p, table.schema, table.name)
+            for p in (stmt.custom_plan, stmt.generic_plan)
+            if p is not None
+        )
+    ]
+
+
+def _unplanned(name: str, claims: list[Statement]) -> str:
+    listed = "; ".join(f"{statement_label(s)}: {s.plan_error}" for s in claims[:3])
+    more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+    return (
+        f"{len(claims)} claim(s) on the table could not be planned, so nobody knows whether "
+        f"they read {name} ({listed}{more}): the DROP is for review."
+    )
 
 
 def _kept_for_claims(name: str, new: str, claims: list[Statement]) -> str:

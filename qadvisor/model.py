@@ -563,6 +563,9 @@ class Snapshot:
     # to make room, or cannot say whether it did): a fix cannot know it breaks none of them.
     # None when it evicted none (or is not read: see ``unavailable``).
     pgss_evicted: str | None = None
+    # When pg_stat_statements' statistics were last reset (ISO; None: unknown or not read):
+    # its calls are counted since then, the activity counters since ``server.stats_reset``.
+    pgss_since: str | None = None
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)

@@ -52,6 +52,9 @@ class Recorded:
     # Why the entries may not be every statement the database ran (pg_stat_statements evicted
     # some to make room, or cannot say whether it did), or None when it evicted none.
     evicted: str | None = None
+    # When pg_stat_statements' statistics were last reset (ISO; None: unknown, before 1.9):
+    # the entries' calls are counted since then.
+    since: str | None = None
 
     def row_locking(self) -> list[dict[str, Any]]:
         """The statements that lock rows, the most called first (at most MAX_ROW_LOCKING),
@@ -170,7 +173,7 @@ def read_recorded(conn: Conn) -> Read[Recorded]:
             raise
         why = f"pg_stat_statements is not readable: {first_line(exc)}"
         return Read(Recorded(), {"pg_stat_statements": why})
-    return Read(Recorded(entries, _evicted(conn, schema, found[0])))
+    return Read(Recorded(entries, *_evicted(conn, schema, found[0])))
 
 
 def extension_version(text: str) -> tuple[int, ...]:
@@ -184,16 +187,16 @@ def extension_version(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _evicted(conn: Conn, schema: str, extension: dict[str, Any]) -> str | None:
+def _evicted(conn: Conn, schema: str, extension: dict[str, Any]) -> tuple[str | None, str | None]:
     """Why pg_stat_statements may not hold every statement of the database: the entries it
     evicted since its statistics were reset (pg_stat_statements_info), or that it cannot say;
-    None when it evicted none."""
+    None when it evicted none. And when its statistics were reset (ISO), when it can say."""
     if not extension["has_info"]:
         return (
             f"pg_stat_statements {extension['version']} does not count the entries it evicts "
             "to make room (pg_stat_statements_info is new in 1.9), so statements it no longer "
             "holds may be missing"
-        )
+        ), None
     query = sql.SQL(query_text("pgss_info")).format(
         info=sql.Identifier(schema, "pg_stat_statements_info")
     )
@@ -204,13 +207,14 @@ def _evicted(conn: Conn, schema: str, extension: dict[str, Any]) -> str | None:
     except psycopg.Error as exc:
         if conn.broken or conn.closed:
             raise
-        return f"whether pg_stat_statements evicted entries is unknown: {first_line(exc)}"
+        return f"whether pg_stat_statements evicted entries is unknown: {first_line(exc)}", None
+    since = info["stats_reset"] if info is not None else None
+    reset = since.isoformat(timespec="seconds") if since is not None else None
     if info is None or not info["dealloc"]:
-        return None
-    since = info["stats_reset"]
+        return None, reset
     when = f"since {since:%Y-%m-%d %H:%M %Z}".rstrip() if since is not None else "so far"
     kept = f" (pg_stat_statements.max = {info['max_entries']})" if info["max_entries"] else ""
     return (
         f"pg_stat_statements has evicted its least used entries {info['dealloc']:,} times "
         f"{when} to make room{kept}, so statements run rarely may be missing"
-    )
+    ), reset

@@ -188,6 +188,7 @@ def collect(
         stakeholders=stakeholders.value,
         hidden=_unique(missing.hidden),
         pgss_evicted=found.value.recorded.evicted,
+        pgss_since=found.value.recorded.since,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -224,15 +225,22 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
                       predicate="(status = 'pending'::text)")  # fmt: skip
     text = "SELECT id FROM jobs WHERE status = $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED"
 
-    def judged(scans: int, standby: bool = False, calls: int | None = 12) -> Finding:
+    def judged(
+        scans: int,
+        standby: bool = False,
+        calls: int | None = 12,
+        reset: str | None = "2026-12-01T00:00:00+00:00",
+        pgss: str | None = "2026-12-02T00:00:00+00:00",
+    ) -> Finding:
         idx = S.index("jobs_name_created_at_idx", ("status", "created_at"), 300 * MB,
                       idx_scan=scans)  # fmt: skip
         snap = S.snapshot(S.jobs_table(indexes=(idx, partial)))
         claim = Statement("pg_stat_statements", text, analyse(text), calls=calls,
                           custom_plan=reading(partial.name),
                           generic_plan=reading(idx.name))  # fmt: skip
-        server = dataclasses.replace(snap.server, is_standby=standby, stats_reset="2026-12-01")
-        (f,) = S.run("QA101", dataclasses.replace(snap, statements=(claim,), server=server))
+        server = dataclasses.replace(snap.server, is_standby=standby, stats_reset=reset)
+        snap = dataclasses.replace(snap, statements=(claim,), server=server, pgss_since=pgss)
+        (f,) = S.run("QA101", snap)
         assert isinstance(f, Finding) and f.fix is not None
         return f
 
@@ -244,13 +252,55 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
     assert label.startswith("pg_stat_statements") and "(12 calls)" in label
     assert (
         "the server has not scanned jobs_name_created_at_idx since statistics were reset "
-        "(2026-12-01) while pg_stat_statements counted 12 call(s) of them; planned with their "
-        "values bound they read jobs_live_idx"
+        "(2026-12-01T00:00:00+00:00) while pg_stat_statements counted 12 call(s) of them since "
+        "its reset (2026-12-02T00:00:00+00:00); planned with their values bound they read "
+        "jobs_live_idx"
     ) in f.fix.notes
-    for kept in (judged(scans=3), judged(scans=0, standby=True), judged(scans=0, calls=None)):
+    never = judged(scans=0, reset=None, pgss=None)
+    assert [s.kind for s in never.fix.steps] == ["migration", "review"]
+    assert "scanned jobs_name_created_at_idx ever (statistics never reset)" in never.fix.notes
+    # The scans counted over a shorter span than the calls (statistics reset after
+    # pg_stat_statements was, or its reset unknown) cannot say the generic plan never ran.
+    late = judged(scans=0, reset="2026-12-03T00:00:00+00:00")
+    unknown = judged(scans=0, pgss=None)
+    for kept in (judged(scans=3), judged(scans=0, standby=True), judged(scans=0, calls=None),
+                 late, unknown):  # fmt: skip
         assert [s.kind for s in kept.fix.steps] == ["migration"], kept.fix.notes
         assert "jobs_name_created_at_idx is kept: the plans of 1 other claim(s)" in kept.fix.notes
         assert "claims_whose_generic_plan_alone_reads_index" not in kept.evidence
+
+
+def test_a_claim_that_could_not_be_planned_makes_the_drop_a_review() -> None:
+    # The claim may read the old index today: nobody knows, unless the new partial index
+    # matches its WHERE and ORDER BY (it moves there with the dequeue).
+    import dataclasses
+
+    from qadvisor.model import Statement
+    from qadvisor.sql.dequeue import analyse
+
+    idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), 300 * MB)
+    snap = S.snapshot(S.jobs_table(indexes=(idx,)))
+    why = "not planned: canceling statement due to lock timeout"
+
+    def drop_of(order: str) -> tuple[str, Finding]:
+        text = (f"SELECT id FROM jobs WHERE status = 'pending' ORDER BY {order} LIMIT 1 "
+                "FOR UPDATE SKIP LOCKED")  # fmt: skip
+        stmt = Statement("pg_stat_statements", text, analyse(text), calls=9, plan_error=why)
+        (f,) = S.run("QA101", dataclasses.replace(snap, statements=(stmt,)))
+        assert isinstance(f, Finding) and f.fix is not None
+        (drop,) = [s for s in f.fix.steps if s.sql.startswith("DROP INDEX")]
+        return drop.kind, f
+
+    kind, f = drop_of("id")
+    assert kind == "review"
+    (said,) = f.evidence["claims_not_planned"]
+    assert said.endswith(f": {why}")
+    assert (
+        "1 claim(s) on the table could not be planned, so nobody knows whether they read "
+        "jobs_status_created_at_idx" in f.fix.notes
+    )
+    kind, f = drop_of("created_at")
+    assert kind == "migration" and "claims_not_planned" not in f.evidence
 
 
 def test_order_column_index_found_through_the_query_and_fixed(shape: Shape) -> None:
@@ -346,8 +396,14 @@ def test_an_index_no_recorded_statement_reads_is_dropped_as_a_migration(shape: S
             conn.execute(CLAIM)
     (f,) = shape.check().findings("QA101")
     (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
-    assert drop["kind"] == "migration" and f["evidence"]["statements_reading_index"] == []
-    shape.apply_fix(f)
+    assert f["evidence"]["statements_reading_index"] == []
+    if shape.monitor is None:
+        assert drop["kind"] == "migration"
+    else:
+        # Without the GRANTs planning needs, the claim is not planned, and its $1 cannot be
+        # shown to match the new index: whether it reads the old one is unknown.
+        assert drop["kind"] == "review" and f["evidence"]["claims_not_planned"]
+    shape.apply_fix(f, review=True)
     assert_quiet(shape.check(), "QA101", shape.queue)
 
 
@@ -423,6 +479,8 @@ def test_a_pg_stat_statements_that_cannot_count_evictions_is_read_and_the_drop_r
     ]
     assert claim["calls"] == 5 and claim["mean_exec_ms"] > 0, claim
     assert claim["plans_per_call"] is None, claim
+    # No pg_stat_statements_info: when its calls began to be counted is unknown.
+    assert json.loads(saved.stdout)["pgss_since"] is None
 
 
 @pytest.mark.parametrize(
@@ -466,3 +524,112 @@ def test_a_partial_index_serves_the_live_set_only_when_something_shows_it(shape:
     )
     (drop,) = f["fix"]["steps"]
     assert drop["kind"] == "migration"
+
+
+# pg-boss's shape: the fetch names its queue and orders by priority, its partial index
+# serves it; the full (status, queue, created_at) index is what its generic plan reads.
+FETCH = (
+    "SELECT id FROM jobs WHERE status = 'pending' AND queue = 'q0' "
+    "ORDER BY priority DESC, created_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def _run_the_fetch(shape: Shape) -> None:
+    """pg-boss's shape built in ``shape``, and its fetch run as the application sends it."""
+    db = shape.db
+    db.execute(
+        """
+        CREATE TABLE jobs (
+            id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            status     text NOT NULL DEFAULT 'pending',
+            queue      text NOT NULL DEFAULT 'q0',
+            priority   int NOT NULL DEFAULT 0,
+            payload    jsonb NOT NULL DEFAULT '{}',
+            created_at timestamptz NOT NULL DEFAULT now()
+        );
+        INSERT INTO jobs (status, queue, created_at)
+        SELECT 'done', 'q' || (g % 3), now() - interval '30 days' + g * interval '1 second'
+          FROM generate_series(1, 400000) AS g;
+        INSERT INTO jobs (status, queue, created_at)
+        SELECT 'pending', 'q0', now() + g * interval '1 millisecond'
+          FROM generate_series(1, 500) AS g;
+        CREATE INDEX jobs_status_queue_created_at_idx ON jobs (status, queue, created_at);
+        CREATE INDEX jobs_pending_fetch ON jobs (queue, priority DESC, created_at)
+         WHERE status = 'pending';
+        """
+    )
+    db.execute("VACUUM (ANALYZE) jobs")
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    with db.connect() as conn:
+        for _ in range(5):
+            conn.execute(FETCH)
+
+
+@pytest.mark.judges("QA101", reads=("plans",))
+def test_an_index_only_a_generic_plan_that_never_ran_reads_is_dropped_for_review(
+    shape: Shape,
+) -> None:
+    # The application writes its status as a literal, which pg_stat_statements shows as $1:
+    # planned with it, the fetch reads its partial index; its generic plan reads the full
+    # index, which the server never scanned while the fetch ran. That plan keeps no index:
+    # the DROP is for review, with why; applied as printed, the finding goes.
+    db = shape.db
+    _run_the_fetch(shape)
+    full = "jobs_status_queue_created_at_idx"
+    (scans,) = db.execute(
+        f"SELECT idx_scan FROM pg_stat_user_indexes WHERE indexrelname = '{full}'"
+    )[0]
+    assert scans == 0
+
+    run = shape.check()
+    (f,) = [f for f in run.findings("QA101") if f["target"]["name"] == full]
+    assert f["evidence"]["claims_reading_index"] == []
+    (label,) = f["evidence"]["claims_whose_generic_plan_alone_reads_index"]
+    assert "(5 calls" in label
+    kinds = {s["sql"].split(" ON ")[0].split(" public.")[0].split(" app.")[0]: s["kind"]
+             for s in f["fix"]["steps"]}  # fmt: skip
+    assert kinds == {
+        "CREATE INDEX CONCURRENTLY jobs_pending_queue_created_at_idx": "migration",
+        "DROP INDEX CONCURRENTLY": "review",
+    }, f["fix"]["steps"]
+    assert "The counters say the generic plan is not what runs" in f["fix"]["notes"]
+    assert "planned with their values bound they read jobs_pending_fetch" in f["fix"]["notes"]
+
+    # Statistics reset after pg_stat_statements was: the scans are counted over a shorter
+    # span than the calls and cannot say the generic plan never ran. The index is kept.
+    time.sleep(1.1)  # both resets are read to the second
+    shape.dba.execute("SELECT pg_stat_reset()")
+    (kept,) = [g for g in shape.check().findings("QA101") if g["target"]["name"] == full]
+    assert "claims_whose_generic_plan_alone_reads_index" not in kept["evidence"]
+    assert not any(s["sql"].startswith("DROP") for s in kept["fix"]["steps"])
+    assert f"{full} is kept: the plans of 1 other claim(s)" in kept["fix"]["notes"]
+    # pg_stat_statements reset since, the fetch run again: the spans nest once more.
+    time.sleep(1.1)
+    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    with db.connect() as conn:
+        for _ in range(5):
+            conn.execute(FETCH)
+    (f,) = [g for g in shape.check().findings("QA101") if g["target"]["name"] == full]
+    assert f["evidence"]["claims_whose_generic_plan_alone_reads_index"], f["evidence"]
+    shape.apply_fix(f, review=True)
+    assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+def test_a_fetch_the_role_may_not_plan_leaves_the_drop_to_review(shape: Shape) -> None:
+    # Without the GRANTs planning needs (QA101 does not require them), the monitoring role
+    # cannot plan the fetch: whether it reads the full index is unknown, so the DROP is for
+    # review. The superuser plans it: its generic plan alone reads the index, never scanned.
+    _run_the_fetch(shape)
+    full = "jobs_status_queue_created_at_idx"
+    (f,) = [f for f in shape.check().findings("QA101") if f["target"]["name"] == full]
+    (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+    assert drop["kind"] == "review"
+    if shape.monitor is None:
+        assert f["evidence"]["claims_whose_generic_plan_alone_reads_index"]
+    else:
+        (said,) = f["evidence"]["claims_not_planned"]
+        assert ": not planned: " in said, said
+        assert "could not be planned, so nobody knows whether they read" in f["fix"]["notes"]
+    shape.apply_fix(f, review=True)
+    assert_quiet(shape.check(), "QA101", shape.queue)
