@@ -173,7 +173,7 @@ def read_recorded(conn: Conn) -> Read[Recorded]:
             raise
         why = f"pg_stat_statements is not readable: {first_line(exc)}"
         return Read(Recorded(), {"pg_stat_statements": why})
-    return Read(Recorded(entries, *_evicted(conn, schema, found[0])))
+    return Read(Recorded(entries, *_info(conn, schema, found[0])))
 
 
 def extension_version(text: str) -> tuple[int, ...]:
@@ -187,10 +187,11 @@ def extension_version(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _evicted(conn: Conn, schema: str, extension: dict[str, Any]) -> tuple[str | None, str | None]:
-    """Why pg_stat_statements may not hold every statement of the database: the entries it
-    evicted since its statistics were reset (pg_stat_statements_info), or that it cannot say;
-    None when it evicted none. And when its statistics were reset (ISO), when it can say."""
+def _info(conn: Conn, schema: str, extension: dict[str, Any]) -> tuple[str | None, str | None]:
+    """What pg_stat_statements_info says: why pg_stat_statements may not hold every statement
+    of the database (the entries it evicted since its statistics were reset, or that it
+    cannot say; None when it evicted none), and when those statistics were reset (ISO; None
+    when it cannot say)."""
     if not extension["has_info"]:
         return (
             f"pg_stat_statements {extension['version']} does not count the entries it evicts "
