@@ -232,7 +232,7 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
         reset: str | None = "2026-12-01T00:00:00+00:00",
         pgss: str | None = "2026-12-02T00:00:00+00:00",
     ) -> Finding:
-        idx = S.index("jobs_name_created_at_idx", ("status", "created_at"), 300 * MB,
+        idx = S.index("jobs_full_idx", ("status", "created_at"), 300 * MB,
                       idx_scan=scans)  # fmt: skip
         snap = S.snapshot(S.jobs_table(indexes=(idx, partial)))
         claim = Statement("pg_stat_statements", text, analyse(text), calls=calls,
@@ -246,19 +246,19 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
 
     f = judged(scans=0)
     assert [s.kind for s in f.fix.steps] == ["migration", "review"]
-    assert f.fix.steps[1].sql == "DROP INDEX CONCURRENTLY public.jobs_name_created_at_idx;"
+    assert f.fix.steps[1].sql == "DROP INDEX CONCURRENTLY public.jobs_full_idx;"
     assert f.evidence["claims_reading_index"] == []
     (label,) = f.evidence["claims_whose_generic_plan_alone_reads_index"]
     assert label.startswith("pg_stat_statements") and "(12 calls)" in label
     assert (
-        "the server has not scanned jobs_name_created_at_idx since statistics were reset "
+        "the server has not scanned jobs_full_idx since statistics were reset "
         "(2026-12-01T00:00:00+00:00) while pg_stat_statements counted 12 call(s) of them since "
         "its reset (2026-12-02T00:00:00+00:00); planned with their values bound they read "
         "jobs_live_idx"
     ) in f.fix.notes
     never = judged(scans=0, reset=None, pgss=None)
     assert [s.kind for s in never.fix.steps] == ["migration", "review"]
-    assert "scanned jobs_name_created_at_idx ever (statistics never reset)" in never.fix.notes
+    assert "scanned jobs_full_idx ever (statistics never reset)" in never.fix.notes
     # The scans counted over a shorter span than the calls (statistics reset after
     # pg_stat_statements was, or its reset unknown) cannot say the generic plan never ran.
     late = judged(scans=0, reset="2026-12-03T00:00:00+00:00")
@@ -266,7 +266,7 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
     for kept in (judged(scans=3), judged(scans=0, standby=True), judged(scans=0, calls=None),
                  late, unknown):  # fmt: skip
         assert [s.kind for s in kept.fix.steps] == ["migration"], kept.fix.notes
-        assert "jobs_name_created_at_idx is kept: the plans of 1 other claim(s)" in kept.fix.notes
+        assert "jobs_full_idx is kept: the plans of 1 other claim(s)" in kept.fix.notes
         assert "claims_whose_generic_plan_alone_reads_index" not in kept.evidence
 
 
