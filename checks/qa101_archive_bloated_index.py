@@ -27,6 +27,7 @@ from qadvisor.api import (
     at_least,
     btree_bytes,
     check,
+    claims_reading,
     drop_index,
     existing_index,
     human_bytes,
@@ -42,6 +43,8 @@ from qadvisor.api import (
     stakeholder_label,
     statement_label,
     statement_queue,
+    unplanned_claims,
+    unplanned_note,
 )
 
 # Columns a dequeue usually orders by, used when the old index has no key besides the status.
@@ -203,7 +206,7 @@ def _judge(
     # Another claim on the table whose plan reads the index today, and whose WHERE and ORDER
     # BY the partial index does not match (from their text), would lose its path: it stays.
     moved = {id(m.statement) for m in matching_statements(snapshot, build)}
-    readers = [s for s in _claims_reading(snapshot, table, idx.name) if id(s) not in moved]
+    readers = [s for s in claims_reading(snapshot, table, idx.name) if id(s) not in moved]
     # A claim whose generic plan alone reads the index, which the server never scanned while
     # the claim ran: its counters say that plan is not what runs (pg_stat_statements shows a
     # literal the application writes as $n). It does not keep the index; the DROP is reviewed.
@@ -211,11 +214,7 @@ def _judge(
     stuck = [s for s in readers if all(s is not u for u in unrun)]
     # A claim that could not be planned (a GRANT the role lacks, another session's lock) may
     # read the index today: nobody knows, so its DROP is for review.
-    unplanned = [
-        s
-        for s in _claims_on(snapshot, table)
-        if s.custom_plan is None and s.generic_plan is None and id(s) not in moved
-    ]
+    unplanned = [s for s in unplanned_claims(snapshot, table) if id(s) not in moved]
     # Another recorded statement's plan reads the index: it stays theirs. Once the live set
     # has its partial index, the dequeue no longer needs it and there is nothing to fix;
     # unless a claim of the live set still reads the bloated index beside it when planned
@@ -254,7 +253,10 @@ def _judge(
         if unrun:
             notes.append(_never_ran(snapshot, table, idx.name, unrun))
         if unplanned:
-            notes.append(_unplanned(idx.name, unplanned))
+            notes.append(
+                f"{unplanned_note(unplanned)}, so nobody knows whether they read {idx.name}: "
+                "the DROP is for review."
+            )
         doubt = unrun or unplanned or (existing is not None and serving is None)
         if doubt and drop.kind == "migration":
             drop = review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note)
@@ -298,7 +300,11 @@ def _judge(
                 else {}
             ),
             **(
-                {"claims_not_planned": [f"{statement_label(s)}: {s.plan_error}" for s in unplanned]}
+                {
+                    "claims_not_planned": [
+                        f"{statement_label(s)}: {s.plan_error or 'not planned'}" for s in unplanned
+                    ]
+                }
                 if unplanned
                 else {}
             ),
@@ -327,7 +333,7 @@ def _serving(snapshot: Snapshot, table: Table, existing: Index) -> str | None:
     """What shows that claims use ``existing``: a claim's plan reads it, or it has been
     scanned; None when nothing does (it may exist and still be passed over, as for a claim
     whose OR branch its predicate does not cover)."""
-    readers = _claims_reading(snapshot, table, existing.name)
+    readers = claims_reading(snapshot, table, existing.name)
     if readers:
         listed = "; ".join(statement_label(s) for s in readers[:3])
         return f"the plans of {len(readers)} claim(s) read it ({listed})"
@@ -433,38 +439,6 @@ def _replacement_keys(table: Table, idx: Index, live: LivePredicate) -> tuple[st
     if pk is not None and all(pk.columns):
         return tuple(c for c in pk.columns if c is not None)
     return live.columns[:1]
-
-
-def _claims_on(snapshot: Snapshot, table: Table) -> list[Statement]:
-    """The dequeue statements on ``table``."""
-    found = []
-    for stmt in snapshot.statements:
-        on = statement_queue(snapshot, stmt)
-        if on is not None and on[1].qualified == table.qualified:
-            found.append(stmt)
-    return found
-
-
-def _claims_reading(snapshot: Snapshot, table: Table, name: str) -> list[Statement]:
-    """The dequeue statements on ``table`` whose custom or generic plan reads index ``name``."""
-    return [
-        stmt
-        for stmt in _claims_on(snapshot, table)
-        if any(
-            name in indexes_used(p, table.schema, table.name)
-            for p in (stmt.custom_plan, stmt.generic_plan)
-            if p is not None
-        )
-    ]
-
-
-def _unplanned(name: str, claims: list[Statement]) -> str:
-    listed = "; ".join(f"{statement_label(s)}: {s.plan_error}" for s in claims[:3])
-    more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
-    return (
-        f"{len(claims)} claim(s) on the table could not be planned, so nobody knows whether "
-        f"they read {name} ({listed}{more}): the DROP is for review."
-    )
 
 
 def _kept_for_claims(name: str, new: str, claims: list[Statement]) -> str:

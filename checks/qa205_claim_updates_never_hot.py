@@ -16,23 +16,23 @@ from qadvisor.api import (
     Severity,
     Skip,
     Snapshot,
-    Statement,
     Table,
     Target,
     at_least,
     check,
+    claims_reading,
     drop_index,
     human_bytes,
     index_columns,
     index_use,
-    indexes_used,
     judgeable_queues,
     recorded_updates,
     review,
     stakeholder_label,
     statement_label,
-    statement_queue,
     stops_hot,
+    unplanned_claims,
+    unplanned_note,
 )
 
 
@@ -247,7 +247,7 @@ def _fix(snapshot: Snapshot, table: Table, stopping: list[Index]) -> Fix:
             )
             continue
         use = index_use(snapshot, table, idx.name)
-        claims = _claims_reading(snapshot, table, idx.name)
+        claims = claims_reading(snapshot, table, idx.name)
         if use.users or claims:
             listed = "; ".join(
                 [statement_label(s) for s in claims[:3]]
@@ -268,6 +268,9 @@ def _fix(snapshot: Snapshot, table: Table, stopping: list[Index]) -> Fix:
         )
         if use.unknown:
             checked += f"; {len(use.unknown)} recorded statement(s) could not be planned"
+        unplanned = unplanned_claims(snapshot, table)
+        if unplanned:
+            checked += f"; {unplanned_note(unplanned)}, so whether they read it is unknown"
         scans = (
             f"; it has been scanned {idx.idx_scan:,} times since statistics were reset"
             if idx.idx_scan
@@ -283,16 +286,3 @@ def _fix(snapshot: Snapshot, table: Table, stopping: list[Index]) -> Fix:
         f"({table.reloptions.get('fillfactor', '100')}) leaves them none."
     )
     return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
-
-
-def _claims_reading(snapshot: Snapshot, table: Table, index: str) -> list[Statement]:
-    """The claims on the table whose custom or generic plan reads the index."""
-    out: list[Statement] = []
-    for stmt in snapshot.statements:
-        on = statement_queue(snapshot, stmt)
-        if on is None or on[1].qualified != table.qualified:
-            continue
-        plans = [p for p in (stmt.custom_plan, stmt.generic_plan) if p is not None]
-        if any(index in indexes_used(p, table.schema, table.name) for p in plans):
-            out.append(stmt)
-    return out

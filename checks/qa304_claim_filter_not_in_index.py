@@ -47,6 +47,8 @@ from qadvisor.api import (
     statement_id,
     statement_label,
     statement_queue,
+    unplanned_claims,
+    unplanned_note,
 )
 
 _ORDERED_SCANS = ("Index Scan", "Index Only Scan")
@@ -432,10 +434,16 @@ def _old_index(
     else:
         drop = drop_index(table.schema, old.name)
         steps.append(review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note))
+        unplanned = [s for s in unplanned_claims(snapshot, table) if statement_id(s) != own]
         if use.unavailable is not None:
             checked = (
                 f"Whether other statements read it is unknown ({use.unavailable}): make sure "
                 "no query (reports, admin pages, maintenance) needs it."
+            )
+        elif unplanned:
+            checked = (
+                f"{unplanned_note(unplanned)}: whether they read it is unknown; make sure "
+                "they do not before running the DROP."
             )
         else:
             checked = (

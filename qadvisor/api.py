@@ -64,6 +64,8 @@ from qadvisor.derive.stakeholders import IndexUse, index_use, stakeholder_label
 from qadvisor.derive.statement_queues import (
     Dequeue,
     Locking,
+    claims_on,
+    claims_reading,
     dequeue_statements,
     dequeues,
     locking_statements,
@@ -74,6 +76,8 @@ from qadvisor.derive.statement_queues import (
     statement_label,
     statement_queue,
     statement_target,
+    unplanned_claims,
+    unplanned_note,
 )
 from qadvisor.fixes.builders import (
     CONCURRENT_BUILD_NOTE,
@@ -253,9 +257,13 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     # 6. statements and their queues. Dequeue and Locking are what judgeable_dequeues and
     # judgeable_locking yield (for a pack's annotations); dequeue_statements and
     # locking_statements are the same as tuples with their skips, for packs that loop over
-    # them as packs did before.
+    # them as packs did before. claims_on gives a table's claims, claims_reading those whose
+    # plans read an index, unplanned_claims those no plan could be made of, whose index use
+    # an index fix cannot know (unplanned_note says so).
     "Dequeue",
     "Locking",
+    "claims_on",
+    "claims_reading",
     "dequeue_statements",
     "locking_statements",
     "over_bindings",
@@ -264,6 +272,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "statement_label",
     "statement_queue",
     "statement_target",
+    "unplanned_claims",
+    "unplanned_note",
     # 7. plans. parse_explain makes a PlanNode tree of EXPLAIN (FORMAT JSON) output, for a
     # pack's tests with plans saved from a server; PlanCacheMode is what plan_cache_mode returns,
     # SortInput what sort_inputs returns.

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from qadvisor.derive.plans.reading import indexes_used
 from qadvisor.model import Queue, Severity, Snapshot, Statement, Table, Target
 from qadvisor.registry import Finding, Skip
 from qadvisor.sql.dequeue import DequeueStatement
@@ -130,6 +131,44 @@ def statement_queue(snapshot: Snapshot, statement: Statement) -> tuple[Queue, Ta
         if table is not None:
             return queue, table
     return None
+
+
+def claims_on(snapshot: Snapshot, table: Table) -> list[Statement]:
+    """The recorded statements that dequeue from ``table``."""
+    found = []
+    for statement in snapshot.statements:
+        on = statement_queue(snapshot, statement)
+        if on is not None and on[1].qualified == table.qualified:
+            found.append(statement)
+    return found
+
+
+def claims_reading(snapshot: Snapshot, table: Table, index: str) -> list[Statement]:
+    """The claims on ``table`` whose custom or generic plan reads ``index``."""
+    return [
+        s
+        for s in claims_on(snapshot, table)
+        if any(
+            index in indexes_used(plan, table.schema, table.name)
+            for plan in (s.custom_plan, s.generic_plan)
+            if plan is not None
+        )
+    ]
+
+
+def unplanned_claims(snapshot: Snapshot, table: Table) -> list[Statement]:
+    """The claims on ``table`` that could not be planned at all (a GRANT the role lacks,
+    another session's lock): which indexes they read is unknown."""
+    return [
+        s for s in claims_on(snapshot, table) if s.custom_plan is None and s.generic_plan is None
+    ]
+
+
+def unplanned_note(claims: Sequence[Statement]) -> str:
+    """How an index fix names claims that could not be planned, with why."""
+    listed = "; ".join(f"{statement_label(s)}: {s.plan_error or 'not planned'}" for s in claims[:3])
+    more = f" and {len(claims) - 3} more" if len(claims) > 3 else ""
+    return f"{len(claims)} claim(s) on the table could not be planned ({listed}{more})"
 
 
 def dequeues(snapshot: Snapshot) -> Iterator[Dequeue | Skip]:

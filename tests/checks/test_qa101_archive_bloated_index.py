@@ -295,10 +295,10 @@ def test_a_claim_that_could_not_be_planned_makes_the_drop_a_review() -> None:
     assert kind == "review"
     (said,) = f.evidence["claims_not_planned"]
     assert said.endswith(f": {why}")
-    assert (
-        "1 claim(s) on the table could not be planned, so nobody knows whether they read "
-        "jobs_status_created_at_idx" in f.fix.notes
+    assert f"1 claim(s) on the table could not be planned ({said}), so nobody knows" in (
+        f.fix.notes
     )
+    assert "whether they read jobs_status_created_at_idx: the DROP is for review" in f.fix.notes
     kind, f = drop_of("created_at")
     assert kind == "migration" and "claims_not_planned" not in f.evidence
 
@@ -630,6 +630,6 @@ def test_a_fetch_the_role_may_not_plan_leaves_the_drop_to_review(shape: Shape) -
     else:
         (said,) = f["evidence"]["claims_not_planned"]
         assert ": not planned: " in said, said
-        assert "could not be planned, so nobody knows whether they read" in f["fix"]["notes"]
+        assert f"could not be planned ({said}), so nobody knows whether" in f["fix"]["notes"]
     shape.apply_fix(f, review=True)
     assert_quiet(shape.check(), "QA101", shape.queue)

@@ -14,6 +14,7 @@ from qadvisor.model import (
     Column,
     Finding,
     LivePredicate,
+    PlanNode,
     Severity,
     Stakeholder,
     Statement,
@@ -170,6 +171,7 @@ def judged(
     indexes: tuple[Any, ...] | None = None,
     unavailable: dict[str, str] | None = None,
     live_known: bool = True,
+    planned: bool = False,
 ) -> list[object]:
     live = S.index("jobs_live", ("created_at",), 8192, predicate="(status = 'pending')")
     beat = S.index("jobs_heartbeat", ("heartbeat_at",), 40 << 20)
@@ -179,7 +181,9 @@ def judged(
         columns=(*table.columns, Column("heartbeat_at", "timestamp with time zone")),
         stats=TableStats(n_tup_upd=updates, n_tup_hot_upd=hot),
     )
-    claim = Statement(text=CLAIM_TEXT, source="--query 1", parsed=analyse(CLAIM_TEXT))
+    reads = PlanNode("Index Scan", relation="jobs", schema="public", index="jobs_live")
+    claim = Statement(text=CLAIM_TEXT, source="--query 1", parsed=analyse(CLAIM_TEXT),
+                      custom_plan=reads if planned else None)  # fmt: skip
     snap = replace(
         S.snapshot(table) if live_known else S.snapshot(table, live=None),
         statements=(claim,),
@@ -216,6 +220,19 @@ def test_an_index_another_statement_reads_stays_and_is_named() -> None:
     (f,) = judged(statements=(beats(), reader))
     assert isinstance(f, Finding) and f.fix is not None
     assert f.fix.steps == () and "jobs_heartbeat stays" in f.fix.notes
+
+
+def test_a_claim_that_could_not_be_planned_is_named_beside_the_drop() -> None:
+    # The snapshot's claim has no plan (the role could not make one): whether it reads the
+    # index is unknown, and the DROP's note says so instead of "no recorded claim reads it".
+    (f,) = judged(statements=(beats(),))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert "1 claim(s) on the table could not be planned (--query 1" in f.fix.notes
+    assert "so whether they read it is unknown" in f.fix.notes
+    (f,) = judged(statements=(beats(),), planned=True)
+    assert isinstance(f, Finding) and f.fix is not None
+    assert "could not be planned" not in f.fix.notes
+    assert "no recorded claim or statement reads jobs_heartbeat" in f.fix.notes
 
 
 def test_updates_nobody_recorded_are_a_skip_not_an_all_clear() -> None:

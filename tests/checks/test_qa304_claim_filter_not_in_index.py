@@ -211,6 +211,35 @@ def test_a_measured_small_discard_is_quiet_and_a_large_one_warns() -> None:
     assert f.evidence["rows_removed_per_claim"] == 39_000.0
 
 
+def test_the_old_index_drop_names_a_claim_that_could_not_be_planned() -> None:
+    # Another claim on the table has no plan (the role could not make one): whether it reads
+    # jobs_live is unknown, and the note says so instead of "no other claim reads it".
+    live = S.index("jobs_live", ("created_at",), 8192, predicate="(status = 'pending')",
+                   reltuples=45_000)  # fmt: skip
+    table = S.jobs_table(indexes=(live,))
+    table = replace(table, columns=(*table.columns, Column("queue", "text", True)))
+    other = TEXT.replace("queue = 'mail'", "queue = 'sms'")
+    claims = [
+        Statement(text=TEXT, source="--query 1", custom_plan=PLAN, parsed=analyse(TEXT)),
+        Statement(text=other, source="--query 2", parsed=analyse(other),
+                  plan_error="not planned: lock timeout"),
+    ]  # fmt: skip
+
+    def notes(*statements: Statement) -> str:
+        found = S.run("QA304", replace(S.snapshot(table), statements=statements))
+        (f,) = [f for f in found if isinstance(f, Finding)]
+        assert f.fix is not None
+        (drop,) = [s for s in f.fix.steps if s.sql.startswith("DROP INDEX")]
+        assert drop.kind == "review"
+        return f.fix.notes
+
+    said = notes(*claims)
+    assert "1 claim(s) on the table could not be planned (--query 2" in said
+    assert "not planned: lock timeout): whether they read it is unknown" in said
+    said = notes(claims[0])
+    assert "could not be planned" not in said and "No other recorded claim" in said
+
+
 def test_the_queue_in_the_index_condition_is_quiet() -> None:
     cond = replace(SCAN, index_cond="(jobs.queue = 'mail'::text)", filter=None)
     plan = replace(PLAN, children=(PlanNode("LockRows", children=(cond,)),))

@@ -9,6 +9,8 @@ import dataclasses
 from qadvisor.derive.statement_queues import (
     Dequeue,
     Locking,
+    claims_on,
+    claims_reading,
     dequeue_statements,
     dequeues,
     job_table,
@@ -22,6 +24,8 @@ from qadvisor.derive.statement_queues import (
     statement_queue,
     statement_start,
     statement_target,
+    unplanned_claims,
+    unplanned_note,
 )
 from qadvisor.model import Binding, PlanNode, Queue, Severity, Snapshot, Statement, Target
 from qadvisor.registry import Finding, Skip
@@ -283,3 +287,19 @@ def test_no_binding_with_a_problem_and_no_hypothesis_change_nothing() -> None:
     plain = dataclasses.replace(plain, statement=dataclasses.replace(plain.statement, binding=""))
     f = over_bindings(plain, _sorts)
     assert isinstance(f, Finding) and "binding" not in f.evidence
+
+
+def test_a_tables_claims_those_reading_an_index_and_those_not_planned() -> None:
+    scan = PlanNode("Index Scan", relation="jobs", schema="public", index="jobs_live")
+    reader = _claim("--query 1", generic_plan=scan)
+    unplanned = _claim("--query 2", CLAIM.replace("LIMIT 1", "LIMIT 5"), plan_error="no GRANT")
+    elsewhere = _claim("--query 3", CLAIM.replace("jobs", "mail"))
+    table = S.jobs_table()
+    snap = dataclasses.replace(S.snapshot(table), statements=(reader, unplanned, elsewhere))
+    assert claims_on(snap, table) == [reader, unplanned]
+    assert claims_reading(snap, table, "jobs_live") == [reader]
+    assert claims_reading(snap, table, "jobs_pkey") == []
+    assert unplanned_claims(snap, table) == [unplanned]
+    assert unplanned_note([unplanned]) == (
+        "1 claim(s) on the table could not be planned (--query 2: no GRANT)"
+    )
