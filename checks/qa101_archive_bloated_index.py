@@ -295,7 +295,11 @@ def _judge(
             "statements_reading_index": [stakeholder_label(s) for s in use.users],
             "claims_reading_index": [statement_label(s) for s in stuck],
             **(
-                {"claims_whose_generic_plan_alone_reads_index": [statement_label(s) for s in unrun]}
+                {
+                    "claims_whose_generic_plan_alone_reads_index": [
+                        statement_label(s) for s in unrun
+                    ],
+                }
                 if unrun
                 else {}
             ),

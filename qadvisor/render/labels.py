@@ -118,6 +118,10 @@ LABELS: Mapping[str, str] = {
     "statements_checked": "Other recorded statements planned",
     "statements_reading_index": "Recorded statements that read the index",
     "claims_reading_index": "Other claims whose plans read the index",
+    "claims_whose_generic_plan_alone_reads_index": (
+        "Claims whose generic plan alone reads the index, never scanned while they ran"
+    ),
+    "claims_not_planned": "Claims that could not be planned",
     "statements_not_checked": "Recorded statements that could not be planned",
     "index": "Index",
     "index_bytes": "Index size",
