@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -633,3 +634,29 @@ def test_a_fetch_the_role_may_not_plan_leaves_the_drop_to_review(shape: Shape) -
         assert f"could not be planned ({said}), so nobody knows whether" in f["fix"]["notes"]
     shape.apply_fix(f, review=True)
     assert_quiet(shape.check(), "QA101", shape.queue)
+
+
+@pytest.mark.judges("QA101", reads=("plans",))
+def test_a_fetch_another_sessions_lock_keeps_from_its_plan_leaves_the_drop_to_review(
+    shape: Shape,
+) -> None:
+    # A session holds an EXCLUSIVE lock on the queue (as REFRESH ... CONCURRENTLY of a view
+    # over it, or a migration, would): reads go on, the fetch's FOR UPDATE cannot be planned.
+    # Whether it reads the full index is then unknown: its DROP is for review, and says why.
+    _run_the_fetch(shape)
+    full = "jobs_status_queue_created_at_idx"
+    with shape.db.connect() as other:
+        other.execute("BEGIN")
+        other.execute("LOCK TABLE jobs IN EXCLUSIVE MODE")
+        (f,) = [f for f in shape.check().findings("QA101") if f["target"]["name"] == full]
+        other.rollback()
+    (said,) = f["evidence"]["claims_not_planned"]
+    assert re.search(r": not planned: pid \d+ holds ExclusiveLock on \w+\.jobs \(", said), said
+    assert "claims_whose_generic_plan_alone_reads_index" not in f["evidence"]
+    (drop,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("DROP INDEX")]
+    assert drop["kind"] == "review"
+    assert f"could not be planned ({said}), so nobody knows whether" in f["fix"]["notes"]
+    # The lock gone, the fetch is planned: its generic plan alone reads the index.
+    (f,) = [f for f in shape.check().findings("QA101") if f["target"]["name"] == full]
+    assert "claims_not_planned" not in f["evidence"]
+    assert f["evidence"]["claims_whose_generic_plan_alone_reads_index"]
