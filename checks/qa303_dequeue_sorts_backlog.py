@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -69,7 +70,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     waiting rows, sorted NULLS FIRST, puts them all in the first group, however many
     distinct values the planner counts over the table. The group is sized by `--analyze`
     when given (the rows the scan returned to the sort), else from pg_stats of the key
-    (its null fraction when NULLs come first, else the rows over its distinct values).
+    (its null fraction when NULLs come first, every row when ANALYZE sampled no value, else
+    the rows over its distinct values). A key of several columns (`schedule_at NULLS FIRST,
+    expected_at` before `id`) is sized column by column, the shares multiplied as the
+    planner would, taking the columns as independent; two columns NULL in every sampled
+    row make the whole backlog one group.
     The evidence shows what pg_stat_statements measured for the statement (calls, mean
     time, shared blocks per call) beside the plan.
 
@@ -97,7 +102,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     branches each end in `LIMIT n` over an ordered index scan: the Sort above gets at most
     groups x n rows, whatever the inner scan's estimate; a branch with a Sort of its own
     under the LIMIT is judged as any sort); the statement has no ORDER BY or no LIMIT; the
-    sort reads fewer than `min_rows_read` rows. A presorted key NULL mostly in the archive
+    sort reads fewer than `min_rows_read` rows. An Incremental Sort whose first group pg_stats
+    cannot size (a presorted column never analyzed, or an expression) is a skip that says
+    so, not a quiet pass: `--analyze` measures the group. A presorted key NULL mostly in the archive
     looks, to pg_stats, like one NULL in the backlog: `--analyze` measures it. The rows
     are the planner's estimates, which move with ANALYZE's sample: up to `margin` (20 %)
     past `min_rows_read` the finding is info, so two runs give the same severity.
@@ -122,11 +129,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             yield answer
 
 
-def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
-    """The finding about the dequeue's custom plan, if one of its sorts sorts enough rows."""
+def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | Skip | None:
+    """The finding about the dequeue's custom plan, if one of its sorts sorts enough rows;
+    a skip when an Incremental Sort's first group could not be sized."""
     stmt, table = d.statement, d.table
     if stmt.custom_plan is None:
         return None
+    unsized: SortInput | None = None
     measured = sort_inputs(stmt.analyzed_plan, table.schema, table.name)
     for at, sorted_input in enumerate(sort_inputs(stmt.custom_plan, table.schema, table.name)):
         if sorted_input.limit is not None:
@@ -136,9 +145,21 @@ def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
             continue
         analysed = _same_node(sorted_input, measured, at)
         sorting = _sorting(sorted_input, analysed, table)
-        if sorting is None or sorting.rows < options.min_rows_read:
+        if sorting is None:
+            unsized = unsized or sorted_input
+            continue
+        if sorting.rows < options.min_rows_read:
             continue
         return _finding(snapshot, d, stmt.custom_plan, sorting, options)
+    if unsized is not None:
+        # Silence here would be an all-clear nobody earned: the group may be the backlog.
+        return Skip(
+            f"{statement_id(stmt)}: its Incremental Sort (Presorted Key: "
+            f"{', '.join(unsized.sort.presorted_key)}) sorts each group of equal presorted "
+            "values whole, and pg_stats does not size the first one (a column never analyzed, "
+            "or an expression); --analyze measures it",
+            d.queue.qualified,
+        )
     return None
 
 
@@ -183,10 +204,13 @@ def _first_group(
 ) -> tuple[float, str] | None:
     """Rows in the first group of an Incremental Sort's presorted key, all of which it sorts
     before returning a row, and how that is known: measured by --analyze (the rows the scan
-    returned), else from pg_stats of a one-column presorted key; None when neither tells.
+    returned), else from pg_stats of the key's columns; None when neither tells.
 
     The planner takes every group to be of average size; a key NULL for most waiting rows,
-    sorted NULLS FIRST, puts the backlog in one first group."""
+    sorted NULLS FIRST, puts the backlog in one first group. A key of several columns (pq's
+    ``schedule_at NULLS FIRST, expected_at`` before ``id``) has for first group the rows
+    where each column holds its first value: the share of each column's first group,
+    multiplied, taking the columns as independent (the planner's own assumption)."""
     if analysed is not None and analysed.scan.actual_rows is not None:
         rows = analysed.scan.actual_rows * (analysed.scan.actual_loops or 1)
         return rows, (
@@ -194,30 +218,94 @@ def _first_group(
             "Sort for one claim"
         )
     sort = node.sort
-    if len(sort.presorted_key) != 1 or not sort.sort_key:
-        return None
-    column = _plain_column(sort.presorted_key[0])
-    stats = table.stats_of(column) if column is not None else None
-    distinct = distinct_values(table, column) if column is not None else None
-    if column is None or stats is None or distinct is None:
+    presorted = sort.presorted_key
+    if not presorted or len(sort.sort_key) < len(presorted):
         return None
     scan_rows = node.scan.plan_rows
+    groups = [_column_group(k, table, scan_rows) for k in sort.sort_key[: len(presorted)]]
+    if any(g is None for g in groups):
+        return None
+    known = [g for g in groups if g is not None]
+    if len(known) == 1:
+        return known[0].rows, f"pg_stats: {known[0].text}, {known[0].consequence(scan_rows)}"
+    parts = "; ".join(g.text for g in known)
+    columns = ", ".join(g.column for g in known)
+    if all(g.every_row for g in known):
+        return scan_rows, (
+            f"pg_stats: {parts}; so the first group of equal {columns} is every one of the "
+            f"{human_count(scan_rows)} rows the scan returns"
+        )
+    share = math.prod(g.rows / scan_rows for g in known) if scan_rows > 0 else 0.0
+    rows = share * scan_rows
+    return rows, (
+        f"pg_stats: {parts}; taken as independent, the first group of equal {columns} holds "
+        f"about {human_count(rows)} of the {human_count(scan_rows)} rows the scan returns"
+    )
+
+
+@dataclass(frozen=True)
+class _ColumnGroup:
+    """The rows of the scan in the first group of one presorted column, and why."""
+
+    column: str
+    rows: float
+    text: str
+    up_to: bool  # the rows are a bound: the column's NULLs may lie outside the scan
+    every_row: bool = False  # ANALYZE sampled no value: one group, whatever NULLS FIRST/LAST
+
+    def consequence(self, scan_rows: float) -> str:
+        if self.every_row:
+            return (
+                f"so the first group is every one of the {human_count(scan_rows)} rows the "
+                "scan returns"
+            )
+        if self.up_to:
+            return (
+                f"so the first group holds up to {human_count(self.rows)} of the "
+                f"{human_count(scan_rows)} rows the scan returns"
+            )
+        return f"so the first group holds about {human_count(self.rows)} of them"
+
+
+def _column_group(key: str, table: Table, scan_rows: float) -> _ColumnGroup | None:
+    """The first group of one presorted column (``key`` as the Sort Key prints it), from
+    pg_stats: its NULLs when they sort first and outnumber an average group, every row when
+    ANALYZE sampled no value, else the average group over its distinct values."""
+    column = _plain_column(key.split(" ", 1)[0])
+    stats = table.stats_of(column) if column is not None else None
+    if column is None or stats is None:
+        return None
+    if stats.null_frac >= 1.0:
+        return _ColumnGroup(
+            column,
+            scan_rows,
+            f"{column} is NULL in every row ANALYZE sampled (the table has "
+            f"{human_count(table.reltuples)} rows)",
+            up_to=False,
+            every_row=True,
+        )
+    distinct = distinct_values(table, column)
+    if distinct is None:
+        return None
     groups = max(distinct + (1 if stats.null_frac > 0 else 0), 1.0)
     average = scan_rows / groups
-    first = sort.sort_key[0].upper()
+    first = key.upper()
     nulls_first = "NULLS FIRST" in first or (" DESC" in first and "NULLS LAST" not in first)
     nulls = stats.null_frac * max(table.reltuples, 0.0)
     if nulls_first and min(nulls, scan_rows) > average:
-        rows = min(nulls, scan_rows)
-        return rows, (
-            f"pg_stats: {column} is NULL in {stats.null_frac:.1%} of the table's "
-            f"{human_count(table.reltuples)} rows and NULLs sort first, so the first group "
-            f"holds up to {human_count(rows)} of the {human_count(scan_rows)} rows the scan "
-            "returns"
+        return _ColumnGroup(
+            column,
+            min(nulls, scan_rows),
+            f"{column} is NULL in {stats.null_frac:.1%} of the table's "
+            f"{human_count(table.reltuples)} rows and NULLs sort first",
+            up_to=True,
         )
-    return average, (
-        f"pg_stats: {distinct:,.0f} distinct values of {column} over the "
-        f"{human_count(scan_rows)} rows the scan returns"
+    return _ColumnGroup(
+        column,
+        average,
+        f"{distinct:,.0f} distinct values of {column} over the {human_count(scan_rows)} rows "
+        "the scan returns",
+        up_to=False,
     )
 
 

@@ -341,3 +341,129 @@ def test_an_incremental_sort_is_judged_by_the_first_group_pg_stats_gives_it() ->
     # NULLs last (or none): 9 M distinct values over 5,000 rows, groups of one row.
     assert _findings(_incremental_snap(0.01, nulls_first=False)) == []
     assert _findings(_incremental_snap(0.0, nulls_first=True)) == []
+
+
+def _two_key_snap(stats: tuple[S.ColumnStats, ...]) -> Snapshot:
+    """pq's claim: ``ORDER BY schedule_at NULLS FIRST, expected_at, id`` over an index on
+    (schedule_at NULLS FIRST, expected_at): an Incremental Sort presorted on both, 5,000 rows
+    from the scan. ``stats`` are the pg_stats rows the table has."""
+    text = (
+        "SELECT id FROM jobs WHERE status = 'pending' "
+        "ORDER BY schedule_at NULLS FIRST, expected_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+    )
+    scan = dataclasses.replace(SCAN, node_type="Index Scan", index=PARTIAL.name)
+    plan = PlanNode("Limit", children=(PlanNode(
+        "Incremental Sort", plan_rows=5000,
+        sort_key=("jobs.schedule_at NULLS FIRST", "jobs.expected_at", "jobs.id"),
+        presorted_key=("jobs.schedule_at", "jobs.expected_at"), children=(scan,),
+    ),))  # fmt: skip
+    snap = _snap(text, plan)
+    (table,) = snap.tables
+    table = dataclasses.replace(table, column_stats=(*table.column_stats, *stats))
+    return dataclasses.replace(snap, tables=(table,))
+
+
+def test_an_incremental_sort_on_two_columns_is_sized_column_by_column() -> None:
+    # pq's queue: neither column was ever set, so ANALYZE sampled no value of either: the
+    # first group of equal (schedule_at, expected_at) is the whole backlog, however the NULLs
+    # sort (expected_at's sort last).
+    never_set = (
+        S.ColumnStats("schedule_at", 1.0, 0.0, 8),
+        S.ColumnStats("expected_at", 1.0, 0.0, 8),
+    )
+    (f,) = _findings(_two_key_snap(never_set))
+    assert f.severity == Severity.WARNING
+    assert f.evidence["presorted_key"] == ["jobs.schedule_at", "jobs.expected_at"]
+    assert f.evidence["first_group_rows"] == 5000
+    source = f.evidence["first_group_rows_source"]
+    assert source.startswith("pg_stats: schedule_at is NULL in every row ANALYZE sampled")
+    assert "expected_at is NULL in every row ANALYZE sampled" in source
+    assert source.endswith("is every one of the 5,000 rows the scan returns")
+    # schedule_at NULL for the whole backlog, but expected_at nearly unique: groups of about
+    # one row within it, nothing to sort.
+    distinct_second = (
+        S.ColumnStats("schedule_at", 0.5, -0.5, 8),
+        S.ColumnStats("expected_at", 0.0, -1.0, 8),
+    )
+    assert _findings(_two_key_snap(distinct_second)) == []
+    # Only two distinct expected_at values: half the backlog in the first group, sorted whole.
+    two_values = (
+        S.ColumnStats("schedule_at", 0.5, -0.5, 8),
+        S.ColumnStats("expected_at", 0.0, 2.0, 8),
+    )
+    (f,) = _findings(_two_key_snap(two_values))
+    assert f.evidence["first_group_rows"] == 2500
+    assert "taken as independent" in f.evidence["first_group_rows_source"]
+
+
+def test_an_incremental_sort_whose_first_group_pg_stats_cannot_size_is_a_skip() -> None:
+    # expected_at was never analyzed: the group may be the backlog, and nothing says it is not.
+    found = S.run("QA303", _two_key_snap((S.ColumnStats("schedule_at", 1.0, 0.0, 8),)))
+    (skip,) = found
+    assert not isinstance(skip, Finding)
+    assert "pg_stats does not size the first one" in skip.reason
+    assert "--analyze measures it" in skip.reason
+
+
+def test_pqs_claim_sorts_its_whole_backlog_found_fixed_and_gone(shape: Shape) -> None:
+    # pq's table and index (its create.sql, for queue name ''), and its claim for queue
+    # 'jobs' as pq sends it (the name formatted into the text): 12,000 jobs put, 4,000 taken.
+    # Neither schedule_at nor expected_at is ever set, so the index supplies both in one
+    # group and the Incremental Sort sorts every waiting job by id for each claim.
+    shape.db.execute(
+        """
+        CREATE TABLE jobs (
+            id          bigserial   PRIMARY KEY,
+            enqueued_at timestamptz NOT NULL DEFAULT current_timestamp,
+            dequeued_at timestamptz,
+            expected_at timestamptz,
+            schedule_at timestamptz,
+            q_name      text        NOT NULL CHECK (length(q_name) > 0),
+            data        json        NOT NULL
+        );
+        CREATE INDEX priority_idx_no_ ON jobs
+            (schedule_at NULLS FIRST, expected_at NULLS LAST, q_name)
+            WHERE dequeued_at IS NULL AND q_name != '';
+        INSERT INTO jobs (q_name, data, dequeued_at)
+        SELECT 'jobs', json_build_object('n', g), CASE WHEN g <= 4000 THEN now() END
+          FROM generate_series(1, 12000) AS g;
+        """
+    )
+    shape.db.execute("VACUUM ANALYZE jobs")
+    claim = (
+        "WITH selected AS (SELECT * FROM jobs WHERE q_name = 'jobs' AND dequeued_at IS NULL "
+        "ORDER BY schedule_at NULLS FIRST, expected_at NULLS LAST, id "
+        "FOR UPDATE SKIP LOCKED LIMIT 1) "
+        "UPDATE jobs AS t SET dequeued_at = current_timestamp FROM selected "
+        "WHERE t.id = selected.id RETURNING t.data"
+    )
+    plan = _explain(shape, claim, analyze=True)
+    (inc,) = [n for n in plan.walk() if n.node_type == "Incremental Sort"]
+    assert inc.presorted_key == ("jobs.schedule_at", "jobs.expected_at")
+    assert inc.children[0].actual_rows == 8000  # every waiting job, for one claim
+
+    run = shape.check("--query", claim)
+    (f,) = run.findings("QA303")
+    ev = f["evidence"]
+    assert f["severity"] == "warning"
+    assert ev["presorted_key"] == ["jobs.schedule_at", "jobs.expected_at"]
+    assert 7000 <= ev["first_group_rows"] <= 9000, ev
+    assert ev["first_group_rows_source"].endswith("rows the scan returns"), ev
+    assert "expected_at is NULL in every row ANALYZE sampled" in ev["first_group_rows_source"]
+    (measured,) = shape.check("--query", claim, "--analyze").findings("QA303")
+    assert measured["evidence"]["first_group_rows"] == 8000
+    assert f["fix"]["statements"] == [
+        "CREATE INDEX CONCURRENTLY jobs_dequeued_at_null_q_name_schedule_at_expected_at_id_idx "
+        f"ON {shape.queue} (q_name, schedule_at NULLS FIRST, expected_at, id) "
+        "WHERE dequeued_at IS NULL;"
+    ]
+
+    shape.apply_fix(f)
+    after = _explain(shape, claim, analyze=True)
+    assert not [n for n in after.walk() if "Sort" in n.node_type], after
+    # The claim descends the new index and stops at its first row.
+    (scan,) = [n for n in after.walk() if n.node_type.endswith("Scan") and n.index
+               and n.index != "jobs_pkey"]  # fmt: skip
+    assert scan.index == "jobs_dequeued_at_null_q_name_schedule_at_expected_at_id_idx"
+    assert scan.actual_rows == 1
+    assert_quiet(shape.check("--query", claim), "QA303", shape.queue)
