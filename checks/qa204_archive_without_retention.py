@@ -65,6 +65,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     ANALYZE (the statistics are that old). Without a finish timestamp, the creation timestamp
     (`created_at`, `inserted_at`, `enqueued_at`, ...) dates the oldest row of any state, which
     on a table that is mostly archive is most likely a finished one: that finding is info.
+    A queue whose live predicate is one timestamp being NULL (`dequeued_at IS NULL`) sets it
+    when a row leaves the live set, so that timestamp dates the finished rows whatever its
+    name (after a finish timestamp, before a creation one).
     With `--sample`, the evidence gives the rows the table gains a day (inserts less
     deletes).
 
@@ -113,7 +116,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         )
         if False in large:
             continue
-        dating = dating_column(table)
+        dating = dating_column(table, queue.live)
         if dating is None:
             yield Skip(
                 f"{table.qualified}: {human_count(archive_rows)} rows are outside the live "
@@ -184,6 +187,11 @@ def _judge(
         "live_rows_from": live_source,
         "dated_by": dating.name,
         "dated_by_kind": dating.kind,
+        "dated_by_from": (
+            f"{dating.from_live}: it is set when a row leaves the live set"
+            if dating.from_live
+            else f"its name (a {dating.kind} timestamp)"
+        ),
         "oldest_row": oldest.isoformat(),
         "oldest_row_from": f"the smallest {dating.name} ANALYZE saw (pg_stats){zone}",
         "oldest_row_age_days": round(age_days, 1),
@@ -303,6 +311,12 @@ def _fix(table: Table, dating: DatingColumn, options: Options) -> Fix:
         f"{walk}. A row a worker holds locked makes its batch wait. Run it from a scheduler "
         "(pg_cron, the application's), or once before a pruner takes over"
     )
+    if dating.from_live is not None:
+        note = (
+            f"{ident(dating.name)} is set when a row leaves the live set ({dating.from_live}"
+            f"), so it dates the finished rows; a row taken over {days} days ago and still "
+            "being worked on is deleted too. " + note[0].upper() + note[1:]
+        )
     if dating.kind == "creation":
         note = (
             "replace the placeholder with the condition that tells a finished row (its "

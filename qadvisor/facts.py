@@ -143,7 +143,8 @@ FACTS: dict[str, Fact] = {
             "archive_age",
             "how old the oldest finished row of a queue table is",
             "pg_stats of the finish timestamp (finished_at, completed_at, ...), else of the "
-            "creation timestamp (created_at, inserted_at, ...): the smallest value ANALYZE saw",
+            "timestamp the live predicate waits on (dequeued_at IS NULL), else of the creation "
+            "timestamp (created_at, inserted_at, ...): the smallest value ANALYZE saw",
             "SELECT on that timestamp column (pg_stats shows a column only to roles that may "
             "read it)",
             {"select": _SELECT_COLUMNS},

@@ -376,7 +376,7 @@ class Guard:
         if relid is None or table is None or self.access is None:
             return None
         acc = self.access.get(relid)
-        dating = dating_column(table)
+        dating = dating_column(table, queue.live)
         if acc is None or dating is None or dating.name in acc.readable:
             return None
         grant = FACTS["archive_age"].grant("select", self.role, table.schema, table.name,

@@ -4,8 +4,11 @@ The oldest finished row is read from the planner's statistics (the smallest valu
 of a timestamp column, its first histogram bound or its least common value), never from a
 scan of the archive. A finish timestamp (``finished_at``, ``completed_on``, ...) dates the
 finished rows themselves; without one, a creation timestamp (``created_at``, ...) dates the
-oldest row of any state, which on a table that is mostly archive is a finished one. Pure:
-shared by the check and by the collector, which records a hidden column.
+oldest row of any state, which on a table that is mostly archive is a finished one. A queue
+whose live predicate is one timestamp being NULL (pq's ``dequeued_at IS NULL``) sets that
+timestamp when a row leaves the live set: whatever its name, it dates the rows that left,
+and comes before a creation timestamp. Pure: shared by the check and by the collector, which
+records a hidden column.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
-from qadvisor.model import Table
+from qadvisor.model import LivePredicate, Table
 
 # Words queue libraries name a finish or a creation timestamp with (good_job and Solid
 # Queue's finished_at, Oban's completed_at, River's finalized_at, pg-boss's completed_on and
@@ -32,22 +35,38 @@ class DatingColumn:
     name: str
     kind: Kind
     type: str  # format_type of the column
+    # Why it dates the finished rows when its name does not say so: the live predicate.
+    from_live: str | None = None
 
     @property
     def has_time_zone(self) -> bool:
         return self.type == "timestamp with time zone"
 
 
-def dating_column(table: Table) -> DatingColumn | None:
-    """The timestamp that dates the table's finished rows: a finish column, else a creation
-    column, in the order of the stems above; None when the table has neither."""
+def dating_column(table: Table, live: LivePredicate | None = None) -> DatingColumn | None:
+    """The timestamp that dates the table's finished rows: a finish column (in the order of
+    the stems above), else the timestamp whose NULL is the whole ``live`` predicate, else a
+    creation column; None when the table has none of them."""
     types = {c.name: c.type for c in table.columns}
-    for kind, stems in (("finish", _FINISH_STEMS), ("creation", _CREATION_STEMS)):
-        for stem in stems:
-            for suffix in _SUFFIXES:
-                name = stem + suffix
-                if types.get(name) in _DATE_TYPES:
-                    return DatingColumn(name, kind, types[name])  # type: ignore[arg-type]
+    found = _named(types, "finish", _FINISH_STEMS)
+    if found is not None:
+        return found
+    if live is not None and live.op == "is null" and types.get(live.column) in _DATE_TYPES:
+        return DatingColumn(
+            live.column,
+            "finish",
+            types[live.column],
+            from_live=f"the live predicate is {live.column} IS NULL",
+        )
+    return _named(types, "creation", _CREATION_STEMS)
+
+
+def _named(types: dict[str, str], kind: Kind, stems: tuple[str, ...]) -> DatingColumn | None:
+    for stem in stems:
+        for suffix in _SUFFIXES:
+            name = stem + suffix
+            if types.get(name) in _DATE_TYPES:
+                return DatingColumn(name, kind, types[name])
     return None
 
 

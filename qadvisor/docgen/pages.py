@@ -269,7 +269,8 @@ def privileges_page(checks: tuple[Check, ...]) -> str:
         "plan (QA401) |",
         "| `SELECT` on the id's sequence | how far an integer id has gone (QA206); not needed "
         "for a bigint id |",
-        "| `SELECT` on the finish timestamp (`finished_at`), else the creation timestamp | "
+        "| `SELECT` on the finish timestamp (`finished_at`), else the timestamp the live "
+        "predicate waits on (`dequeued_at IS NULL`), else the creation timestamp | "
         "pg_stats of it: how old the oldest finished row is (QA204) |",
         "",
         "The column list is the application's: a report run without it names, in each skip,",

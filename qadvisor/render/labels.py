@@ -56,6 +56,7 @@ LABELS: Mapping[str, str] = {
     "live_rows_from": "Live rows, from",
     "dated_by": "Dated by",
     "dated_by_kind": "Dated by (finish or creation)",
+    "dated_by_from": "Why that column dates them",
     "oldest_row": "Oldest row",
     "oldest_row_from": "Oldest row, from",
     "oldest_row_age_days": "Oldest row's age (days)",

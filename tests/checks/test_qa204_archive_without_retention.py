@@ -206,6 +206,64 @@ def test_an_unpruned_archive_is_found_pruned_as_printed_and_gone(shape: Shape) -
     assert_quiet(shape.check(), "QA204", shape.queue)
 
 
+def test_an_archive_dated_by_the_live_predicate_s_timestamp_is_pruned_as_printed(
+    shape: Shape,
+) -> None:
+    # pq's table (its create.sql): a job waits while dequeued_at IS NULL, no status, no
+    # finish-named column, and nothing deletes a job once taken. 58,000 taken over 60 days.
+    shape.db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id          bigserial   PRIMARY KEY,
+            enqueued_at timestamptz NOT NULL DEFAULT current_timestamp,
+            dequeued_at timestamptz,
+            expected_at timestamptz,
+            schedule_at timestamptz,
+            q_name      text        NOT NULL CHECK (length(q_name) > 0),
+            data        json        NOT NULL
+        );
+        CREATE INDEX priority_idx_no_ ON jobs
+            (schedule_at NULLS FIRST, expected_at NULLS LAST, q_name)
+            WHERE dequeued_at IS NULL AND q_name != '';
+        INSERT INTO jobs (enqueued_at, dequeued_at, q_name, data)
+        SELECT t - interval '1 minute', t, 'jobs', '{{}}'
+          FROM (SELECT now() - (g::float8 / {ROWS - PENDING}) * interval '60 days' AS t
+                  FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
+         ORDER BY t;
+        INSERT INTO jobs (q_name, data) SELECT 'jobs', '{{}}' FROM generate_series(1, {PENDING});
+        ANALYZE jobs;
+        """
+    )
+    claim = (
+        "SELECT * FROM jobs WHERE q_name = 'jobs' AND dequeued_at IS NULL "
+        "ORDER BY schedule_at NULLS FIRST, expected_at NULLS LAST, id "
+        "FOR UPDATE SKIP LOCKED LIMIT 1"
+    )
+    run = shape.check("--query", claim)
+    (queue,) = [q for q in run.report["queues"] if f"{q['schema']}.{q['table']}" == shape.queue]
+    assert queue["live_predicate"] == "dequeued_at IS NULL"
+    (f,) = run.findings("QA204")
+    ev = f["evidence"]
+    assert f["severity"] == "warning", f["message"]
+    assert ev["dated_by"] == "dequeued_at" and ev["dated_by_kind"] == "finish"
+    assert 55 < ev["oldest_row_age_days"] <= 60.1
+    (step,) = f["fix"]["steps"]
+    assert step["kind"] == "review"
+    assert "AND dequeued_at < now() - interval '7 days';" in step["sql"]
+    assert "<condition" not in step["sql"]
+    before = shape.dba.execute(f"SELECT count(*) FROM {shape.queue}")[0][0]
+    shape.apply_fix(f, review=True)
+    ((count, waiting, within),) = shape.dba.execute(
+        "SELECT count(*), count(*) FILTER (WHERE dequeued_at IS NULL), "
+        f"max(now() - dequeued_at) < interval '7 days' FROM {shape.queue}"
+    )
+    # About 7 of the 60 days are kept, and no waiting job is deleted.
+    assert waiting == PENDING and within
+    assert count < before * 0.2
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check("--query", claim), "QA204", shape.queue)
+
+
 def test_a_pruned_archive_is_quiet(shape: Shape) -> None:
     build(shape, finished_over_days=5)
     assert_quiet(shape.check(), "QA204", shape.queue)
@@ -252,3 +310,40 @@ def test_a_database_whose_datestyle_is_not_iso_is_dated_all_the_same(db: TestDB)
     assert run.rc == 1 and run.stderr == "", run.stderr
     (f,) = [f for f in run.report["findings"] if f["code"] == "QA204"]
     assert 55 < f["evidence"]["oldest_row_age_days"] <= 60.1, f["evidence"]
+
+
+def test_the_timestamp_the_live_predicate_waits_on_dates_the_finished_rows() -> None:
+    # pq's table: no status and no finish-named column; a job waits while dequeued_at IS NULL
+    # and is kept once the claim sets it. dequeued_at, not enqueued_at, dates the archive.
+    t = table(days_ago(40), column="dequeued_at")
+    columns = [c for c in t.columns if c.name not in ("finished_at", "status")]
+    t = replace(t, columns=(*columns, Column("enqueued_at", "timestamp with time zone", True),
+                            Column("dequeued_at", "timestamp with time zone", False)))  # fmt: skip
+    stats = [s for s in t.column_stats if s.column != "finished_at"]
+    # dequeued_at NULL for the 1 % that wait; enqueued_at older (every row has one).
+    t = replace(t, column_stats=(*stats, ColumnStats("enqueued_at", 0.0, -1.0, 8,
+                                                     lower_bound=days_ago(41))))  # fmt: skip
+    live = S.LivePredicate("dequeued_at", "is null", source="claim")
+    found = S.run("QA204", replace(S.snapshot(t, live=live), server=ServerInfo(
+        "18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())))  # fmt: skip
+    (f,) = found
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING, found
+    assert f.evidence["dated_by"] == "dequeued_at" and f.evidence["dated_by_kind"] == "finish"
+    assert f.evidence["dated_by_from"] == (
+        "the live predicate is dequeued_at IS NULL: it is set when a row leaves the live set"
+    )
+    assert round(f.evidence["oldest_row_age_days"]) == 40  # type: ignore[arg-type]
+    assert f.fix is not None
+    (step,) = f.fix.steps
+    assert "AND dequeued_at < now() - interval '7 days';" in step.sql
+    assert "<condition" not in step.sql
+    assert step.note is not None and step.note.startswith(
+        "dequeued_at is set when a row leaves the live set"
+    )
+    # A finish-named column still comes first.
+    named = replace(t, columns=(*t.columns, Column("finished_at", "timestamp with time zone")))
+    named = replace(named, column_stats=(*named.column_stats, ColumnStats(
+        "finished_at", 0.01, -0.9, 8, lower_bound=days_ago(39))))  # fmt: skip
+    (f,) = S.run("QA204", replace(S.snapshot(named, live=live), server=ServerInfo(
+        "18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())))  # fmt: skip
+    assert isinstance(f, Finding) and f.evidence["dated_by"] == "finished_at"
