@@ -188,8 +188,7 @@ class TestChancy(CorpusSuite):
     @pytest.mark.xfail(
         strict=True,
         reason="known gap: a pruner that locks no row (a DELETE without FOR UPDATE) is no "
-        "maintenance statement to qadvisor, and its normalised EXTRACT($2 FROM ...) does not "
-        "parse, so QA305 does not judge it",
+        "maintenance statement to qadvisor, so QA305 does not judge it",
     )
     def test_the_pruner_that_reads_the_whole_table_is_judged(self, observed: Observed) -> None:
         # The default Pruner's rule, EXTRACT(EPOCH FROM (NOW() - created_at)) > 86400, can use

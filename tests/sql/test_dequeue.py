@@ -858,6 +858,27 @@ def test_a_typed_literal_whose_string_became_a_parameter_is_the_cast_it_means() 
     assert typed_placeholders("SELECT $1 FROM jobs") == "SELECT $1 FROM jobs"
 
 
+def test_an_extract_whose_field_became_a_parameter_is_the_call_it_means() -> None:
+    from qadvisor.sql.dequeue import analyse, typed_placeholders
+
+    # SQLAlchemy's and chancy's EXTRACT(epoch FROM ...): pg_stat_statements hides the field,
+    # which makes the text unparsable; date_part takes it as the text it is, still $n.
+    text = (
+        "UPDATE jobs SET done_at = CAST(EXTRACT($2 FROM now()) * $3::INTEGER AS BIGINT) "
+        "WHERE id IN (SELECT id FROM jobs WHERE extract( $4 FROM (now() - created_at)) > $5 "
+        "LIMIT $6 FOR UPDATE SKIP LOCKED)"
+    )
+    fixed = typed_placeholders(text)
+    assert fixed == (
+        "UPDATE jobs SET done_at = CAST(date_part($2, now()) * $3::INTEGER AS BIGINT) "
+        "WHERE id IN (SELECT id FROM jobs WHERE date_part($4, (now() - created_at)) > $5 "
+        "LIMIT $6 FOR UPDATE SKIP LOCKED)"
+    )
+    assert analyse(fixed) is not None
+    kept = "SELECT EXTRACT(epoch FROM now()), extract($1) FROM jobs"
+    assert typed_placeholders(kept) == kept
+
+
 def test_the_arms_of_an_or_of_comparisons_are_predicates() -> None:
     from qadvisor.sql.dequeue import disjuncts
 

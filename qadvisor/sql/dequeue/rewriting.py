@@ -84,11 +84,25 @@ def normalise_for_planning(sql: str) -> tuple[str, dict[int, str]]:
 _TYPED_LITERALS = TYPED_LITERALS
 
 
+def _extract_field(tokens: Sequence[Token], i: int) -> bool:
+    """The placeholder at ``i`` is the field of ``EXTRACT($n FROM ...)``."""
+    return (
+        i >= 2
+        and i + 2 < len(tokens)
+        and tokens[i - 2].text.upper() == "EXTRACT"
+        and tokens[i - 1].token_type == TokenType.L_PAREN
+        and tokens[i + 2].token_type == TokenType.FROM
+    )
+
+
 def typed_placeholders(sql: str) -> str:
     """pg_stat_statements text with each typed literal whose string became ``$n``
     (``timestamptz $2``, ``interval $5``) written as the cast it means (``$2::timestamptz``),
-    its numbers kept. Only a string may follow a type name there, so the text as recorded
-    neither parses nor plans; the cast types the parameter as the literal was typed."""
+    and each ``EXTRACT($n FROM x)`` as the call it is (``date_part($n, x)``), its numbers
+    kept. pg_stat_statements hides the field of ``EXTRACT(epoch FROM x)`` as a constant, and
+    only a string may follow a type name, so the text as recorded neither parses nor plans;
+    the cast types the parameter as the literal was typed, and ``date_part`` takes the field
+    as the text it is, so no value is made up for either."""
     tokens = tokenize(sql)
     edits: list[tuple[int, int, str]] = []
     for i, (dollar, number) in enumerate(itertools.pairwise(tokens)):
@@ -97,6 +111,9 @@ def typed_placeholders(sql: str) -> str:
         typed = tokens[i - 1]
         if typed.token_type in _TYPED_LITERALS and typed.end + 1 <= dollar.start:
             edits.append((typed.start, number.end + 1, f"${number.text}::{typed.text.lower()}"))
+        elif _extract_field(tokens, i):
+            call = f"date_part(${number.text},"
+            edits.append((tokens[i - 2].start, tokens[i + 2].end + 1, call))
     for start, end, replacement in reversed(edits):
         sql = sql[:start] + replacement + sql[end:]
     return sql
