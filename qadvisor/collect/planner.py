@@ -53,6 +53,7 @@ import psycopg
 from psycopg import sql
 
 from qadvisor.collect.queries import Read, first_line
+from qadvisor.derive import discover
 from qadvisor.derive.estimates import parse_index_predicate
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
@@ -714,14 +715,11 @@ def _value_sets(column: str, job: _Job) -> list[tuple[tuple[str, ...], str]]:
 def _supplies_order(keys: Sequence[str | None], planned: dequeue.DequeueStatement) -> bool:
     """An index on ``keys`` returns the statement's ORDER BY order: its keys, after those
     the statement pins by equality, begin with the ORDER BY's columns."""
-    order = [o.column for o in planned.order_by]
-    if not order:
-        return False
-    pinned = {p.column for p in planned.predicates if p.op == "="}
-    rest = list(keys)
-    while rest and rest[0] in pinned and rest[0] not in order:
-        rest.pop(0)
-    return rest[: len(order)] == order
+    return discover.keys_supply_order(
+        keys,
+        [o.column for o in planned.order_by],
+        (p.column for p in planned.predicates if p.op == "="),
+    )
 
 
 # The server's codes for "cannot resolve this operator/function/expression for these types".

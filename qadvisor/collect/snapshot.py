@@ -436,7 +436,9 @@ def _discover(
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
     read = sorted({*all_columns, *claimed, *named})
     partials = [
-        discover.PartialIndex(r["schema"], r["table"], r["relid"], r["index"], r["predicate"])
+        discover.PartialIndex(
+            r["schema"], r["table"], r["relid"], r["index"], r["predicate"], tuple(r["keys"] or ())
+        )
         for r in q.rows(conn, "partial_indexes", {"relids": read, "blocked": blocked})
     ]
     rejected: list[Rejected] = []  # filled by discover.decide as it decides

@@ -302,6 +302,7 @@ def _judge(
                 stmt.calls,
                 parsed.unconditional,
                 parsed.by_value,
+                tuple(o.column for o in parsed.order_by),
             )
         )
 

@@ -101,6 +101,8 @@ class PartialIndex:
     relid: int
     index: str
     predicate: str
+    # Its key columns in order (None for an expression); empty when it is not valid.
+    keys: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,7 @@ class Claim:
     # It takes the next rows of one queue or key (DequeueStatement.by_value): when none of
     # the columns it compares says which rows wait, it takes any row of that queue.
     by_value: bool = False
+    order_by: tuple[str, ...] = ()  # the columns of its ORDER BY, in order
 
 
 @dataclass(frozen=True)
@@ -431,7 +434,7 @@ def _claim_live(
         if pred is None:
             break
         col = ev.column(pred.column)
-        live, inferred = _claim_values(ev, pred, col, all_columns)
+        live, inferred = _claim_values(ev, pred, col, all_columns, claim)
         where = f"claim {claim.label}"
         if live is not None:
             source = where + (f"; values from {inferred}" if inferred else "")
@@ -515,6 +518,7 @@ def _claim_values(
     pred: Predicate,
     col: CandidateColumn | None,
     all_columns: dict[int, frozenset[str]] | None,
+    claim: Claim | None = None,
 ) -> tuple[LivePredicate | None, str]:
     """The claim's condition as a LivePredicate, and where its values came from when they
     were not literals in the claim ('' when they were)."""
@@ -538,7 +542,50 @@ def _claim_values(
         if op in ("<", "<=", ">", ">=") and len(literals) != 1:
             return None, "a range with several bounds"
         return LivePredicate(col.column, op, tuple(dict.fromkeys(literals))), ""
+    if op == "in" and claim is not None:
+        written = _index_written_for(ev, col.column, claim)
+        if written is not None:
+            return written
     return _inferred(ev, col, op, all_columns, single=pred.op in ("=", "<>"))
+
+
+def _index_written_for(
+    ev: _Evidence, column: str, claim: Claim
+) -> tuple[LivePredicate, str] | None:
+    """The live values of a claim that compares ``column`` with a parameter, from the one
+    valid partial index on ``column`` whose keys supply the claim's ORDER BY: the index the
+    claim was written for (as the planner binds it). Its predicate may list several values
+    (DBOS's ``status IN ('ENQUEUED', 'PENDING')`` for ``status = $2``): the claim binds one of
+    them, and the live set is the rows that index holds. None when no such index, or several
+    that disagree."""
+    pinned = {p.column for p in claim.predicates if p.op == "="}
+    found: dict[tuple[str, ...], str] = {}
+    for p, live in ev.partials:
+        if live.column != column or live.op != "in" or not live.values or not _waiting(live):
+            continue
+        if p.keys and keys_supply_order(p.keys, claim.order_by, pinned):
+            found.setdefault(live.values, p.index)
+    if len(found) != 1:
+        return None
+    ((values, index),) = found.items()
+    return LivePredicate(column, "in", values), (
+        f"partial index {index}, whose keys supply the claim's ORDER BY"
+    )
+
+
+def keys_supply_order(
+    keys: Sequence[str | None], order: Sequence[str], pinned: Iterable[str]
+) -> bool:
+    """An index on ``keys`` returns rows in ``order``: its keys, after those the statement
+    pins by equality (``pinned``), begin with the ORDER BY's columns. False without an
+    ORDER BY."""
+    if not order:
+        return False
+    fixed = set(pinned)
+    rest = list(keys)
+    while rest and rest[0] in fixed and rest[0] not in order:
+        rest.pop(0)
+    return rest[: len(order)] == list(order)
 
 
 def _boolean_value(ev: _Evidence, col: CandidateColumn) -> tuple[LivePredicate | None, str]:

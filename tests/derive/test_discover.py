@@ -56,6 +56,7 @@ def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
     return Claim(
         hash(table) & 0xFFFF, "public", table, label, parsed.predicates,
         unconditional=parsed.unconditional, by_value=parsed.by_value,
+        order_by=tuple(o.column for o in parsed.order_by),
     )  # fmt: skip
 
 
@@ -170,6 +171,57 @@ def test_pg_stat_statements_dequeue_is_found(db: TestDB) -> None:
         flush_stats(conn)
     (q,) = check(db).report["queues"]
     assert q["table"] == "tasks" and "SKIP LOCKED" in q["reason"]
+
+
+def test_a_bound_status_is_read_from_the_index_the_claim_was_written_for(db: TestDB) -> None:
+    # DBOS's workflow_status, cut down: its claim binds status server-side (psycopg 3), so
+    # pg_stat_statements shows status = $2; a deadline sweep's EXTRACT(epoch FROM now())
+    # shows as EXTRACT($n FROM now()). A delay index and a running-workflow index each
+    # select one state; the index whose keys serve the claim holds the two in-flight ones.
+    db.execute("CREATE EXTENSION pg_stat_statements")
+    db.execute(
+        """
+        CREATE TABLE workflow_status (
+            workflow_uuid text PRIMARY KEY, status text NOT NULL, queue_name text,
+            priority int NOT NULL DEFAULT 0, created_at bigint NOT NULL,
+            delay_until_epoch_ms bigint, workflow_deadline_epoch_ms bigint, updated_at bigint
+        );
+        CREATE INDEX idx_delayed ON workflow_status (delay_until_epoch_ms)
+            WHERE status = 'DELAYED';
+        CREATE INDEX idx_pending ON workflow_status (created_at) WHERE status = 'PENDING';
+        CREATE INDEX idx_in_flight ON workflow_status (queue_name, status, priority, created_at)
+            WHERE status IN ('ENQUEUED', 'PENDING');
+        INSERT INTO workflow_status (workflow_uuid, status, queue_name, created_at)
+        SELECT 'w' || g, CASE WHEN g % 10 = 0 THEN 'SUCCESS' ELSE 'ENQUEUED' END, 'work', g
+          FROM generate_series(1, 3000) AS g;
+        ANALYZE workflow_status;
+        """
+    )
+    claim = (
+        "SELECT workflow_uuid FROM workflow_status WHERE queue_name = %s::VARCHAR "
+        "AND status = %s::VARCHAR ORDER BY priority ASC, created_at ASC LIMIT %s::INTEGER "
+        "FOR UPDATE SKIP LOCKED"
+    )
+    sweep = (
+        "UPDATE workflow_status SET status = %s::VARCHAR, "
+        "updated_at = CAST(EXTRACT(epoch FROM now()) * %s::INTEGER AS BIGINT) "
+        "WHERE workflow_uuid IN (SELECT workflow_uuid FROM workflow_status "
+        "WHERE status IN (%s, %s) AND workflow_deadline_epoch_ms <= %s::BIGINT "
+        "ORDER BY workflow_deadline_epoch_ms LIMIT %s::INTEGER FOR UPDATE SKIP LOCKED)"
+    )
+    with db.connect() as conn:
+        for _ in range(3):
+            conn.execute(claim, ("work", "ENQUEUED", 8))
+            conn.execute(sweep, ("CANCELLED", 1000, "ENQUEUED", "PENDING", 0, 10))
+        conn.rollback()
+        flush_stats(conn)
+    run = check(db)
+    (q,) = run.report["queues"]
+    assert q["live_predicate"] == "status IN ('ENQUEUED', 'PENDING')", q
+    assert "partial index idx_in_flight, whose keys supply the claim's ORDER BY" in q["reason"]
+    # Both statements were planned: nothing was skipped for a text that did not parse.
+    assert not [s for s in run.report["skipped"] if "PREPARE failed" in s["reason"]], run.report
+    assert not run.report["left_out"], run.report["left_out"]
 
 
 SOFT_DELETES = """
@@ -337,6 +389,51 @@ def test_one_bound_value_is_not_taken_from_a_list_index_and_case_is_kept() -> No
     sql = "SELECT id FROM dbtaskresult WHERE status = $1 LIMIT $5 FOR UPDATE SKIP LOCKED"
     (d,) = discover.decide([status], [], [claim("dbtaskresult", sql)])
     assert d.live is not None and d.live.values == ("READY",)
+
+
+def test_a_bound_status_takes_the_values_of_the_index_written_for_the_claim() -> None:
+    # DBOS: status = $2 hidden by pg_stat_statements; partial indexes on other single states
+    # (a delay index, a running-workflow index on created_at) and the one whose keys supply
+    # the claim's ORDER BY after its pinned columns, on the two in-flight states.
+    status = col("workflow_status", "status", ("ENQUEUED", "SUCCESS", "PENDING"), indexed=True)
+    relid = status.relid
+
+    def partial(name: str, predicate: str, keys: tuple[str | None, ...]) -> PartialIndex:
+        return PartialIndex("public", "workflow_status", relid, name, predicate, keys)
+
+    partials = [
+        partial("idx_delayed", "(status = 'DELAYED'::text)", ("delay_until_epoch_ms",)),
+        partial("idx_pending", "(status = 'PENDING'::text)", ("created_at",)),
+        partial(
+            "idx_in_flight",
+            "(status = ANY (ARRAY['ENQUEUED'::text, 'PENDING'::text]))",
+            ("queue_name", "status", "priority", "created_at"),
+        ),
+    ]
+    sql = (
+        "SELECT workflow_uuid FROM workflow_status WHERE queue_name = $1 AND status = $2 "
+        "ORDER BY priority ASC, created_at ASC LIMIT $5 FOR UPDATE SKIP LOCKED"
+    )
+    (d,) = discover.decide([status], partials, [claim("workflow_status", sql)])
+    assert d.live is not None
+    assert (d.live.column, d.live.op, d.live.values) == ("status", "in", ("ENQUEUED", "PENDING"))
+    assert "partial index idx_in_flight, whose keys supply the claim's ORDER BY" in d.reason
+    # Without that index the first single-state index on a waiting value still answers, as
+    # before; an index that is not valid (no keys read) is no evidence either.
+    (d,) = discover.decide([status], partials[:2], [claim("workflow_status", sql)])
+    assert d.live is not None and d.live.values == ("DELAYED",)
+    invalid = [*partials[:2], partial(partials[2].index, partials[2].predicate, ())]
+    (d,) = discover.decide([status], invalid, [claim("workflow_status", sql)])
+    assert d.live is not None and d.live.values == ("DELAYED",)
+
+
+def test_keys_supply_an_order_after_the_columns_pinned_by_equality() -> None:
+    keys = ("queue_name", "status", "priority", "created_at")
+    assert discover.keys_supply_order(keys, ("priority", "created_at"), {"queue_name", "status"})
+    assert not discover.keys_supply_order(keys, ("priority", "created_at"), {"status"})
+    assert not discover.keys_supply_order(("created_at",), ("priority", "created_at"), {"status"})
+    assert not discover.keys_supply_order(keys, (), {"queue_name"})
+    assert not discover.keys_supply_order((None, "priority"), ("priority",), {"queue_name"})
 
 
 def test_the_claim_run_most_says_what_workers_wait_for() -> None:
