@@ -376,6 +376,24 @@ def row_locked(db: TestDB, table: str, column: str, value: object) -> bool:
     return False
 
 
+# pq's table and the index its create.sql makes for named queues (created for the queue
+# name ''): a job waits while dequeued_at IS NULL and is kept once taken; no status column.
+PQ_TABLE = """
+CREATE TABLE jobs (
+    id          bigserial   PRIMARY KEY,
+    enqueued_at timestamptz NOT NULL DEFAULT current_timestamp,
+    dequeued_at timestamptz,
+    expected_at timestamptz,
+    schedule_at timestamptz,
+    q_name      text        NOT NULL CHECK (length(q_name) > 0),
+    data        json        NOT NULL
+);
+CREATE INDEX priority_idx_no_ ON jobs
+    (schedule_at NULLS FIRST, expected_at NULLS LAST, q_name)
+    WHERE dequeued_at IS NULL AND q_name != '';
+"""
+
+
 def build_archive_queue(
     db: TestDB,
     *,

@@ -17,7 +17,7 @@ from qadvisor.model import (
 )
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, qadvisor
+from tests.helpers import PQ_TABLE, assert_quiet, qadvisor
 from tests.shapes import Shape
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -211,20 +211,9 @@ def test_an_archive_dated_by_the_live_predicate_s_timestamp_is_pruned_as_printed
 ) -> None:
     # pq's table (its create.sql): a job waits while dequeued_at IS NULL, no status, no
     # finish-named column, and nothing deletes a job once taken. 58,000 taken over 60 days.
+    shape.db.execute(PQ_TABLE)
     shape.db.execute(
         f"""
-        CREATE TABLE jobs (
-            id          bigserial   PRIMARY KEY,
-            enqueued_at timestamptz NOT NULL DEFAULT current_timestamp,
-            dequeued_at timestamptz,
-            expected_at timestamptz,
-            schedule_at timestamptz,
-            q_name      text        NOT NULL CHECK (length(q_name) > 0),
-            data        json        NOT NULL
-        );
-        CREATE INDEX priority_idx_no_ ON jobs
-            (schedule_at NULLS FIRST, expected_at NULLS LAST, q_name)
-            WHERE dequeued_at IS NULL AND q_name != '';
         INSERT INTO jobs (enqueued_at, dequeued_at, q_name, data)
         SELECT t - interval '1 minute', t, 'jobs', '{{}}'
           FROM (SELECT now() - (g::float8 / {ROWS - PENDING}) * interval '60 days' AS t

@@ -16,7 +16,7 @@ from qadvisor.model import Finding, PlanNode, Severity, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue
-from tests.helpers import assert_quiet
+from tests.helpers import PQ_TABLE, assert_quiet
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -410,20 +410,9 @@ def test_pqs_claim_sorts_its_whole_backlog_found_fixed_and_gone(shape: Shape) ->
     # 'jobs' as pq sends it (the name formatted into the text): 12,000 jobs put, 4,000 taken.
     # Neither schedule_at nor expected_at is ever set, so the index supplies both in one
     # group and the Incremental Sort sorts every waiting job by id for each claim.
+    shape.db.execute(PQ_TABLE)
     shape.db.execute(
         """
-        CREATE TABLE jobs (
-            id          bigserial   PRIMARY KEY,
-            enqueued_at timestamptz NOT NULL DEFAULT current_timestamp,
-            dequeued_at timestamptz,
-            expected_at timestamptz,
-            schedule_at timestamptz,
-            q_name      text        NOT NULL CHECK (length(q_name) > 0),
-            data        json        NOT NULL
-        );
-        CREATE INDEX priority_idx_no_ ON jobs
-            (schedule_at NULLS FIRST, expected_at NULLS LAST, q_name)
-            WHERE dequeued_at IS NULL AND q_name != '';
         INSERT INTO jobs (q_name, data, dequeued_at)
         SELECT 'jobs', json_build_object('n', g), CASE WHEN g <= 4000 THEN now() END
           FROM generate_series(1, 12000) AS g;
