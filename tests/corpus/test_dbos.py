@@ -15,7 +15,8 @@ too: ``UPDATE ... SET status = 'CANCELLED', ..., updated_at = CAST(EXTRACT(epoch
 1000 AS BIGINT) WHERE workflow_uuid IN (SELECT ... WHERE status IN (...) AND
 workflow_deadline_epoch_ms <= $n ... FOR UPDATE SKIP LOCKED)``, whose EXTRACT field
 pg_stat_statements hides as ``$n``. Times are epoch milliseconds in ``bigint`` columns.
-Finished workflows stay in the table (DBOS prunes them only when told to).
+Finished workflows stay in the table: the queue runner deletes none (``DBOS.delete_workflows``
+does, for the ids an application passes it).
 """
 
 from tests.corpus import envs
