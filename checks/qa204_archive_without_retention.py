@@ -23,7 +23,6 @@ from qadvisor.api import (
     ident,
     judgeable_queues,
     live_rows,
-    parse_bound,
     qualified,
     rates,
     review,
@@ -67,7 +66,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     on a table that is mostly archive is most likely a finished one: that finding is info.
     A queue whose live predicate is one timestamp being NULL (`dequeued_at IS NULL`) sets it
     when a row leaves the live set, so that timestamp dates the finished rows whatever its
-    name (after a finish timestamp, before a creation one).
+    name (after a finish timestamp, before a creation one). A column of those names that
+    holds seconds or milliseconds since the epoch in an integer (`completed_at bigint`, as
+    DBOS keeps its times) dates rows the same way, when the smallest value ANALYZE saw of it
+    reads as a date since 2001 in one of those units; the DELETE compares it in that unit.
     With `--sample`, the evidence gives the rows the table gains a day (inserts less
     deletes).
 
@@ -154,7 +156,7 @@ def _judge(
             f"{stats.null_frac:.0%} of its sample): the finished rows are not dated by it",
             table.qualified,
         )
-    oldest = parse_bound(stats.lower_bound)
+    oldest = dating.moment(stats.lower_bound)
     if oldest is None:
         return Skip(
             f"{table.qualified}: the smallest {ident(dating.name)} ANALYZE saw is "
@@ -180,6 +182,9 @@ def _judge(
     what = "finished row" if finish else "row (of any state)"
     growth, growth_from = _growth(snapshot, table)
     zone = "" if dating.has_time_zone else f", read in the server's TimeZone ({dating.type})"
+    if dating.epoch is not None:
+        unit = "milliseconds" if dating.epoch == "ms" else "seconds"
+        zone = f", read as {unit} since the epoch ({dating.type})"
     evidence: dict[str, object] = {
         "archive_rows": round(archive_rows),
         "archive_share": round(share, 4),
@@ -256,7 +261,7 @@ def _age(days: float) -> str:
 def _fix(table: Table, dating: DatingColumn, options: Options) -> Fix:
     name = qualified(table.schema, table.name)
     days = f"{options.max_age_days:g}"
-    old = f"{ident(dating.name)} < now() - interval '{days} days'"
+    old = f"{ident(dating.name)} < {dating.since(f'{days} days')}"
     if dating.kind == "creation":
         old += " AND <condition true only for finished rows>"
     key = table.primary_key

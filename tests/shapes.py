@@ -57,8 +57,9 @@ COLUMNS_READ: dict[str, tuple[str, ...]] = {
     "discovery": (LIVE_COLUMN, "dequeued_at"),
     "tenant_counts": (TENANT_COLUMN, LIVE_COLUMN, *DURATION_COLUMNS),
     # The finish timestamp, else the creation timestamp: the builders' tables have both, but
-    # pq's, which is dated by the timestamp its live predicate waits on.
-    "archive_age": ("finished_at", "created_at", "dequeued_at"),
+    # pq's, which is dated by the timestamp its live predicate waits on, and DBOS's, whose
+    # finish time is an integer of epoch milliseconds.
+    "archive_age": ("finished_at", "created_at", "dequeued_at", "completed_at"),
 }
 # GRANTs of qadvisor.facts that pg_monitor already gives (it includes pg_read_all_stats).
 GIVEN_BY_PG_MONITOR = ("read_all_stats",)

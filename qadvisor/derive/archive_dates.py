@@ -7,8 +7,10 @@ finished rows themselves; without one, a creation timestamp (``created_at``, ...
 oldest row of any state, which on a table that is mostly archive is a finished one. A queue
 whose live predicate is one timestamp being NULL (pq's ``dequeued_at IS NULL``) sets that
 timestamp when a row leaves the live set: whatever its name, it dates the rows that left,
-and comes before a creation timestamp. Pure: shared by the check and by the collector, which
-records a hidden column.
+and comes before a creation timestamp. A column of those names that holds epoch seconds or
+milliseconds in an integer (DBOS's ``completed_at bigint``) dates rows too, when the smallest
+value ANALYZE saw of it reads as a date in this century in one of those units. Pure: shared by
+the check and by the collector, which records a hidden column.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ _FINISH_STEMS = ("finished", "completed", "finalized", "done", "processed")
 _CREATION_STEMS = ("created", "inserted", "enqueued")
 _SUFFIXES = ("_at", "_on", "")
 _DATE_TYPES = ("timestamp with time zone", "timestamp without time zone", "date")
+_EPOCH_TYPES = ("integer", "bigint")
+# Smallest values ANALYZE may see of an epoch column in each unit: 2001-09-09 onwards, up to
+# 2286. A count, a duration or an id is far outside both ranges.
+_EPOCH_UNITS = (("s", 10**9, 10**10), ("ms", 10**12, 10**13))
 
 Kind = Literal["finish", "creation"]
 
@@ -37,6 +43,26 @@ class DatingColumn:
     type: str  # format_type of the column
     # Why it dates the finished rows when its name does not say so: the live predicate.
     from_live: str | None = None
+    # An integer of seconds or milliseconds since the epoch ("s", "ms"); None for a timestamp.
+    epoch: str | None = None
+
+    def since(self, interval: str) -> str:
+        """SQL for the moment ``interval`` ago in this column's own terms."""
+        if self.epoch is None:
+            return f"now() - interval '{interval}'"
+        scale = " * 1000" if self.epoch == "ms" else ""
+        return f"(extract(epoch FROM now() - interval '{interval}'){scale})::bigint"
+
+    def moment(self, bound: str) -> datetime | None:
+        """The collector's lower bound of this column as a moment (UTC); None when it is
+        none."""
+        if self.epoch is None:
+            return parse_bound(bound)
+        try:
+            value = int(bound)
+        except ValueError:
+            return None
+        return datetime.fromtimestamp(value / (1000 if self.epoch == "ms" else 1), tz=UTC)
 
     @property
     def has_time_zone(self) -> bool:
@@ -48,7 +74,7 @@ def dating_column(table: Table, live: LivePredicate | None = None) -> DatingColu
     the stems above), else the timestamp whose NULL is the whole ``live`` predicate, else a
     creation column; None when the table has none of them."""
     types = {c.name: c.type for c in table.columns}
-    found = _named(types, "finish", _FINISH_STEMS)
+    found = _named(table, types, "finish", _FINISH_STEMS)
     if found is not None:
         return found
     if live is not None and live.op == "is null" and types.get(live.column) in _DATE_TYPES:
@@ -58,16 +84,35 @@ def dating_column(table: Table, live: LivePredicate | None = None) -> DatingColu
             types[live.column],
             from_live=f"the live predicate is {live.column} IS NULL",
         )
-    return _named(types, "creation", _CREATION_STEMS)
+    return _named(table, types, "creation", _CREATION_STEMS)
 
 
-def _named(types: dict[str, str], kind: Kind, stems: tuple[str, ...]) -> DatingColumn | None:
+def _named(
+    table: Table, types: dict[str, str], kind: Kind, stems: tuple[str, ...]
+) -> DatingColumn | None:
     for stem in stems:
         for suffix in _SUFFIXES:
             name = stem + suffix
             if types.get(name) in _DATE_TYPES:
                 return DatingColumn(name, kind, types[name])
+            if types.get(name) in _EPOCH_TYPES:
+                unit = _epoch_unit(table, name)
+                if unit is not None:
+                    return DatingColumn(name, kind, types[name], epoch=unit)
     return None
+
+
+def _epoch_unit(table: Table, column: str) -> str | None:
+    """ "s" or "ms" when the smallest value ANALYZE saw of an integer column reads as a moment
+    since 2001 in that unit; None otherwise (or without statistics)."""
+    stats = table.stats_of(column)
+    if stats is None or stats.lower_bound is None:
+        return None
+    try:
+        value = int(stats.lower_bound)
+    except ValueError:
+        return None
+    return next((unit for unit, low, high in _EPOCH_UNITS if low <= value < high), None)
 
 
 def parse_bound(text: str) -> datetime | None:

@@ -253,6 +253,53 @@ def test_an_archive_dated_by_the_live_predicate_s_timestamp_is_pruned_as_printed
     assert_quiet(shape.check("--query", claim), "QA204", shape.queue)
 
 
+def test_an_archive_dated_in_epoch_milliseconds_is_pruned_as_printed(shape: Shape) -> None:
+    # DBOS's way: times are epoch milliseconds in bigint columns; 58,000 workflows completed
+    # over 60 days, 2,000 waiting.
+    shape.db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            status       text   NOT NULL DEFAULT 'ENQUEUED',
+            created_at   bigint NOT NULL DEFAULT (extract(epoch FROM now()) * 1000)::bigint,
+            completed_at bigint
+        );
+        CREATE INDEX jobs_in_flight ON jobs (created_at) WHERE status = 'ENQUEUED';
+        INSERT INTO jobs (status, created_at, completed_at)
+        SELECT 'SUCCESS', t - 60000, t
+          FROM (SELECT (extract(epoch FROM now() - (g::float8 / {ROWS - PENDING})
+                                                 * interval '60 days') * 1000)::bigint AS t
+                  FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
+         ORDER BY t;
+        INSERT INTO jobs (status) SELECT 'ENQUEUED' FROM generate_series(1, {PENDING});
+        ANALYZE jobs;
+        """
+    )
+    run = shape.check()
+    (f,) = run.findings("QA204")
+    ev = f["evidence"]
+    assert f["severity"] == "warning", f["message"]
+    assert ev["dated_by"] == "completed_at" and ev["dated_by_kind"] == "finish"
+    assert 55 < ev["oldest_row_age_days"] <= 60.1
+    (step,) = f["fix"]["steps"]
+    assert (
+        "completed_at < (extract(epoch FROM now() - interval '7 days') * 1000)::bigint"
+        in (step["sql"])
+    )
+    before = shape.dba.execute(f"SELECT count(*) FROM {shape.queue}")[0][0]
+    shape.apply_fix(f, review=True)
+    ((count, waiting, oldest_days),) = shape.dba.execute(
+        "SELECT count(*), count(*) FILTER (WHERE status = 'ENQUEUED'), "
+        "(extract(epoch FROM now()) * 1000 - min(completed_at)) / 86400000.0 "
+        f"FROM {shape.queue}"
+    )
+    # About 7 of the 60 days are kept, and no waiting job is deleted.
+    assert waiting == PENDING and oldest_days < 7
+    assert count < before * 0.2
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check(), "QA204", shape.queue)
+
+
 def test_a_pruned_archive_is_quiet(shape: Shape) -> None:
     build(shape, finished_over_days=5)
     assert_quiet(shape.check(), "QA204", shape.queue)
@@ -336,3 +383,33 @@ def test_the_timestamp_the_live_predicate_waits_on_dates_the_finished_rows() -> 
     (f,) = S.run("QA204", replace(S.snapshot(named, live=live), server=ServerInfo(
         "18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())))  # fmt: skip
     assert isinstance(f, Finding) and f.evidence["dated_by"] == "finished_at"
+
+
+def test_an_integer_of_epoch_milliseconds_dates_the_archive_in_its_own_unit() -> None:
+    # DBOS keeps its times as epoch milliseconds in bigint columns (completed_at): the smallest
+    # value ANALYZE saw reads as a date in that unit, and the DELETE compares in it.
+    ms = str(int((NOW - timedelta(days=40)).timestamp() * 1000))
+    t = table(ms, column="completed_at")
+    columns = [c for c in t.columns if c.name not in ("finished_at", "created_at")]
+    t = replace(t, columns=(*columns, Column("completed_at", "bigint")))
+    (f,) = judged(t)
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING, f
+    assert f.evidence["dated_by"] == "completed_at"
+    assert round(f.evidence["oldest_row_age_days"]) == 40  # type: ignore[arg-type]
+    assert "read as milliseconds since the epoch (bigint)" in str(f.evidence["oldest_row_from"])
+    assert f.fix is not None
+    assert (
+        "AND completed_at < (extract(epoch FROM now() - interval '7 days') * 1000)::bigint;"
+        in f.fix.steps[0].sql
+    )
+    # Seconds read as seconds; a number in neither range (a count, an id) dates nothing.
+    seconds = str(int((NOW - timedelta(days=40)).timestamp()))
+    (f,) = judged(replace(t, column_stats=tuple(
+        replace(s, lower_bound=seconds) if s.column == "completed_at" else s
+        for s in t.column_stats)))  # fmt: skip
+    assert isinstance(f, Finding) and round(f.evidence["oldest_row_age_days"]) == 40  # type: ignore[arg-type]
+    assert "(extract(epoch FROM now() - interval '7 days'))::bigint;" in f.fix.steps[0].sql  # type: ignore[union-attr]
+    (s,) = judged(replace(t, column_stats=tuple(
+        replace(s, lower_bound="1234") if s.column == "completed_at" else s
+        for s in t.column_stats)))  # fmt: skip
+    assert isinstance(s, Skip) and "no finish or creation timestamp" in s.reason

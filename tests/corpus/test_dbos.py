@@ -14,14 +14,17 @@ delayed workflows, ``PENDING`` for running ones) and on finished ones. A deadlin
 too: ``UPDATE ... SET status = 'CANCELLED', ..., updated_at = CAST(EXTRACT(epoch FROM now()) *
 1000 AS BIGINT) WHERE workflow_uuid IN (SELECT ... WHERE status IN (...) AND
 workflow_deadline_epoch_ms <= $n ... FOR UPDATE SKIP LOCKED)``, whose EXTRACT field
-pg_stat_statements hides as ``$n``. Times are epoch milliseconds in ``bigint`` columns.
+pg_stat_statements hides as ``$n``. Times are epoch milliseconds in ``bigint`` columns,
+which date its archive all the same.
 Finished workflows stay in the table: the queue runner deletes none (``DBOS.delete_workflows``
 does, for the ids an application passes it).
 """
 
+import pytest
+
 from tests.corpus import envs
 from tests.corpus.expect import Claim, Codes, CorpusSuite, Expect, Live
-from tests.corpus.library import Library, Workload
+from tests.corpus.library import Library, Observed, Workload
 
 STATUSES = ("ENQUEUED", "PENDING", "DELAYED", "SUCCESS", "ERROR", "CANCELLED",
             "MAX_RECOVERY_ATTEMPTS_EXCEEDED")  # fmt: skip
@@ -35,9 +38,9 @@ DBOS_LIB = Library(
     done_sql="SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'",
     age_sql=(
         # Workflows as the queue runner leaves them: succeeded, started and completed a few
-        # milliseconds after they were enqueued (epoch ms), over the last 20 hours, the
-        # queues in the workload's proportions; their inputs and outputs (other tables) left
-        # out, as no check reads them.
+        # milliseconds after they were enqueued (epoch ms), over the last 30 days (nothing
+        # deletes them), the queues in the workload's proportions; their inputs and outputs
+        # (other tables) left out, as no check reads them.
         f"""
         INSERT INTO dbos.workflow_status (workflow_uuid, status, name, executor_id, created_at,
                                           updated_at, started_at_epoch_ms, completed_at,
@@ -47,8 +50,8 @@ DBOS_LIB = Library(
                     ELSE 'reports' END,
                'corpus', 'py_pickle'
           FROM generate_series(1, {ARCHIVE_ROWS}) AS g,
-               LATERAL (SELECT (extract(epoch FROM now() - interval '20 hours') * 1000)::bigint
-                               + g * 70 AS t) AS at
+               LATERAL (SELECT (extract(epoch FROM now() - interval '30 days') * 1000)::bigint
+                               + g::bigint * 2592 AS t) AS at
         """,
     ),
     workload=Workload((("default", 2000), ("emails", 200), ("reports", 100)), scheduled=50),
@@ -110,6 +113,8 @@ class TestDbos(CorpusSuite):
                 required={
                     "QA201": "50 + 0.2 x ~1 M rows is ~200,000 dead tuples against about a "
                     "thousand live ones, and DBOS sets no autovacuum reloption",
+                    "QA204": "the queue runner deletes no finished workflow: 30 days of them, "
+                    "dated by completed_at in epoch milliseconds",
                 },
                 forbidden={
                     **QUIET,
@@ -119,12 +124,19 @@ class TestDbos(CorpusSuite):
                 info_only=LATENT,
             ),
         },
-        targets={"aged": {"QA201": TABLE}},
-        skips={
-            "QA204": (
-                "no finish or creation timestamp",
-                "DBOS keeps its times as epoch milliseconds in bigint columns (created_at, "
-                "completed_at): no timestamp column dates the finished workflows",
-            )
-        },
+        targets={"aged": {"QA201": TABLE, "QA204": TABLE}},
     )
+
+    @pytest.mark.parametrize("stage", ["aged"], indirect=True)
+    def test_the_archive_is_dated_by_epoch_milliseconds(self, observed: Observed) -> None:
+        # DBOS's times are bigint epoch milliseconds: completed_at dates the finished
+        # workflows, and the retention DELETE compares it in milliseconds.
+        (f,) = observed.check.findings("QA204")
+        assert f["severity"] == "warning", f["message"]
+        assert f["evidence"]["dated_by"] == "completed_at"
+        assert 29 < f["evidence"]["oldest_row_age_days"] <= 30.1
+        (step,) = f["fix"]["steps"]
+        assert (
+            "completed_at < (extract(epoch FROM now() - interval '7 days') * 1000)::bigint"
+            in (step["sql"])
+        )

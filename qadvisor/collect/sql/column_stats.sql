@@ -7,7 +7,8 @@
 -- The lower bound of a date or timestamp column is the smallest value ANALYZE saw, in UTC (a
 -- timestamp without time zone is read in this session's TimeZone, as DEFAULT now() writes
 -- it), printed in ISO form whatever the session's DateStyle: how old a queue's oldest
--- finished row is, without a scan of the archive.
+-- finished row is, without a scan of the archive. Of an integer column it is the smallest
+-- value, as a number: a moment when the column holds epoch seconds or milliseconds.
 SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
        s.null_frac::float8, s.n_distinct::float8, s.avg_width,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_vals::text::text[] END AS most_common_vals,
@@ -25,6 +26,10 @@ SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
                     FROM unnest(coalesce(s.histogram_bounds::text::timestamptz[], '{}')
                                 || coalesce(s.most_common_vals::text::timestamptz[], '{}'))
                          AS v) AS lowest)
+       WHEN t.typcategory = 'N' AND t.typname IN ('int2', 'int4', 'int8') THEN
+         (SELECT min(v)
+            FROM unnest(coalesce(s.histogram_bounds::text::bigint[], '{}')
+                        || coalesce(s.most_common_vals::text::bigint[], '{}')) AS v)::text
        END AS lower_bound
   FROM pg_stats s
   LEFT JOIN pg_type t ON t.oid = (
