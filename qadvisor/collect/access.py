@@ -27,7 +27,7 @@ from qadvisor.collect.locks import (
 )
 from qadvisor.collect.planner import PlanForm
 from qadvisor.derive import discover
-from qadvisor.derive.archive_dates import dating_column
+from qadvisor.derive.archive_dates import dating_column, unproven_epoch_columns
 from qadvisor.derive.estimates import live_index, part_index
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
@@ -377,6 +377,21 @@ class Guard:
             return None
         acc = self.access.get(relid)
         dating = dating_column(table, queue.live)
+        if acc is not None and dating is None:
+            # An integer of epoch time is told from its statistics, which the role cannot see.
+            unproven = [c for c in unproven_epoch_columns(table) if c not in acc.readable]
+            if unproven:
+                grant = FACTS["archive_age"].grant("select", self.role, table.schema,
+                                                   table.name, unproven)  # fmt: skip
+                listed = ", ".join(ident(c) for c in unproven)
+                return self._hidden(
+                    "archive_age",
+                    queue.qualified,
+                    f"the age of its oldest finished row is unknown: pg_stats of {listed} "
+                    f"(integers that may hold epoch time) is hidden from {ident(self.role)} "
+                    f"(it shows a column only to roles that may read it): {grant}",
+                    (grant,),
+                )
         if acc is None or dating is None or dating.name in acc.readable:
             return None
         grant = FACTS["archive_age"].grant("select", self.role, table.schema, table.name,

@@ -102,6 +102,19 @@ def _named(
     return None
 
 
+def unproven_epoch_columns(table: Table) -> list[str]:
+    """Integer columns of the finish or creation names whose statistics are not there to
+    say whether they hold epoch seconds or milliseconds (pg_stats shows a column only to
+    roles that may read it), finish names first."""
+    types = {c.name: c.type for c in table.columns}
+    return [
+        stem + suffix
+        for stem in (*_FINISH_STEMS, *_CREATION_STEMS)
+        for suffix in _SUFFIXES
+        if types.get(stem + suffix) in _EPOCH_TYPES and table.stats_of(stem + suffix) is None
+    ]
+
+
 def _epoch_unit(table: Table, column: str) -> str | None:
     """ "s" or "ms" when the smallest value ANALYZE saw of an integer column reads as a moment
     since 2001 in that unit; None otherwise (or without statistics)."""

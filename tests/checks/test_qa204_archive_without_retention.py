@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -253,10 +255,10 @@ def test_an_archive_dated_by_the_live_predicate_s_timestamp_is_pruned_as_printed
     assert_quiet(shape.check("--query", claim), "QA204", shape.queue)
 
 
-def test_an_archive_dated_in_epoch_milliseconds_is_pruned_as_printed(shape: Shape) -> None:
-    # DBOS's way: times are epoch milliseconds in bigint columns; 58,000 workflows completed
-    # over 60 days, 2,000 waiting.
-    shape.db.execute(
+def build_epoch(db: TestDB) -> None:
+    """DBOS's way: times are epoch milliseconds in bigint columns; 58,000 workflows
+    completed over 60 days, 2,000 waiting."""
+    db.execute(
         f"""
         CREATE TABLE jobs (
             id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -275,6 +277,10 @@ def test_an_archive_dated_in_epoch_milliseconds_is_pruned_as_printed(shape: Shap
         ANALYZE jobs;
         """
     )
+
+
+def test_an_archive_dated_in_epoch_milliseconds_is_pruned_as_printed(shape: Shape) -> None:
+    build_epoch(shape.db)
     run = shape.check()
     (f,) = run.findings("QA204")
     ev = f["evidence"]
@@ -315,15 +321,23 @@ def test_a_queue_that_deletes_on_completion_is_quiet(shape: Shape) -> None:
     assert_quiet(shape.check(), "QA204", shape.queue)
 
 
+@contextlib.contextmanager
+def status_only_monitor(db: TestDB) -> Iterator[str]:
+    """The DSN of a pg_monitor role that may read the queue's status column alone."""
+    db.execute("DROP ROLE IF EXISTS qa204_monitor")
+    db.execute("CREATE ROLE qa204_monitor LOGIN IN ROLE pg_monitor")
+    db.execute("GRANT SELECT (status) ON jobs TO qa204_monitor")
+    try:
+        yield db.server.dsn(db.name, user="qa204_monitor")
+    finally:
+        db.execute("DROP OWNED BY qa204_monitor; DROP ROLE qa204_monitor")
+
+
 def test_a_role_that_may_not_read_the_finish_time_gets_a_skip_naming_its_grant(
     db: TestDB,
 ) -> None:
     build(Shape("public-superuser", db, db, db, "public", None, None, ()), finished_over_days=60)
-    db.execute("DROP ROLE IF EXISTS qa204_monitor")
-    db.execute("CREATE ROLE qa204_monitor LOGIN IN ROLE pg_monitor")
-    db.execute("GRANT SELECT (status) ON jobs TO qa204_monitor")
-    dsn = db.server.dsn(db.name, user="qa204_monitor")
-    try:
+    with status_only_monitor(db) as dsn:
         run = qadvisor("check", dsn, "--format", "json")
         assert run.rc in (0, 1), run.stderr
         assert not [f for f in run.report["findings"] if f["code"] == "QA204"]
@@ -333,8 +347,27 @@ def test_a_role_that_may_not_read_the_finish_time_gets_a_skip_naming_its_grant(
         db.execute("GRANT SELECT (finished_at) ON jobs TO qa204_monitor")
         run = qadvisor("check", dsn, "--format", "json")
         assert [f["code"] for f in run.report["findings"]].count("QA204") == 1
-    finally:
-        db.execute("DROP OWNED BY qa204_monitor; DROP ROLE qa204_monitor")
+
+
+def test_a_role_that_may_not_read_an_epoch_time_gets_a_skip_naming_its_grant(
+    db: TestDB,
+) -> None:
+    # Whether an integer holds epoch time is read from its statistics, which pg_stats shows
+    # only to a role that may read the column: the skip names that GRANT, not a missing
+    # timestamp.
+    build_epoch(db)
+    with status_only_monitor(db) as dsn:
+        run = qadvisor("check", dsn, "--format", "json")
+        assert run.rc in (0, 1), run.stderr
+        (skip,) = [s for s in run.report["skipped"] if s["code"] == "QA204"]
+        assert skip["fact"] == "archive_age", skip
+        assert skip["grants"] == [
+            "GRANT SELECT (completed_at, created_at) ON public.jobs TO qa204_monitor;"
+        ]
+        db.execute("GRANT SELECT (completed_at, created_at) ON jobs TO qa204_monitor")
+        run = qadvisor("check", dsn, "--format", "json")
+        (f,) = [f for f in run.report["findings"] if f["code"] == "QA204"]
+        assert f["evidence"]["dated_by"] == "completed_at"
 
 
 def test_a_database_whose_datestyle_is_not_iso_is_dated_all_the_same(db: TestDB) -> None:
