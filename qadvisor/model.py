@@ -113,8 +113,8 @@ class ColumnStats:
     # The largest value ANALYZE saw (the last histogram bound, else the largest common value),
     # as text; read for integer columns only.
     upper_bound: str | None = None
-    # The smallest value ANALYZE saw, in UTC as PostgreSQL prints a timestamp; read for date
-    # and timestamp columns only.
+    # The smallest value ANALYZE saw: of a date or timestamp column in UTC as PostgreSQL
+    # prints a timestamp, of an integer column the number (epoch time, when it is one).
     lower_bound: str | None = None
 
 
