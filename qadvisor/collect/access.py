@@ -376,32 +376,25 @@ class Guard:
         if relid is None or table is None or self.access is None:
             return None
         acc = self.access.get(relid)
-        dating = dating_column(table, queue.live)
-        if acc is not None and dating is None:
-            # An integer of epoch time is told from its statistics, which the role cannot see.
-            unproven = [c for c in unproven_epoch_columns(table) if c not in acc.readable]
-            if unproven:
-                grant = FACTS["archive_age"].grant("select", self.role, table.schema,
-                                                   table.name, unproven)  # fmt: skip
-                listed = ", ".join(ident(c) for c in unproven)
-                return self._hidden(
-                    "archive_age",
-                    queue.qualified,
-                    f"the age of its oldest finished row is unknown: pg_stats of {listed} "
-                    f"(integers that may hold epoch time) is hidden from {ident(self.role)} "
-                    f"(it shows a column only to roles that may read it): {grant}",
-                    (grant,),
-                )
-        if acc is None or dating is None or dating.name in acc.readable:
+        if acc is None:
             return None
-        grant = FACTS["archive_age"].grant("select", self.role, table.schema, table.name,
-                                           [dating.name])  # fmt: skip
+        dating = dating_column(table, queue.live)
+        if dating is not None:
+            hidden = [] if dating.name in acc.readable else [dating.name]
+            what = ""
+        else:
+            # Whether an integer holds epoch time is told from its statistics alone.
+            hidden = [c for c in unproven_epoch_columns(table) if c not in acc.readable]
+            what = " (integers that may hold epoch time)"
+        if not hidden:
+            return None
+        grant = FACTS["archive_age"].grant("select", self.role, table.schema, table.name, hidden)
         return self._hidden(
             "archive_age",
             queue.qualified,
-            f"the age of its oldest finished row is unknown: pg_stats of {ident(dating.name)} "
-            f"is hidden from {ident(self.role)} (it shows a column only to roles that may "
-            f"read it): {grant}",
+            f"the age of its oldest finished row is unknown: pg_stats of "
+            f"{', '.join(ident(c) for c in hidden)}{what} is hidden from {ident(self.role)} "
+            f"(it shows a column only to roles that may read it): {grant}",
             (grant,),
         )
 

@@ -27,13 +27,13 @@ from qadvisor.model import LivePredicate, Table
 _FINISH_STEMS = ("finished", "completed", "finalized", "done", "processed")
 _CREATION_STEMS = ("created", "inserted", "enqueued")
 _SUFFIXES = ("_at", "_on", "")
+Kind = Literal["finish", "creation"]
+Epoch = Literal["s", "ms"]  # seconds or milliseconds since the epoch
 _DATE_TYPES = ("timestamp with time zone", "timestamp without time zone", "date")
 _EPOCH_TYPES = ("integer", "bigint")
 # Smallest values ANALYZE may see of an epoch column in each unit: 2001-09-09 onwards, up to
 # 2286. A count, a duration or an id is far outside both ranges.
-_EPOCH_UNITS = (("s", 10**9, 10**10), ("ms", 10**12, 10**13))
-
-Kind = Literal["finish", "creation"]
+_EPOCH_UNITS: tuple[tuple[Epoch, int, int], ...] = (("s", 10**9, 10**10), ("ms", 10**12, 10**13))
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class DatingColumn:
     # Why it dates the finished rows when its name does not say so: the live predicate.
     from_live: str | None = None
     # An integer of seconds or milliseconds since the epoch ("s", "ms"); None for a timestamp.
-    epoch: str | None = None
+    epoch: Epoch | None = None
 
     def since(self, interval: str) -> str:
         """SQL for the moment ``interval`` ago in this column's own terms."""
@@ -90,16 +90,19 @@ def dating_column(table: Table, live: LivePredicate | None = None) -> DatingColu
 def _named(
     table: Table, types: dict[str, str], kind: Kind, stems: tuple[str, ...]
 ) -> DatingColumn | None:
-    for stem in stems:
-        for suffix in _SUFFIXES:
-            name = stem + suffix
-            if types.get(name) in _DATE_TYPES:
-                return DatingColumn(name, kind, types[name])
-            if types.get(name) in _EPOCH_TYPES:
-                unit = _epoch_unit(table, name)
-                if unit is not None:
-                    return DatingColumn(name, kind, types[name], epoch=unit)
+    for name in _names(stems):
+        if types.get(name) in _DATE_TYPES:
+            return DatingColumn(name, kind, types[name])
+        if types.get(name) in _EPOCH_TYPES:
+            unit = _epoch_unit(table, name)
+            if unit is not None:
+                return DatingColumn(name, kind, types[name], epoch=unit)
     return None
+
+
+def _names(stems: tuple[str, ...]) -> list[str]:
+    """The column names the stems take, in order of preference."""
+    return [stem + suffix for stem in stems for suffix in _SUFFIXES]
 
 
 def unproven_epoch_columns(table: Table) -> list[str]:
@@ -108,14 +111,13 @@ def unproven_epoch_columns(table: Table) -> list[str]:
     roles that may read it), finish names first."""
     types = {c.name: c.type for c in table.columns}
     return [
-        stem + suffix
-        for stem in (*_FINISH_STEMS, *_CREATION_STEMS)
-        for suffix in _SUFFIXES
-        if types.get(stem + suffix) in _EPOCH_TYPES and table.stats_of(stem + suffix) is None
+        name
+        for name in _names((*_FINISH_STEMS, *_CREATION_STEMS))
+        if types.get(name) in _EPOCH_TYPES and table.stats_of(name) is None
     ]
 
 
-def _epoch_unit(table: Table, column: str) -> str | None:
+def _epoch_unit(table: Table, column: str) -> Epoch | None:
     """ "s" or "ms" when the smallest value ANALYZE saw of an integer column reads as a moment
     since 2001 in that unit; None otherwise (or without statistics)."""
     stats = table.stats_of(column)

@@ -518,7 +518,7 @@ def _claim_values(
     pred: Predicate,
     col: CandidateColumn | None,
     all_columns: dict[int, frozenset[str]] | None,
-    claim: Claim | None = None,
+    claim: Claim,
 ) -> tuple[LivePredicate | None, str]:
     """The claim's condition as a LivePredicate, and where its values came from when they
     were not literals in the claim ('' when they were)."""
@@ -542,7 +542,7 @@ def _claim_values(
         if op in ("<", "<=", ">", ">=") and len(literals) != 1:
             return None, "a range with several bounds"
         return LivePredicate(col.column, op, tuple(dict.fromkeys(literals))), ""
-    if op == "in" and claim is not None:
+    if op == "in":
         written = _index_written_for(ev, col.column, claim)
         if written is not None:
             return written
