@@ -61,6 +61,7 @@ from qadvisor.derive.predicates import (
     predicate_words,
 )
 from qadvisor.derive.stakeholders import IndexUse, index_use, stakeholder_label
+from qadvisor.derive.statement_ids import statement_id
 from qadvisor.derive.statement_queues import (
     Dequeue,
     Locking,
@@ -72,7 +73,6 @@ from qadvisor.derive.statement_queues import (
     lockings,
     over_bindings,
     statement_evidence,
-    statement_id,
     statement_label,
     statement_queue,
     statement_target,

@@ -28,7 +28,7 @@ from typing import Any
 from qadvisor import registry
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
-from qadvisor.derive.statement_queues import statement_id
+from qadvisor.derive.statement_ids import statement_id
 from qadvisor.errors import InputError, read_json
 from qadvisor.model import (
     BaselineEntry,

@@ -14,7 +14,8 @@ import pytest
 
 from qadvisor import engine, registry, render
 from qadvisor.cli import Format
-from qadvisor.derive.statement_queues import statement_id, statement_target
+from qadvisor.derive.statement_ids import statement_id
+from qadvisor.derive.statement_queues import statement_target
 from qadvisor.engine import SnapshotFileError
 from qadvisor.model import (
     Ignored,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from qadvisor.derive.plans.reading import indexes_used
+from qadvisor.derive.statement_ids import statement_id
 from qadvisor.model import Queue, Severity, Snapshot, Statement, Table, Target
 from qadvisor.registry import Finding, Skip
 from qadvisor.sql.dequeue import DequeueStatement
@@ -50,23 +51,6 @@ class Locking:
     statement: Statement
     parsed: DequeueStatement  # statement.parsed
     job: tuple[str | None, str]
-
-
-def statement_id(statement: Statement) -> str:
-    """A short, stable name for a statement: its queue table and shape, ``jobs@3f9a2c1b0d``.
-
-    Used as the finding target's name, so keys (``QA301:app.jobs@3f9a2c1b0d``) stay the same
-    on a restored copy and across major versions, where a queryid changes. A statement
-    without a fingerprint (an old snapshot) is named by its queryid or source.
-    """
-    table = statement.queue.rpartition(".")[2] if statement.queue else None
-    if table is None and statement.parsed is not None:
-        table = statement.parsed.table
-    if statement.fingerprint:
-        return f"{table or 'statement'}@{statement.fingerprint}"
-    if statement.queryid is not None:
-        return f"pgss:{statement.queryid}"
-    return statement.source
 
 
 def statement_label(statement: Statement) -> str:

@@ -42,7 +42,8 @@ def prove_one(
 ) -> Proof:
     """``finding``'s fix on the clone at ``owner_dsn``; ``before`` is the copy measured
     without any fix."""
-    from qadvisor.derive.statement_queues import statement_id, statement_label
+    from qadvisor.derive.statement_ids import statement_id
+    from qadvisor.derive.statement_queues import statement_label
 
     assert finding.fix is not None
     ours = [s for s in statements if finding.statement_id in (None, statement_id(s))]

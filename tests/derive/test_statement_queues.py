@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from qadvisor.derive.statement_ids import statement_id
 from qadvisor.derive.statement_queues import (
     Dequeue,
     Locking,
@@ -19,7 +20,6 @@ from qadvisor.derive.statement_queues import (
     over_bindings,
     queues_named,
     statement_evidence,
-    statement_id,
     statement_label,
     statement_queue,
     statement_start,
