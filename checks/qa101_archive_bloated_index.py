@@ -32,6 +32,7 @@ from qadvisor.api import (
     existing_index,
     human_bytes,
     human_count,
+    index_growth,
     index_use,
     indexes_used,
     judgeable_queues,
@@ -283,6 +284,7 @@ def _judge(
             "estimated_partial_bytes": estimated,
             "size_ratio": round(ratio, 1),
             "idx_scan": idx.idx_scan,
+            **index_growth(snapshot, table, idx.name),
             **(
                 {
                     "existing_partial_index": existing.name,

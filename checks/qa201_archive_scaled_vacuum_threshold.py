@@ -26,6 +26,7 @@ from qadvisor.api import (
     judgeable_queues,
     live_rows,
     rates,
+    series,
     suggested_vacuum_threshold,
     table_setting,
     vacuum_threshold_sql,
@@ -75,6 +76,12 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     the measured rate, rounded up to a readable number (the note says by how much). `ALTER
     TABLE ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or
     ANALYZE of the table, not for reads or writes).
+
+    With `--history DIR`, where no `--sample` is taken, the rates are measured between the
+    first earlier snapshot whose counters run on into this one's and this one (the evidence
+    says over which interval), and the threshold is sized from them the same way; the
+    evidence also holds the dead tuples and the trigger at each snapshot (`--sample` adds its
+    second reading), which the incident page draws against the trigger the fix sets.
 
     With `--sample`, the time until autovacuum fires is predicted from the measured rates: more
     than `critical_wait_s`, or a trigger that recedes as fast as dead tuples grow (dead
@@ -151,6 +158,15 @@ def _finding(
         _Sampled({}, None, "") if r is None else _sampled(r, trigger, stats.n_dead_tup, options)
     )
     n, basis = suggested_vacuum_threshold(snapshot, table, rows)
+    evidence["proposed_vacuum_trigger"] = n
+    over_time = series(
+        snapshot,
+        table,
+        dead_tuples=lambda r: r.stats.n_dead_tup,
+        vacuum_trigger=lambda r: None if r.vacuum_trigger is None else round(r.vacuum_trigger),
+    )
+    if over_time:
+        evidence["dead_tuples_series"] = over_time
     m = options.margin
     near = [
         text
@@ -211,6 +227,7 @@ def _sampled(r: Rates, trigger: VacuumTrigger, dead: int, options: Options) -> _
     # "Never" needs an imbalance measured on both sides, not two rates of zero.
     never = r.dead_measured and r.inserts_measured and closing <= 0
     evidence: dict[str, object] = {
+        "rates_from": r.source,
         "sample_seconds": r.seconds,
         "sample_dead_tuples": r.dead_rows,
         "sample_inserts": r.inserted_rows,
@@ -243,6 +260,10 @@ def _wait_text(r: Rates, wait: float | None, never: bool) -> str:
         if r.dead_rows == 0
         else f"too few claims to measure a rate ({r.dead_rows:,} dead tuples)"
     )
+    if r.from_history:
+        return (
+            f" The {r.source} saw {saw}: measure while workers run to know when autovacuum fires."
+        )
     return (
         f" The {r.seconds:g} s sample saw {saw}: take it while workers run to "
         "know when autovacuum fires."

@@ -26,6 +26,7 @@ from qadvisor.api import (
     qualified,
     rates,
     review,
+    series,
 )
 
 # Rows each batch of the printed DELETE removes at most: short transactions, few locks held.
@@ -70,8 +71,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     holds seconds or milliseconds since the epoch in an integer (`completed_at bigint`, as
     DBOS keeps its times) dates rows the same way, when the smallest value ANALYZE saw of it
     reads as a date since 2001 in one of those units; the DELETE compares it in that unit.
-    With `--sample`, the evidence gives the rows the table gains a day (inserts less
-    deletes).
+    With `--sample`, or `--history DIR` between earlier snapshots and this one, the evidence
+    gives the rows the table gains a day (inserts less deletes) and over which interval; with
+    `--history`, the table's live tuples at each snapshot too.
 
     ## Why it matters
     A queue's finished rows are kept for a while to be looked at; kept forever they are most
@@ -208,6 +210,9 @@ def _judge(
         "table_bytes": table.bytes,
         "index_bytes": sum(i.bytes for i in table.indexes),
     }
+    over_time = series(snapshot, table, table_rows=lambda r: r.stats.n_live_tup)
+    if over_time:
+        evidence["table_rows_series"] = over_time
     return Finding(
         target=Target("table", table.schema, table.name, table.name),
         severity=severity,
@@ -243,13 +248,13 @@ def _measured_at(snapshot: Snapshot, table: Table) -> tuple[datetime | None, str
 
 
 def _growth(snapshot: Snapshot, table: Table) -> tuple[int | None, str]:
-    """Rows the table gained a day during --sample (inserts less deletes): how fast the
-    archive grows while nothing prunes it."""
-    sampled = rates(snapshot, table)
-    if sampled is None or not sampled.inserts_measured:
-        return None, "not measured: run with --sample while jobs arrive"
-    per_day = (sampled.inserts_per_s - sampled.deletes_per_s) * 86400
-    return round(per_day), f"inserts less deletes during the {sampled.seconds:g} s of --sample"
+    """Rows the table gained a day during --sample, else between --history snapshots
+    (inserts less deletes): how fast the archive grows while nothing prunes it."""
+    measured = rates(snapshot, table)
+    if measured is None or not measured.inserts_measured:
+        return None, "not measured: run with --sample while jobs arrive, or with --history"
+    per_day = (measured.inserts_per_s - measured.deletes_per_s) * 86400
+    return round(per_day), f"inserts less deletes during {measured.source}"
 
 
 def _age(days: float) -> str:

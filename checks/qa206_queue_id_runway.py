@@ -21,9 +21,11 @@ from qadvisor.api import (
     human_count,
     ident,
     judgeable_queues,
+    per_day,
     qualified,
     rates,
     review,
+    series,
 )
 
 # The largest value of each integer type a sequence can number.
@@ -62,8 +64,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     used or the days left at the rate rows are inserted cross a threshold. How far the
     sequence has gone is its last value (SELECT on the sequence), else the largest id
     ANALYZE saw (pg_stats of the id column). The rate is the inserts counted during
-    `--sample`, else those since this database's statistics were last reset; both are lower
-    bounds, since an insert that fails or an `ON CONFLICT DO NOTHING` uses an id too.
+    `--sample`; else, with `--history DIR`, the ids the sequence gave between the first
+    earlier snapshot that read its last value and this one (the inserts between them where
+    it was not read); else the inserts since this database's statistics were last reset.
+    Counted inserts are lower bounds, since an insert that fails or an `ON CONFLICT DO
+    NOTHING` uses an id too. The evidence says which rate, over which interval.
 
     ## Why it matters
     A queue burns ids at the rate of its throughput, and its archive keeps none of them back
@@ -106,7 +111,7 @@ def _judge(
         )
         return
     share = max(0.0, used / limit)
-    rate = _rate(snapshot, table)
+    rate = _rate(snapshot, table, seq)
     days_left = (limit - used) / rate.per_day if rate is not None and rate.per_day > 0 else None
     if share >= options.critical_used or (
         days_left is not None and days_left < options.critical_days
@@ -144,6 +149,11 @@ def _judge(
         "table_bytes": table.bytes,
         "index_bytes": sum(i.bytes for i in table.indexes),
     }
+    over_time = series(
+        snapshot, table, sampled=False, ids_used=lambda r: r.id_values.get(seq.qualified)
+    )
+    if over_time:
+        evidence["ids_used_series"] = over_time
     yield Finding(
         target=Target("table", table.schema, table.name, table.name),
         severity=severity,
@@ -181,14 +191,23 @@ def _used(table: Table, seq: IdSequence) -> tuple[int | None, str]:
     return int(stats.upper_bound), f"the largest {seq.column} ANALYZE saw (pg_stats)"
 
 
-def _rate(snapshot: Snapshot, table: Table) -> _Rate | None:
-    """Ids used a day, at least: rows inserted during --sample, else since the statistics
-    were reset."""
-    sampled = rates(snapshot, table)
-    if sampled is not None and sampled.inserted_rows >= MIN_SAMPLE_ROWS:
+def _rate(snapshot: Snapshot, table: Table, seq: IdSequence) -> _Rate | None:
+    """Ids used a day, at least: rows inserted during --sample; else the sequence's advance
+    between the first earlier snapshot of --history and this one (rows inserted, where its
+    last value was not read); else rows inserted since the statistics were reset."""
+    measured = rates(snapshot, table)
+    if measured is not None and not measured.from_history and measured.inserts_measured:
         return _Rate(
-            sampled.inserts_per_s * 86400,
-            f"{sampled.inserted_rows:,} rows inserted in the {sampled.seconds:g} s of --sample",
+            measured.inserts_per_s * 86400,
+            f"{measured.inserted_rows:,} rows inserted in {measured.source}",
+        )
+    advanced = _advance(snapshot, table, seq)
+    if advanced is not None:
+        return advanced
+    if measured is not None and measured.inserts_measured:
+        return _Rate(
+            measured.inserts_per_s * 86400,
+            f"{measured.inserted_rows:,} rows inserted in {measured.source}",
         )
     server = snapshot.server
     if server.stats_reset is None or server.collected_at is None:
@@ -202,6 +221,24 @@ def _rate(snapshot: Snapshot, table: Table) -> _Rate | None:
         table.stats.n_tup_ins / seconds * 86400,
         f"{table.stats.n_tup_ins:,} rows inserted since the statistics reset at "
         f"{server.stats_reset}",
+    )
+
+
+def _advance(snapshot: Snapshot, table: Table, seq: IdSequence) -> _Rate | None:
+    """The ids the sequence gave between the first --history snapshot that read its last
+    value and this one, a day: every id taken, an insert that failed included."""
+    known = series(snapshot, table, sampled=False, ids=lambda r: r.id_values.get(seq.qualified))
+    rate = per_day(known, "ids")
+    if rate is None:
+        return None
+    first, last = known[0], known[-1]
+    ids = int(str(last["ids"])) - int(str(first["ids"]))
+    if ids < MIN_SAMPLE_ROWS:
+        return None
+    return _Rate(
+        rate,
+        f"{ids:,} ids given by {seq.qualified} between the snapshot of {first['at']} and "
+        f"this one (--history, {len(known)} readings)",
     )
 
 

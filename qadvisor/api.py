@@ -39,6 +39,7 @@ from qadvisor.derive.estimates import (
     vacuum_threshold_sql,
     vacuum_trigger,
 )
+from qadvisor.derive.history import index_growth, per_day, series
 from qadvisor.derive.hot_updates import RecordedUpdate, index_columns, recorded_updates, stops_hot
 from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
@@ -235,6 +236,12 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "index_columns",
     "recorded_updates",
     "stops_hot",
+    # 4d. figures over time: a queue table's readings at the earlier snapshots of --history,
+    # this one and --sample's second read, as evidence series, and their change a day
+    # (qadvisor.derive.history).
+    "index_growth",
+    "per_day",
+    "series",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
     # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.

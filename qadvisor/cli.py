@@ -361,6 +361,29 @@ def check(
             show_default=False,
         ),
     ] = None,
+    history: Annotated[
+        Path | None,
+        typer.Option(
+            "--history",
+            metavar="DIR",
+            help="Keep this run's snapshot in DIR (created if missing) and read the earlier "
+            "ones there: rates measured between snapshots of the same database (rows added a "
+            "day, dead tuples a second, ids a day, index growth) where --sample is absent, and "
+            "the figures over time for the charts. Snapshots of another database, or from "
+            "before a restart or a statistics reset, are not mixed in.",
+            show_default=False,
+        ),
+    ] = None,
+    history_keep: Annotated[
+        int | None,
+        typer.Option(
+            "--history-keep",
+            min=1,
+            metavar="N",
+            help="Snapshots --history keeps: the newest N (default 60).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Check the queue tables of a database and print findings with the SQL that fixes them.
 
@@ -394,6 +417,8 @@ def check(
         outputs=output or (),
         sarif_anchor=sarif_anchor,
         docs_url=docs_url,
+        history=history,
+        history_keep=history_keep,
     )
     settings = _or_fail(lambda: resolve(flags))  # imports the checks
     _imported()
@@ -430,7 +455,7 @@ def _write_files(report: Report, settings: Settings) -> None:
     be written is exit 2 with nothing on stdout."""
     import io
 
-    from qadvisor import render
+    from qadvisor import engine, render
     from qadvisor.settings import baseline
     from qadvisor.settings.outputs import OutputError, write_atomic
 
@@ -446,6 +471,7 @@ def _write_files(report: Report, settings: Settings) -> None:
             write_atomic(path, text)
         except OutputError as exc:
             _fail(str(exc))
+    _or_fail(lambda: engine.save_history(report, settings))
 
 
 @app.command("snapshot")

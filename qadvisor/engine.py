@@ -30,6 +30,7 @@ from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.derive.statement_ids import statement_id
 from qadvisor.errors import InputError, read_json
+from qadvisor.history import store as history_store
 from qadvisor.model import (
     BaselineEntry,
     Finding,
@@ -54,8 +55,23 @@ class SnapshotFileError(InputError):
 
 
 def check(settings: Settings, progress: Progress | None = None) -> Report:
-    """The report of the run the settings describe."""
-    return judge(collect(settings, progress), settings)
+    """The report of the run the settings describe; with --history, the earlier snapshots
+    of the directory are read beside the new one (saving it is :func:`save_history`)."""
+    snap = collect(settings, progress)
+    if settings.history_dir is not None:
+        snap = replace(snap, history=history_store.read(settings.history_dir, snap))
+    return judge(snap, settings)
+
+
+def save_history(report: Report, settings: Settings) -> Path | None:
+    """This run's snapshot saved into the --history directory (without the history read
+    beside it), the oldest beyond --history-keep removed; the file written, or None."""
+    if settings.history_dir is None:
+        return None
+    snap = replace(report.snapshot, history=None)
+    return history_store.save(
+        settings.history_dir, snap, snapshot_json(snap), keep=settings.history_keep
+    )
 
 
 def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:

@@ -77,6 +77,12 @@ class ServerInfo:
     # last reset (None: never, so the counters' start is unknown): rates of counters.
     collected_at: str | None = None
     stats_reset: str | None = None
+    # Which cluster and database this is, and since when the server runs: a snapshot of
+    # another database, or one taken before a restart (crash recovery resets the counters),
+    # is not measured against this one (--history). None: not read (an older snapshot).
+    system_identifier: str | None = None
+    database_oid: int | None = None
+    started_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -528,6 +534,61 @@ class InlineIgnore:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """A queue table's figures as one snapshot read them: what --history measures rates
+    between and draws over time."""
+
+    reltuples: float
+    bytes: int
+    stats: TableStats
+    index_bytes: dict[str, int] = field(default_factory=dict)
+    # Each id sequence ("schema.name") -> its last value, where the role could read it.
+    id_values: dict[str, int] = field(default_factory=dict)
+    # The autovacuum trigger (dead tuples) under that snapshot's settings and reloptions.
+    vacuum_trigger: float | None = None
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An earlier snapshot of the same database, from the --history directory."""
+
+    source: str  # its file's name in the directory
+    collected_at: str  # the server's clock when it was read (ISO)
+    tables: dict[str, Reading]  # by "schema.table"
+
+
+@dataclass(frozen=True)
+class NotMixedIn:
+    """A file of the --history directory that is not measured against this snapshot, and
+    why (another database, a restart or a statistics reset since, not a snapshot)."""
+
+    source: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class History:
+    """The earlier snapshots --history read beside this one: those whose counters run on
+    into this snapshot's (same cluster and database, no restart or reset between), oldest
+    first, and those left out with why."""
+
+    directory: str
+    earlier: tuple[Earlier, ...] = ()
+    not_mixed_in: tuple[NotMixedIn, ...] = ()
+
+    def summary(self) -> str:
+        """ "3 earlier snapshots in DIR, from 2026-12-01T09:00:00Z; 1 not mixed in (...)"."""
+        n = len(self.earlier)
+        text = f"{n} earlier snapshot{'' if n == 1 else 's'} in {self.directory}"
+        if self.earlier:
+            text += f", from {self.earlier[0].collected_at}"
+        if self.not_mixed_in:
+            why = "; ".join(f"{m.source}: {m.reason}" for m in self.not_mixed_in[-3:])
+            text += f"; {len(self.not_mixed_in)} not mixed in ({why})"
+        return text
+
+
+@dataclass(frozen=True)
 class Snapshot:
     server: ServerInfo
     settings: dict[str, str]
@@ -566,6 +627,9 @@ class Snapshot:
     # When pg_stat_statements' statistics were last reset (ISO; None: unknown or not read):
     # its calls are counted since then, the activity counters since ``server.stats_reset``.
     pgss_since: str | None = None
+    # --history: the earlier snapshots of this database read beside this one; None without
+    # it. A snapshot is saved to the directory without it.
+    history: History | None = None
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)

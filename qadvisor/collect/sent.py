@@ -132,6 +132,10 @@ SENT: tuple[Sent, ...] = (
     # --- collection (collect/snapshot.py and the modules it calls) ----------------------------
     _file("server", "collection", "The server, the database, the role and its standing.",
           NO_LOCK, CONNECT),
+    _file("cluster", "collection",
+          "The cluster's system identifier: --history measures rates only between snapshots "
+          "of one cluster.", NO_LOCK,
+          "none beyond CONNECT (pg_control_system() is executable by every role)"),
     _file("settings", "collection", "The server settings the checks judge.", NO_LOCK, CONNECT),
     _file("role_settings", "collection",
           "Settings pinned with ALTER ROLE / ALTER DATABASE (a role's search_path).",

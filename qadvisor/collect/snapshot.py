@@ -90,6 +90,8 @@ def collect(
     ``unavailable`` and ``hidden`` are the steps', in the order the steps ran.
     """
     server_row = q.rows(conn, "server")[0]
+    cluster = read_fact(conn, "cluster", "the cluster's system identifier",
+                        lambda: q.rows(conn, "cluster")[0]["system_identifier"], None)  # fmt: skip
     server = ServerInfo(
         version=server_row["version"],
         version_num=server_row["version_num"],
@@ -97,8 +99,11 @@ def collect(
         user=server_row["user"],
         is_superuser=bool(server_row["is_superuser"]),
         is_standby=bool(server_row["in_recovery"]),
-        collected_at=_iso(server_row["collected_at"]),
+        collected_at=_iso(server_row["collected_at"], "microseconds"),
         stats_reset=_iso(server_row["stats_reset"]),
+        system_identifier=cluster.value,
+        database_oid=server_row["database_oid"],
+        started_at=_iso(server_row["started_at"], "microseconds"),
     )
     reads_all_stats = bool(server_row["reads_all_stats"])
     settings = read_rows(conn, "settings", "server settings", "settings")
@@ -166,7 +171,7 @@ def collect(
             None,
         )
     missing = merged(
-        None, settings, role_settings, locks, found, access, indexes_hidden, table_facts,
+        None, cluster, settings, role_settings, locks, found, access, indexes_hidden, table_facts,
         sequences_hidden, archive_hidden,
         live_hidden, discovery_hidden, horizon, horizon_hidden, planned, unjudged, tenants,
         stakeholders, sample, _on_a_standby(server, queries),
@@ -647,8 +652,10 @@ def _estimated(locks: Locks, relid: int, role: str) -> str:
     )
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat(timespec="seconds") if value is not None else None
+def _iso(value: datetime | None, timespec: str = "seconds") -> str | None:
+    # The clock of a reading to the microsecond: --history measures rates between snapshots
+    # seconds apart, and tells a restart by the server's start time.
+    return value.isoformat(timespec=timespec) if value is not None else None
 
 
 def _tuple(value: list[Any] | None) -> tuple[Any, ...] | None:

@@ -18,6 +18,7 @@ from qadvisor.model import (
     LivePredicate,
     Snapshot,
     Table,
+    TableStats,
     live_op,
 )
 from qadvisor.sql.dequeue import Predicate, StatementError, condition_predicates
@@ -383,7 +384,8 @@ MIN_SAMPLE_ROWS = 100
 
 @dataclass(frozen=True)
 class Rates:
-    """Per-second rates over the sample interval of ``--sample``."""
+    """Per-second rates over an interval: the ``--sample`` wait, else the time since the
+    first earlier snapshot of ``--history`` whose counters run on into this one's."""
 
     seconds: float
     dead_per_s: float  # row versions made dead: updates + deletes
@@ -393,10 +395,15 @@ class Rates:
     autovacuums: int  # autovacuum runs during the interval
     dead_rows: int = 0  # row versions made dead during the interval
     inserted_rows: int = 0
+    # The interval, as a sentence says it: "the 60 s of --sample", "the 2.0 h since the
+    # snapshot of 2026-12-01T09:00:00+00:00 (--history, 3 readings)".
+    source: str = ""
+    # Measured between snapshots of --history, not during the --sample wait.
+    from_history: bool = False
 
     @property
     def dead_measured(self) -> bool:
-        """Enough dead tuples were made during the sample for their rate to mean something."""
+        """Enough dead tuples were made during the interval for their rate to mean something."""
         return self.dead_rows >= MIN_SAMPLE_ROWS
 
     @property
@@ -404,26 +411,40 @@ class Rates:
         return self.inserted_rows >= MIN_SAMPLE_ROWS
 
 
-def rates(snapshot: Snapshot, table: Table) -> Rates | None:
-    if snapshot.sample is None or snapshot.sample.seconds <= 0:
-        return None
-    later = snapshot.sample.tables.get(table.qualified)
-    if later is None:
-        return None
-    first, secs = table.stats, snapshot.sample.seconds
+def rates_between(
+    first: TableStats, later: TableStats, seconds: float, source: str, from_history: bool = False
+) -> Rates:
+    """The rates of two readings of a table's counters ``seconds`` apart."""
     updated = max(later.n_tup_upd - first.n_tup_upd, 0)
     deleted = max(later.n_tup_del - first.n_tup_del, 0)
     inserted = max(later.n_tup_ins - first.n_tup_ins, 0)
     return Rates(
-        seconds=secs,
-        dead_per_s=(updated + deleted) / secs,
-        inserts_per_s=inserted / secs,
-        updates_per_s=updated / secs,
-        deletes_per_s=deleted / secs,
+        seconds=seconds,
+        dead_per_s=(updated + deleted) / seconds,
+        inserts_per_s=inserted / seconds,
+        updates_per_s=updated / seconds,
+        deletes_per_s=deleted / seconds,
         autovacuums=max(later.autovacuum_count - first.autovacuum_count, 0),
         dead_rows=updated + deleted,
         inserted_rows=inserted,
+        source=source,
+        from_history=from_history,
     )
+
+
+def rates(snapshot: Snapshot, table: Table) -> Rates | None:
+    """The table's rates over the --sample wait; without one, over the longest interval
+    --history measured; None without either."""
+    if snapshot.sample is not None and snapshot.sample.seconds > 0:
+        later = snapshot.sample.tables.get(table.qualified)
+        if later is None:
+            return None
+        secs = snapshot.sample.seconds
+        return rates_between(table.stats, later, secs, f"the {secs:g} s of --sample")
+    # Imported here: history's readings compute the vacuum trigger of this module.
+    from qadvisor.derive.history import history_rates
+
+    return history_rates(snapshot, table)
 
 
 # Seconds of dead tuples a queue table should collect before autovacuum runs: short enough
@@ -444,13 +465,15 @@ def suggested_vacuum_threshold(
         basis = (
             f"{VACUUM_WINDOW_S} s of dead tuples at the measured {r.dead_per_s:,.0f} dead tuples/s"
         )
-        return n, basis + _rounded(raw, n)
+        over = f", measured over {r.source}" if r.from_history else ""
+        return n, basis + _rounded(raw, n) + over
     rows = live or 0.0
     raw = rows * 10
     n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
     return n, (
-        f"10x the live set of {rows:,.0f} rows{_rounded(raw, n)} (no --sample rate was "
-        f"measured: size it from your dead tuples/s, about {VACUUM_WINDOW_S} s worth)"
+        f"10x the live set of {rows:,.0f} rows{_rounded(raw, n)} (no rate was measured, by "
+        f"--sample or between --history snapshots: size it from your dead tuples/s, about "
+        f"{VACUUM_WINDOW_S} s worth)"
     )
 
 

@@ -90,6 +90,18 @@ def report_dict(report: Report) -> dict[str, Any]:
             for h in snap.hidden
         ],
         "summary": {**report.summary(), "skipped": len(report.skipped)},
+        "history": _history(report),
+    }
+
+
+def _history(report: Report) -> dict[str, Any] | None:
+    h = report.snapshot.history
+    if h is None:
+        return None
+    return {
+        "directory": h.directory,
+        "earlier": [{"file": e.source, "collected_at": e.collected_at} for e in h.earlier],
+        "not_mixed_in": [{"file": m.source, "reason": m.reason} for m in h.not_mixed_in],
     }
 
 

@@ -64,6 +64,14 @@ LABELS: Mapping[str, str] = {
     "age_measured_from": "Age measured at, from",
     "max_age_days": "Retention threshold (days)",
     "rows_added_per_day": "Rows added a day",
+    "rates_from": "Rates measured over",
+    "proposed_vacuum_trigger": "Vacuum trigger the fix sets (dead tuples)",
+    "dead_tuples_series": "Dead tuples over time",
+    "table_rows_series": "Live tuples over time",
+    "ids_used_series": "Ids used over time",
+    "index_bytes_series": "Index size over time",
+    "index_growth_per_day_bytes": "Index growth a day",
+    "index_growth_from": "Index growth, measured",
     "rows_added_per_day_from": "Rows added a day, from",
     "autoanalyze_count": "Autoanalyze runs",
     "autovacuum_count": "Autovacuum runs",
@@ -94,7 +102,7 @@ LABELS: Mapping[str, str] = {
     "custom_plan_scan": "Custom plan scan",
     "custom_values": "Custom plan values",
     "planned_as": "Planned as",
-    "dead_tuples_per_s": "Dead tuples per second (sampled)",
+    "dead_tuples_per_s": "Dead tuples per second (measured)",
     "estimate_basis": "Estimate based on",
     "estimated_fresh_bytes": "Size once rebuilt (estimate)",
     "estimated_ms_per_dequeue": "Time per dequeue (estimate)",
@@ -136,7 +144,7 @@ LABELS: Mapping[str, str] = {
     "index_tup_read_per_scan": "Index entries read per scan",
     "indexes_used": "Indexes used",
     "inner_node": "Inner plan node",
-    "inserts_per_s": "Inserts per second (sampled)",
+    "inserts_per_s": "Inserts per second (measured)",
     "job_locked": "Job row locked",
     "kind": "Kind",
     "last_autoanalyze": "Last autoanalyze",
@@ -185,9 +193,9 @@ LABELS: Mapping[str, str] = {
     "rows_read_per_row_returned": "Rows read per row returned",
     "rows_removed_by_filter_per_probe": "Rows removed by filter per probe",
     "rows_sorted": "Rows sorted",
-    "sample_dead_tuples": "Dead tuples during the sample",
-    "sample_inserts": "Inserts during the sample",
-    "sample_seconds": "Sample length",
+    "sample_dead_tuples": "Dead tuples made in the interval measured",
+    "sample_inserts": "Inserts in the interval measured",
+    "sample_seconds": "Interval measured",
     "scan_filter": "Scan filter",
     "scan_node": "Scan node",
     "seconds_to_autovacuum": "Time to the next autovacuum",
@@ -272,7 +280,10 @@ def label(field: str) -> str:
 
 
 def value_text(field: str, value: object) -> str:
-    """A value with the unit its field name gives it."""
+    """A value with the unit its field name gives it; a series (``<name>_series``: readings
+    over time) as its first and last readings."""
+    if field.endswith("_series") and isinstance(value, list) and value:
+        return _series_text(field, value)
     if isinstance(value, (list, tuple)) and all(
         isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in value
     ):
@@ -289,6 +300,25 @@ def value_text(field: str, value: object) -> str:
     if unit:
         return f"{evidence_text(value)} {unit}"
     return evidence_text(value)
+
+
+def _series_text(field: str, points: list[object]) -> str:
+    """``3 readings, 2026-12-07T09:00:00+00:00 to 09:00:10+00:00: 1,200 -> 9,800``: the
+    series' first figure at its first and last reading."""
+    first, last = points[0], points[-1]
+    if not isinstance(first, dict) or not isinstance(last, dict):
+        return evidence_text(points)
+    name = next((k for k in first if k != "at"), None)
+    if name is None:
+        return evidence_text(points)
+    unit_field = field.removesuffix("_series")
+    start, end = str(first.get("at", "?")), str(last.get("at", "?"))
+    same_day = start[:10] == end[:10]
+    end = end[11:] if same_day else end
+    return (
+        f"{len(points)} readings, {start} to {end}: {value_text(unit_field, first.get(name))}"
+        f" -> {value_text(unit_field, last.get(name))}"
+    )
 
 
 def human_evidence(evidence: Mapping[str, object]) -> HumanEvidence:

@@ -157,6 +157,8 @@ def _header(report: Report) -> list[str]:
     out.append(f"- **qadvisor:** {_text(__version__)}")
     if report.command:
         out.append(f"- **Command:** {_code(report.command, cell=False)}")
+    if snap.history is not None:
+        out.append(f"- **History:** {_text(snap.history.summary())}")
     return [*out, ""]
 
 

@@ -48,6 +48,8 @@ def render(report: Report, console: Console, *, verbose: bool = False) -> None:
     note = baseline_note(report)
     if note:
         console.print(Text(note))
+    if snap.history is not None:
+        console.print(Text(f"history: {snap.history.summary()}"))
     _queues(report, console)
     _not_taken(report, console, verbose)
     _not_judged(report, console)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from qadvisor.errors import InputError
+from qadvisor.history.store import DEFAULT_KEEP, unusable
 from qadvisor.model import InlineIgnore, Location
 from qadvisor.registry import Check, load_checks
 from qadvisor.settings import baseline as baseline_file
@@ -120,6 +121,8 @@ class Flags:
     outputs: Sequence[str] = ()  # "FORMAT:PATH"
     sarif_anchor: Path | None = None
     docs_url: str | None = None
+    history: Path | None = None
+    history_keep: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,6 +160,10 @@ class Settings:
     docs_url: str | None = None
     # ``-- qadvisor: ignore`` comments of the --query-file statements.
     inline_ignores: tuple[InlineIgnore, ...] = ()
+    # --history: the directory of earlier snapshots read beside this one, where this run's
+    # is saved; and how many snapshots it keeps.
+    history_dir: Path | None = None
+    history_keep: int = DEFAULT_KEEP
 
 
 def resolve(
@@ -212,6 +219,12 @@ def resolve(
             raise SettingsError(
                 f"--output {clash}: it is the --baseline file, which a report would overwrite"
             )
+    if flags.history is not None:
+        why = unusable(flags.history)
+        if why:
+            raise SettingsError(f"--history {flags.history}: cannot keep snapshots there: {why}")
+    if flags.history_keep is not None and flags.history is None:
+        raise SettingsError("--history-keep: it goes with --history DIR")
     loaded = _baseline(read_from, write_baseline, root)
     anchor = _anchor(cfg, given[SARIF_ANCHOR], root)
     queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
@@ -240,6 +253,8 @@ def resolve(
         anchor=anchor,
         docs_url=value["docs_url"],
         inline_ignores=directives,
+        history_dir=flags.history,
+        history_keep=flags.history_keep or DEFAULT_KEEP,
     )
 
 
@@ -254,13 +269,14 @@ def _no_server_flags(flags: Flags) -> None:
             ("--query", flags.queries),
             ("--query-file", flags.query_files),
             ("--analyze", flags.analyze),
+            ("--history", flags.history),
         )
         if value
     ]
     if given:
         raise SettingsError(
             "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
-            f"--query, --query-file or --analyze (given: {', '.join(given)})"
+            f"--query, --query-file, --analyze or --history (given: {', '.join(given)})"
         )
 
 

@@ -43,7 +43,8 @@ from qadvisor.sql.printing import index_where, live_words, predicate_sql
 from tests import snapshots as S
 
 NO_SAMPLE_NOTE = (
-    "(no --sample rate was measured: size it from your dead tuples/s, about 30 s worth)"
+    "(no rate was measured, by --sample or between --history snapshots: size it from your "
+    "dead tuples/s, about 30 s worth)"
 )
 
 
@@ -386,6 +387,8 @@ def test_rates_are_the_counters_difference_per_second() -> None:
         "autovacuums": 2,
         "dead_rows": 1_000,
         "inserted_rows": 500,
+        "source": "the 10 s of --sample",
+        "from_history": False,
     }
     assert r.dead_measured and r.inserts_measured
 

@@ -838,7 +838,7 @@ def test_evidence_reads_in_human_words_with_units_and_thresholds_apart() -> None
         "Finished rows": "99.94 %",
         "Size against the partial index": "242x",
         "Mean execution time": "0.42 ms",
-        "Dead tuples per second (sampled)": "12.5 /s",
+        "Dead tuples per second (measured)": "12.5 /s",
         "Index columns": "status, created_at",
         "Rows seen": "3",  # a field without a label still reads as words
     }
