@@ -74,6 +74,7 @@ class Format(enum.StrEnum):
     markdown = "markdown"
     sarif = "sarif"
     junit = "junit"
+    html = "html"
 
 
 class FailOn(enum.StrEnum):

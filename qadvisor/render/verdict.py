@@ -77,3 +77,23 @@ def ignored_lines(report: Report) -> list[str]:
         what = f"{i.findings} finding" + ("" if i.findings == 1 else "s")
         lines.append(f"{i.code} ignored on {i.source} (comment at {path}:{i.line}): {what}")
     return lines
+
+
+def passed(report: Report) -> list[tuple[str, tuple[str, ...]]]:
+    """(queue, codes of the checks that judged it and found nothing), queues in report order:
+    a check that ran, left no skip for that queue (or the whole database) and raised no
+    finding on it. A finding whose target is no queue table (the server, the xmin horizon)
+    counts against every queue."""
+    queues = [q.qualified for q in report.snapshot.queues]
+    out = []
+    for queue in queues:
+        skipped = {s.code for s in report.skipped if s.queue in (None, queue)}
+        found = set()
+        for f in report.findings:
+            t = f.target
+            on = f"{t.schema}.{t.table}" if t.schema and t.table else None
+            if on == queue or on not in queues:
+                found.add(f.code)
+        codes = tuple(c for c in report.checks_run if c not in skipped | found)
+        out.append((queue, codes))
+    return out
