@@ -146,12 +146,12 @@ def _interval(readings: Sequence[Mapping[str, Any]]) -> str:
 def _index_size(f: Finding, report: Report) -> tuple[Picture, ...]:
     ev = f.evidence
     needed = ev.get("estimated_partial_bytes", ev.get("estimated_fresh_bytes"))
-    what = "a partial index on the live set" if "estimated_partial_bytes" in ev else "rebuilt"
+    what = "partial index on the live set" if "estimated_partial_bytes" in ev else "rebuilt"
     out: tuple[Picture, ...] = _bars(
         "Index size against what the live set needs",
         "bytes",
         _bar("index now", ev.get("index_bytes"), "bytes"),
-        _bar(f"{what} (estimate)", needed, "bytes", "needed"),
+        _bar(what, needed, "bytes", "needed"),
         caption=f"{label('index_bytes')} and {label('estimated_partial_bytes').lower()}"
         if "estimated_partial_bytes" in ev
         else f"{label('index_bytes')} and {label('estimated_fresh_bytes').lower()}",

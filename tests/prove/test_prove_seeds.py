@@ -84,16 +84,22 @@ def test_a_copy_scaled_down_says_so_and_keeps_the_live_set(db: TestDB) -> None:
     assert "scaled down from" in note and "--prove-rows" in note
 
 
-def test_generic_plan_miss_proven_from_seq_scan_to_the_partial_index(db: TestDB) -> None:
+def build_forced_generic_claims(db: TestDB) -> None:
+    """The claim queue under a database-wide force_generic_plan, its claim run as the
+    application runs it: prepared on the server (so the forced generic plan is what runs) and
+    recorded by pg_stat_statements."""
     build_claim_queue(db, pgss=True)
     db.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
-    # The application's claim, prepared on the server (so the forced generic plan is what
-    # runs) and recorded by pg_stat_statements: the proof holds the copy against its counters.
     with db.connect() as conn:
         for _ in range(3):
             with conn.transaction():
                 conn.execute(CLAIM.replace("$1", "%s"), ["queued"], prepare=True)
         flush_stats(conn)
+
+
+def test_generic_plan_miss_proven_from_seq_scan_to_the_partial_index(db: TestDB) -> None:
+    # The proof holds the copy against the claim's counters in pg_stat_statements.
+    build_forced_generic_claims(db)
     report = check(db, "--prove").report
     proof = proof_of(report, "QA301")
     assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
