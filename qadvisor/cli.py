@@ -1,4 +1,4 @@
-"""Command line: `qadvisor check`, `snapshot`, `demo`, `checks`, `explain`.
+"""Command line: `qadvisor check`, `snapshot`, `diff`, `demo`, `checks`, `explain`.
 
 Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
 above it (only new ones with --baseline; or, with --fail-on-skip, a check that could not judge
@@ -574,6 +574,71 @@ def demo(
             f"Stop it with: {kept.stop_command}",
             err=True,
         )
+
+
+class DiffFormat(enum.StrEnum):
+    text = "text"
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def diff(
+    old: Annotated[
+        Path, typer.Argument(help="The earlier run: a JSON report or a snapshot.", metavar="OLD")
+    ],
+    new: Annotated[
+        Path, typer.Argument(help="The later run: a JSON report or a snapshot.", metavar="NEW")
+    ],
+    fmt: Annotated[
+        DiffFormat, typer.Option("--format", "-f", help="Output format.", case_sensitive=False)
+    ] = DiffFormat.text,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option(
+            "--fail-on",
+            help="Exit 1 (got worse) when a finding is new in NEW, or its severity rose, at or "
+            "above this severity (never: no finding does).",
+            case_sensitive=False,
+        ),
+    ] = FailOn.warning,
+    fail_on_skip: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-skip",
+            help="Also exit 1 when a check that judged a queue in OLD cannot judge it in NEW.",
+        ),
+    ] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """What changed between two runs: findings new, gone, of another severity, and the figures
+    that moved; exit 1 when it got worse.
+
+    A snapshot is judged by the installed checks with the config file's options and ignores,
+    as `check --snapshot` would. A finding absent from NEW is called gone only when NEW's check
+    judged its queue.
+    """
+    from qadvisor import engine
+    from qadvisor.diff.compare import compare
+    from qadvisor.diff.inputs import load
+    from qadvisor.diff.show import FORMATS
+    from qadvisor.model import Severity, Snapshot
+    from qadvisor.render.json import report_dict
+    from qadvisor.settings.resolve import Flags, resolve
+
+    settings = _or_fail(lambda: resolve(Flags(config=config, snapshot=old)))
+    _imported()
+
+    def judged(snap: Snapshot) -> dict[str, object]:
+        return report_dict(engine.judge(snap, settings))
+
+    before, a = _or_fail(lambda: load(old, judged))
+    after, b = _or_fail(lambda: load(new, judged))
+    changes = compare(before, after, a, b)
+    floor = None if fail_on is FailOn.never else Severity.parse(fail_on.value)
+    worse = changes.worse(floor, fail_on_skip)
+    sys.stdout.write(FORMATS[fmt.value](changes, worse))
+    raise typer.Exit(EXIT_FINDINGS if worse else EXIT_OK)
 
 
 class ListFormat(enum.StrEnum):

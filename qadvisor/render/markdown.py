@@ -235,6 +235,16 @@ def _text(text: str) -> str:
     return _SPECIAL.sub(r"\\\1", _one_line(text))
 
 
+def plain(text: str) -> str:
+    """Text from a report, as inline Markdown (for other documents made of reports)."""
+    return _text(text)
+
+
+def inline_code(text: str) -> str:
+    """A name as an inline code span, outside a table."""
+    return _code(text, cell=False)
+
+
 def _paragraph(text: str) -> str:
     """Plain text as a paragraph of its own: not read as a heading, list item or quote."""
     text = _BLOCK_MARK.sub(r"\\\1", _text(text))
