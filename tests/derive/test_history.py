@@ -180,3 +180,25 @@ def test_a_file_in_place_of_the_directory_is_no_history(tmp_path: Path) -> None:
     assert store.unusable(tmp_path / "f") == "it is not a directory"
     assert store.unusable(tmp_path / "new") is None
     assert store.unusable(tmp_path / "no" / "such") == f"directory {tmp_path / 'no'} does not exist"
+
+
+def test_a_sample_adds_its_second_read_to_the_counters_series() -> None:
+    snap = replace(at("2026-12-01T09:00:00+00:00", dead=100),
+                   sample=Sample(30, {"public.jobs": TableStats(n_dead_tup=700)}))  # fmt: skip
+    t = snap.tables[0]
+    assert series(snap, t, dead_tuples=lambda r: r.stats.n_dead_tup) == [
+        {"at": "2026-12-01T09:00:00+00:00", "dead_tuples": 100},
+        {"at": "2026-12-01T09:00:30+00:00", "dead_tuples": 700},
+    ]
+    # Sizes are not read again by --sample: no index series from it alone.
+    assert index_growth(snap, t, "jobs_status_idx") == {}
+
+
+def test_a_series_reads_as_its_first_and_last_reading_in_the_text_reports() -> None:
+    from qadvisor.render.labels import value_text
+
+    points = [{"at": "2026-12-01T09:00:00+00:00", "index_bytes": 8192},
+              {"at": "2026-12-01T10:00:00+00:00", "index_bytes": 3 * 1024 * 1024}]  # fmt: skip
+    assert value_text("index_bytes_series", points) == (
+        "2 readings, 2026-12-01T09:00:00+00:00 to 10:00:00+00:00: 8.0 kB -> 3.0 MB"
+    )
