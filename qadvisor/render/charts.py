@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -126,8 +126,11 @@ def _lines(picture: Lines) -> tuple[Any, int]:
     values = [v for line in picture.lines for _, v in line.points]
     # Set, not inferred: leather's inference compares with a naive datetime.
     moments = [_naive(t) for line in picture.lines for t, _ in line.points]
-    chart.add_x_scale(min(moments), max(moments))
-    chart.add_x_axis(tick_formatter=_moments(min(moments), max(moments)))
+    first, last = min(moments), max(moments)
+    if first == last:  # readings of one moment: leather's time scale needs a span
+        last = last + timedelta(seconds=1) if isinstance(last, datetime) else last + 1
+    chart.add_x_scale(first, last)
+    chart.add_x_axis(tick_formatter=_moments(first, last))
     chart.add_y_scale(0, max(max(values), 1))
     chart.add_y_axis(tick_formatter=_ticks(picture.unit))
     return chart, 240

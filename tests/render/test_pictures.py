@@ -21,6 +21,7 @@ from qadvisor.render import charts, html
 from qadvisor.render.pictures import (
     Bar,
     Bars,
+    Line,
     Lines,
     ProofFigures,
     TrendPoint,
@@ -125,3 +126,11 @@ def test_the_page_says_what_was_not_judged_first_and_what_passed_last() -> None:
     assert "Checks that judged each queue and found nothing" in passed
     assert "<td><code>public.jobs</code></td><td>QA203</td>" in passed
     assert "No problems found on the queue tables." in passed
+
+
+def test_readings_of_one_moment_still_draw() -> None:
+    # leather's time scale refuses an empty span: the chart widens it rather than fail.
+    t = datetime(2026, 12, 7, 9, tzinfo=UTC)
+    for moment in (t, 0.0):
+        flat = Lines("x", "count", (Line("a", ((moment, 1.0), (moment, 2.0))),))
+        drawn(charts.svg(flat))
