@@ -84,6 +84,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     composite `(status, created_at)` index grew 11.2 -> 40.3 -> 310.4 MB as the table grew to
     10 M rows, while a partial `(created_at) WHERE status = 'pending'` index stayed at 7.6 MB
     (41x smaller) for a 6.9 % difference in claims per second.
+    With `--history DIR`, the evidence also holds the index's size at each earlier snapshot
+    of the directory and how much it grew a day since the first (`index_growth_per_day_bytes`,
+    and over which interval): the growth is measured, not inferred.
 
     ## How to fix
     Build the partial index on the live predicate with the remaining key columns, then drop

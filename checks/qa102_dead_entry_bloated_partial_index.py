@@ -60,6 +60,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     the throughput: in a 15-minute run at 2,000 jobs/s a partial index grew 0.125 -> 38.2 MB
     (about 305x) while the live set stayed between 3,000 and 5,000 rows. Every dequeue walks
     past the dead entries.
+    With `--history DIR`, the evidence also holds the index's size at each earlier snapshot
+    of the directory and how much it grew a day since the first (`index_growth_per_day_bytes`,
+    and over which interval): the growth is measured, not inferred.
 
     ## How to fix
     `REINDEX INDEX CONCURRENTLY` rebuilds it without blocking writes (PostgreSQL 12+; not in a

@@ -202,3 +202,17 @@ def test_a_series_reads_as_its_first_and_last_reading_in_the_text_reports() -> N
     assert value_text("index_bytes_series", points) == (
         "2 readings, 2026-12-01T09:00:00+00:00 to 10:00:00+00:00: 8.0 kB -> 3.0 MB"
     )
+
+
+def test_qa101_says_how_fast_the_index_grew_between_snapshots() -> None:
+    mb = 1024 * 1024
+    new = with_history(
+        at("2026-12-03T09:00:00+00:00", index_bytes=80 * mb),
+        at("2026-12-01T09:00:00+00:00", index_bytes=40 * mb),
+    )
+    (f,) = [f for f in S.run("QA101", new) if hasattr(f, "evidence")]
+    assert f.evidence["index_growth_per_day_bytes"] == 20 * mb
+    assert [p["index_bytes"] for p in f.evidence["index_bytes_series"]] == [40 * mb, 80 * mb]
+    alone = at("2026-12-03T09:00:00+00:00", index_bytes=80 * mb)
+    (g,) = [g for g in S.run("QA101", alone) if hasattr(g, "evidence")]
+    assert "index_growth_per_day_bytes" not in g.evidence
