@@ -109,7 +109,8 @@ def documented_grants(
                 out.append(fact.grant(kind, role, schema))
             elif "{columns}" in template:
                 cols = [c for c in COLUMNS_READ[name] if c in columns]
-                out.append(fact.grant(kind, role, schema, queue, cols))
+                if cols:  # a table with none of them needs no column of it read
+                    out.append(fact.grant(kind, role, schema, queue, cols))
             elif kind == "update":
                 out.append(fact.grant(kind, role, schema, queue))
             elif kind == "sequence":

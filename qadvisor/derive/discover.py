@@ -8,7 +8,11 @@ status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum ra
 (``state < 'active'``), or the union an OR over nullable columns takes (``(locked_at IS NULL
 AND next_run_at <= $3) OR locked_at <= $4``: next_run_at or locked_at set, a waiting job or
 one whose lock went stale). A claim with no condition on the table takes any row: the whole
-table is its live set, unless the table's structure (below) says which rows wait. Where the
+table is its live set, unless the table's structure (below) says which rows wait. So does a
+claim that waits for a time (``vt <= clock_timestamp()``, a visibility timeout it pushes
+forward): a row waits until its time comes and, taken, waits again while in flight, so where
+nothing marks a row finished (acknowledged rows are deleted, or moved into an archive table
+no claim reads) every row is waiting or in flight. Where the
 claim compares with a parameter (pg_stat_statements shows every constant as ``$n``), the
 values come from the weaker evidence: a partial index on that column, a known library's
 shape, the column's enum labels or most common values; a boolean's value from its partial
@@ -123,6 +127,9 @@ class Claim:
     # the columns it compares says which rows wait, it takes any row of that queue.
     by_value: bool = False
     order_by: tuple[str, ...] = ()  # the columns of its ORDER BY, in order
+    # The columns whose time it waits to come (DequeueStatement.due): a row waits for it, is
+    # taken when it comes and, taken, waits again (a visibility timeout pushed forward).
+    due: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -305,9 +312,11 @@ def _live_predicate(
         live, why = _claim_live(ev, claim, all_columns)
         if live is not None or why:
             return live, why
-        if claim.by_value:
+        if claim.by_value or claim.due:
             # queue_name = $1 chooses whose rows, not which of them wait: every row of
             # the queue it serves is as claimable as those of an unconditional claim.
+            # A row that waits for its time (vt <= now()) is taken when it comes and, in
+            # flight, waits for it again: unless something marks rows finished, each is live.
             bare = bare or claim
     live, why = _structural_live(ev, all_columns)
     if live is None and bare is not None and not _hidden_status(ev):
@@ -316,6 +325,13 @@ def _live_predicate(
         if bare.unconditional:
             source = f"claim {bare.label}; it has no condition on {ev.table}"
             said = "the claim has no condition on it"
+        elif bare.due:
+            waits = " AND ".join(p.text for p in bare.predicates if p.column in bare.due)
+            source = f"claim {bare.label}; its condition {waits} waits for a time"
+            said = (
+                f"the claim's condition {waits} waits for a time, which every row reaches "
+                "again while it is in flight, and nothing marks a row finished"
+            )
         else:
             chooses = " AND ".join(p.text for p in bare.predicates)
             source = f"claim {bare.label}; its condition {chooses} chooses a queue"

@@ -56,7 +56,7 @@ def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
     return Claim(
         hash(table) & 0xFFFF, "public", table, label, parsed.predicates,
         unconditional=parsed.unconditional, by_value=parsed.by_value,
-        order_by=tuple(o.column for o in parsed.order_by),
+        order_by=tuple(o.column for o in parsed.order_by), due=parsed.due,
     )  # fmt: skip
 
 
@@ -551,6 +551,32 @@ def test_a_sweep_or_a_due_time_claim_is_no_choice_of_queue() -> None:
             discover.decide([queue], [], [claim("ready_executions", sql)], rejected=rejected) == []
         )
         assert "can be a live predicate" in rejected[0].reason
+
+
+VT_READ = (
+    "WITH cte AS (SELECT msg_id FROM q_orders WHERE vt <= clock_timestamp() ORDER BY msg_id "
+    "LIMIT $1 FOR UPDATE SKIP LOCKED) UPDATE q_orders m SET vt = clock_timestamp() + $2 "
+    "FROM cte WHERE m.msg_id = cte.msg_id RETURNING m.msg_id"
+)
+
+
+def test_a_claim_that_waits_for_a_time_makes_every_row_live_unless_rows_are_marked() -> None:
+    # A visibility timeout: a row waits for its vt, is taken when it comes and waits again
+    # while in flight; an acknowledged row is deleted. Nothing marks a row finished.
+    vt = ts("q_orders", "vt")
+    (d,) = discover.decide([vt], [], [claim("q_orders", VT_READ)])
+    assert d.live is not None and d.live.whole_table
+    assert "every row of q_orders" in d.reason
+    assert "vt <= CLOCK_TIMESTAMP() waits for a time" in d.reason
+    # A table whose status says which rows wait keeps that: the time is not the live set.
+    status = col("q_orders", "status", ("pending", "done"))
+    (d,) = discover.decide([vt, status], [], [claim("q_orders", VT_READ)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("status", ("pending",))
+    # A finish time the claim does not read still says which rows left the queue.
+    finished = ts("q_orders", "finished_at")
+    (d,) = discover.decide([vt, finished], [partial("q_orders", "q_orders_open",
+                           "(finished_at IS NULL)")], [claim("q_orders", VT_READ)])  # fmt: skip
+    assert d.live is not None and (d.live.column, d.live.op) == ("finished_at", "is null")
 
 
 def test_a_claim_with_a_condition_that_is_no_live_predicate_is_still_rejected() -> None:

@@ -29,7 +29,7 @@ from qadvisor.sql.dequeue.levels import (
     unique,
     unwrap,
 )
-from qadvisor.sql.dequeue.maintenance import Maintenance, recognise
+from qadvisor.sql.dequeue.maintenance import Maintenance, due_times, recognise
 from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
@@ -145,6 +145,9 @@ class DequeueStatement:
     # queue table compare a column with values (``queue_name = $1``, ``kind = ANY($2)``):
     # it picks which queue's (or key's) next rows to take, not which rows wait.
     by_value: bool = False
+    # The columns whose time it waits to come (``vt <= clock_timestamp()``, a lease it pushes
+    # forward): see qadvisor.sql.dequeue.maintenance.due_times.
+    due: tuple[str, ...] = ()
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -483,6 +486,7 @@ def analyse(sql: str) -> DequeueStatement | None:
         joins=_joins(owner, queue_key, ctes),
         unconditional=_unconditional(select, owner, queue_key),
         by_value=_by_value(select, owner, queue_key),
+        due=due_times(tree, select, queue_table, predicates),
     )
 
 

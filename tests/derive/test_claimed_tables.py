@@ -1,0 +1,119 @@
+"""A claimed table is a queue, whatever its condition: real servers, claims as sent.
+
+Each queue here is built by the application's role and worked by it as an application works
+it (psycopg binding its parameters on the server, so pg_stat_statements records the claim
+with every value behind ``$n``), then checked in both production shapes (tests/shapes.py).
+
+- A visibility-timeout queue (a table per queue): a message waits until its ``vt`` passes; a
+  read takes the due ones in id order with ``FOR UPDATE SKIP LOCKED`` and pushes their ``vt``
+  forward; an acknowledged message is deleted, or moved into an archive table. Nothing marks
+  a row finished: every row of the table is waiting or in flight.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.conftest import flush_stats
+from tests.helpers import assert_quiet
+from tests.shapes import Shape
+
+# A table per queue: the queue's messages, and the archive acknowledged ones may move to.
+VT_QUEUE = """
+CREATE TABLE jobs (
+    msg_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    read_ct     integer NOT NULL DEFAULT 0,
+    enqueued_at timestamptz NOT NULL DEFAULT now(),
+    vt          timestamptz NOT NULL,
+    message     jsonb
+);
+CREATE INDEX jobs_vt_idx ON jobs (vt);
+CREATE TABLE jobs_archive (
+    msg_id      bigint PRIMARY KEY,
+    read_ct     integer NOT NULL DEFAULT 0,
+    enqueued_at timestamptz NOT NULL,
+    archived_at timestamptz NOT NULL DEFAULT now(),
+    vt          timestamptz NOT NULL,
+    message     jsonb
+);
+CREATE INDEX jobs_archive_archived_at_idx ON jobs_archive (archived_at);
+"""
+VT_READ = (
+    "WITH due AS (SELECT msg_id FROM jobs WHERE vt <= clock_timestamp() ORDER BY msg_id "
+    "LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "UPDATE jobs m SET vt = clock_timestamp() + %s::interval, read_ct = read_ct + 1 "
+    "FROM due WHERE m.msg_id = due.msg_id RETURNING m.msg_id, m.message"
+)
+VT_DELETE = "DELETE FROM jobs WHERE msg_id = %s RETURNING msg_id"
+VT_ARCHIVE = (
+    "WITH archived AS (DELETE FROM jobs WHERE msg_id = %s "
+    "RETURNING msg_id, read_ct, enqueued_at, vt, message) "
+    "INSERT INTO jobs_archive (msg_id, read_ct, enqueued_at, vt, message) "
+    "SELECT msg_id, read_ct, enqueued_at, vt, message FROM archived RETURNING msg_id"
+)
+WAITING = 3_000
+ARCHIVED = 200_000
+
+
+def _work(shape: Shape, ack: str, reads: int = 30) -> None:
+    """The application's consumer: reads a batch, acknowledges all but the last message of
+    each (left in flight, its vt pushed a minute ahead), as the application's role."""
+    with psycopg.connect(shape.db.dsn, autocommit=True) as conn:
+        for _ in range(reads):
+            batch = conn.execute(VT_READ, (10, "1 minute")).fetchall()
+            for msg_id, _message in batch[:-1]:
+                conn.execute(ack, (msg_id,))
+        flush_stats(conn)
+
+
+def _build_vt_queue(shape: Shape, archived: int = 0) -> None:
+    shape.db.execute(VT_QUEUE)
+    if archived:
+        # A long-lived queue's archive: every message acknowledged over 30 days.
+        shape.db.execute(
+            f"""
+            INSERT INTO jobs_archive (msg_id, enqueued_at, archived_at, vt, message)
+            SELECT -g, t, t + interval '1 second', t + interval '30 seconds', '{{}}'
+              FROM (SELECT g, now() - (g::float8 / {archived}) * interval '30 days' AS t
+                      FROM generate_series(1, {archived}) AS g) AS s
+            """
+        )
+    shape.db.execute(
+        f"""
+        INSERT INTO jobs (vt, message)
+        SELECT now() - interval '1 second', jsonb_build_object('n', g)
+          FROM generate_series(1, {WAITING}) AS g;
+        """
+    )
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+
+def _queues(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {f"{q['schema']}.{q['table']}": q for q in report["queues"]}
+
+
+@pytest.mark.judges("QA201", "QA204", "QA303")
+@pytest.mark.parametrize("ack", ["delete", "archive"])
+def test_a_visibility_timeout_queue_is_judged_as_the_queue_its_whole_table_is(
+    shape: Shape, ack: str
+) -> None:
+    _build_vt_queue(shape, archived=ARCHIVED if ack == "archive" else 0)
+    _work(shape, VT_DELETE if ack == "delete" else VT_ARCHIVE)
+    shape.dba.execute(f"ANALYZE {shape.queue}; ANALYZE {shape.schema}.jobs_archive")
+    run = shape.check()
+    queues = _queues(run.report)
+    # The read waits for vt, and nothing marks a row finished: every row is the live set.
+    # The archive no claim reads is not a queue.
+    assert set(queues) == {shape.queue}, run.report["rejected"]
+    queue = queues[shape.queue]
+    assert queue["live_predicate"] == "TRUE", queue
+    assert "vt <= CLOCK_TIMESTAMP() waits for a time" in queue["reason"]
+    assert not [r for r in run.report["rejected"] if r["table"] == "jobs"]
+    # Judged, and nothing to say: no archive in the table to prune or to scale the vacuum
+    # trigger by, and the read's order is its primary key's.
+    for code in ("QA201", "QA204", "QA303"):
+        assert_quiet(run, code, shape.queue)
+    assert not [f for f in run.report["findings"] if f["target"]["table"] == "jobs_archive"]
