@@ -8,6 +8,12 @@ with every value behind ``$n``), then checked in both production shapes (tests/s
   read takes the due ones in id order with ``FOR UPDATE SKIP LOCKED`` and pushes their ``vt``
   forward; an acknowledged message is deleted, or moved into an archive table. Nothing marks
   a row finished: every row of the table is waiting or in flight.
+- A broker's message table, as kombu's SQLAlchemy transport keeps it: the consumer takes the
+  oldest message of its queue with ``visible != false ... ORDER BY timestamp, id LIMIT 1 FOR
+  UPDATE`` (no SKIP LOCKED), then sets ``visible`` false and ``timestamp`` to the delivery
+  time in a second statement; delivered messages are kept forever. The driver (psycopg2 in
+  kombu; a client-side cursor here) writes every value into the text, which
+  pg_stat_statements shows as ``$n``.
 """
 
 from __future__ import annotations
@@ -117,3 +123,83 @@ def test_a_visibility_timeout_queue_is_judged_as_the_queue_its_whole_table_is(
     for code in ("QA201", "QA204", "QA303"):
         assert_quiet(run, code, shape.queue)
     assert not [f for f in run.report["findings"] if f["target"]["table"] == "jobs_archive"]
+
+
+# kombu's message table as its SQLAlchemy models create it, under the builders' name.
+BROKER = """
+CREATE TABLE job_queues (id integer PRIMARY KEY, name varchar(200) UNIQUE);
+CREATE SEQUENCE message_id_sequence;
+CREATE TABLE jobs (
+    id        integer NOT NULL PRIMARY KEY,
+    visible   boolean,
+    "timestamp" timestamp without time zone,
+    payload   text NOT NULL,
+    version   smallint NOT NULL,
+    queue_id  integer REFERENCES job_queues (id)
+);
+CREATE INDEX ix_jobs_visible ON jobs (visible);
+CREATE INDEX ix_jobs_timestamp ON jobs ("timestamp");
+CREATE INDEX ix_jobs_timestamp_id ON jobs ("timestamp", id);
+INSERT INTO job_queues VALUES (1, 'celery'), (2, 'emails');
+"""
+BROKER_GET = (
+    "SELECT jobs.id AS jobs_id, jobs.visible AS jobs_visible, jobs.timestamp AS "
+    "jobs_timestamp, jobs.payload AS jobs_payload, jobs.version AS jobs_version, "
+    "jobs.queue_id AS jobs_queue_id FROM jobs WHERE jobs.queue_id = %s AND "
+    "jobs.visible != false ORDER BY jobs.timestamp, jobs.id LIMIT %s FOR UPDATE"
+)
+BROKER_DELIVERED = (
+    "UPDATE jobs SET visible=%s, timestamp=%s::timestamp, version=%s "
+    "WHERE jobs.id = %s AND jobs.version = %s"
+)
+SENT = 1_000
+DELIVERED = 300_000
+
+
+def _build_broker(shape: Shape, delivered: int) -> None:
+    shape.db.execute(BROKER)
+    if delivered:
+        # Delivered over 30 days and kept: visible false, timestamp the delivery time.
+        shape.db.execute(
+            f"""
+            INSERT INTO jobs (id, visible, "timestamp", payload, version, queue_id)
+            SELECT nextval('message_id_sequence'), false,
+                   (now() - ({delivered} - g)::float8 / {delivered}
+                          * interval '30 days')::timestamp,
+                   repeat('x', 100), 2, 1 + (g % 10 = 0)::int
+              FROM generate_series(1, {delivered}) AS g
+            """
+        )
+    shape.db.execute(
+        f"""
+        INSERT INTO jobs (id, visible, "timestamp", payload, version, queue_id)
+        SELECT nextval('message_id_sequence'), true, now()::timestamp, repeat('y', 100), 1, 1
+          FROM generate_series(1, {SENT}) AS g
+        """
+    )
+    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+
+def _consume(shape: Shape, messages: int = 200) -> None:
+    """The broker's consumer, one message per transaction, values written into the text."""
+    with psycopg.connect(shape.db.dsn) as conn:
+        cur = psycopg.ClientCursor(conn)
+        for _ in range(messages):
+            row = cur.execute(BROKER_GET, (1, 1)).fetchone()
+            assert row is not None
+            cur.execute(BROKER_DELIVERED, (False, "now", row[4] + 1, row[0], row[4]))
+            conn.commit()
+        flush_stats(conn)
+        conn.commit()
+
+
+@pytest.mark.judges("QA201", "QA204", "QA501")
+def test_a_fresh_broker_is_judged_and_only_its_lock_is_wrong(shape: Shape) -> None:
+    _build_broker(shape, 0)
+    _consume(shape)
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    run = shape.check()
+    (lock,) = run.findings("QA501")
+    assert lock["target"]["table"] == "jobs"
+    for code in ("QA201", "QA204"):
+        assert_quiet(run, code, shape.queue)

@@ -610,23 +610,62 @@ def test_a_boolean_compared_with_a_parameter_takes_its_value_from_the_partial_in
 
 
 def test_a_boolean_parameter_no_partial_index_decides_is_no_live_predicate() -> None:
-    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
-    # Never a value no index names: without one, or with indexes on both values, no guess.
-    for partials in ([], [flag_index("is_available"), flag_index("(NOT is_available)", "b")]):
+    # Never a value nothing names: no index and a name that says nothing, or indexes on both
+    # values (the name is weaker than either index), no guess.
+    flag = col("jobs", "flag", ("f", "t"), type="boolean")
+    named = col("jobs", "is_available", ("f", "t"), type="boolean")
+    for column, partials in (
+        (flag, []),
+        (named, [flag_index("is_available"), flag_index("(NOT is_available)", "b")]),
+    ):
+        sql = FLAG.replace("jobs.is_available", f"jobs.{column.column}")
         (d,) = discover.decide(
-            [flag], partials, [claim("jobs", FLAG)], explicit=[("public", "jobs", 1)]
+            [column], partials, [claim("jobs", sql)], explicit=[("public", "jobs", 1)]
         )
         assert d.live is None
         assert "a boolean compared with a parameter" in d.reason
 
 
 def test_a_rejected_boolean_claim_says_which_value_was_not_known() -> None:
-    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
+    flag = col("jobs", "flag", ("f", "t"), type="boolean")
     rejected: list[Rejected] = []
-    assert discover.decide([flag], [], [claim("jobs", FLAG)], rejected=rejected) == []
+    sql = FLAG.replace("jobs.is_available", "jobs.flag")
+    assert discover.decide([flag], [], [claim("jobs", sql)], rejected=rejected) == []
     (r,) = rejected
-    assert "the claim --query 1 waits for jobs.is_available = $3" in r.reason
-    assert "no partial index on is_available says which value waits" in r.reason
+    assert "the claim --query 1 waits for jobs.flag = $3" in r.reason
+    assert "no partial index on flag says which value waits (nor does its name)" in r.reason
+
+
+# A broker's claim as pg_stat_statements shows it: visible != false, with no SKIP LOCKED.
+BROKER = (
+    "SELECT kombu_message.id FROM kombu_message WHERE kombu_message.queue_id = $1 AND "
+    "kombu_message.visible != $2 ORDER BY kombu_message.timestamp, kombu_message.id "
+    "LIMIT $3 FOR UPDATE"
+)
+
+
+def test_a_boolean_compared_with_not_equal_is_a_live_predicate() -> None:
+    visible = col("kombu_message", "visible", ("f", "t"), type="boolean", not_null=False)
+    for sql in (BROKER, BROKER.replace("!= $2", "<> false"), BROKER.replace("!= $2", "= true")):
+        (d,) = discover.decide([visible], [], [claim("kombu_message", sql)])
+        assert d.live is not None and (d.live.column, d.live.op) == ("visible", "true"), sql
+    # visible <> true waits for the rows visible = false does.
+    (d,) = discover.decide([visible], [], [claim("kombu_message", BROKER.replace("$2", "true"))])
+    assert d.live is not None and d.live.op == "false"
+    # A value hidden behind $2 comes from the flag's name, weakest of the evidence, and the
+    # evidence says so; a partial index on the flag outranks it.
+    (d,) = discover.decide([visible], [], [claim("kombu_message", BROKER)])
+    assert d.live is not None and "values from the name of visible" in d.live.source
+    index = PartialIndex("public", "kombu_message", hash("kombu_message") & 0xFFFF,
+                         "kombu_message_taken", "(NOT visible)")  # fmt: skip
+    (d,) = discover.decide([visible], [index], [claim("kombu_message", BROKER)])
+    assert d.live is not None and d.live.op == "false"
+    assert "values from partial index kombu_message_taken" in d.live.source
+    # A name that says a row has left the queue while it is true: false waits.
+    done = col("kombu_message", "is_processed", ("f", "t"), type="boolean")
+    sql = BROKER.replace("visible", "is_processed")
+    (d,) = discover.decide([done], [], [claim("kombu_message", sql)])
+    assert d.live is not None and d.live.op == "false"
 
 
 def test_a_claim_without_a_condition_on_a_table_with_waiting_and_finished_states() -> None:
