@@ -194,6 +194,48 @@ def _consume(shape: Shape, messages: int = 200) -> None:
 
 
 @pytest.mark.judges("QA201", "QA204", "QA501")
+def test_a_broker_that_keeps_delivered_messages_is_judged(shape: Shape) -> None:
+    _build_broker(shape, DELIVERED)
+    _consume(shape)
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    run = shape.check()
+    (queue,) = [q for q in run.report["queues"] if q["table"] == "jobs"]
+    # visible != false (pg_stat_statements: visible <> $2) waits for what visible = true does;
+    # the value behind $2 is read from the flag's name, and the reason says so.
+    assert queue["live_predicate"] == "visible", queue
+    assert "the name of visible" in queue["reason"]
+    # The claim waits for the worker that holds the oldest message.
+    (lock,) = run.findings("QA501")
+    assert lock["severity"] == "warning"
+    # 50 + 0.2 x ~300,000 rows against about 800 waiting messages.
+    (vacuum,) = run.findings("QA201")
+    assert vacuum["severity"] == "warning", vacuum["message"]
+    # Kept forever: dated by the timestamp the delivery sets with visible.
+    (kept,) = run.findings("QA204")
+    ev = kept["evidence"]
+    assert kept["severity"] == "warning", kept["message"]
+    assert ev["dated_by"] == "timestamp" and ev["dated_by_kind"] == "finish"
+    assert "sets it with visible" in ev["dated_by_from"]
+    assert 29 < ev["oldest_row_age_days"] <= 30.1
+    (step,) = kept["fix"]["steps"]
+    assert "AND (visible) IS NOT TRUE" in step["sql"] and "<condition" not in step["sql"]
+    shape.apply_fix(vacuum)
+    assert_quiet(shape.check(), "QA201", shape.queue)
+    waiting = shape.dba.execute(f"SELECT count(*) FROM {shape.queue} WHERE visible")[0][0]
+    shape.apply_fix(kept, review=True)
+    ((left, kept_waiting, within),) = shape.dba.execute(
+        "SELECT count(*), count(*) FILTER (WHERE visible), "
+        f"coalesce(max(now()::timestamp - timestamp) FILTER (WHERE NOT visible), '0') "
+        f"< interval '7 days' FROM {shape.queue}"
+    )
+    # About 7 of the 30 days of deliveries are kept, and no waiting message is deleted.
+    assert kept_waiting == waiting and within
+    assert left < DELIVERED * 0.3
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check(), "QA204", shape.queue)
+
+
+@pytest.mark.judges("QA201", "QA204", "QA501")
 def test_a_fresh_broker_is_judged_and_only_its_lock_is_wrong(shape: Shape) -> None:
     _build_broker(shape, 0)
     _consume(shape)
