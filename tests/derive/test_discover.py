@@ -646,7 +646,12 @@ BROKER = (
 
 def test_a_boolean_compared_with_not_equal_is_a_live_predicate() -> None:
     visible = col("kombu_message", "visible", ("f", "t"), type="boolean", not_null=False)
-    for sql in (BROKER, BROKER.replace("!= $2", "<> false"), BROKER.replace("!= $2", "= true")):
+    for sql in (
+        BROKER,
+        BROKER.replace("!= $2", "<> false"),
+        BROKER.replace("!= $2", "= true"),
+        BROKER.replace("!= $2", "IS TRUE"),
+    ):
         (d,) = discover.decide([visible], [], [claim("kombu_message", sql)])
         assert d.live is not None and (d.live.column, d.live.op) == ("visible", "true"), sql
     # visible <> true waits for the rows visible = false does.

@@ -194,6 +194,17 @@ def test_a_claim_that_waits_for_a_time(sql: str, due: tuple[str, ...]) -> None:
     assert analysed(sql).due == due
 
 
+def test_a_flag_tested_with_is_true_or_is_false_is_the_flag() -> None:
+    sql = "SELECT id FROM m WHERE visible {} ORDER BY id LIMIT 1 FOR UPDATE"
+    for test, op in (("IS TRUE", "true"), ("IS FALSE", "false")):
+        (pred,) = analysed(sql.format(test)).predicates
+        assert (pred.column, pred.op) == ("visible", op)
+    # IS NOT FALSE holds where visible is NULL too, as neither flag value does.
+    for test in ("IS NOT FALSE", "IS NOT TRUE"):
+        (pred,) = analysed(sql.format(test)).predicates
+        assert pred.op == "other"
+
+
 def test_fifo_from_pg_stat_statements() -> None:
     s = analysed(FIFO_PGSS)
     assert s.predicates == (

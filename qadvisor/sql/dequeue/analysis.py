@@ -775,6 +775,17 @@ def _arm_predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> P
         negated = negated != bool(node.args.get("negate"))  # sqlglot 30: IS NOT is negate=True
         op: PredicateOp = "is not null" if negated else "is null"
         return Predicate(column_name(node.this), op, (), text)
+    if (
+        isinstance(node, exp.Is)
+        and isinstance(node.expression, exp.Boolean)
+        and is_ours(node.this)
+        and not negated
+        and not node.args.get("negate")
+    ):
+        # flag IS TRUE holds on the rows flag does (NULL on neither). IS NOT FALSE holds on
+        # NULL too: no "true" or "false" says that, so it stays a condition of its own.
+        said = bool(node.expression.this)
+        return Predicate(column_name(node.this), "true" if said else "false", (), text)
     if isinstance(node, exp.In) and is_ours(node.this):
         query = node.args.get("query")
         items = [query] if query else node.expressions
