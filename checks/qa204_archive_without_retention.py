@@ -25,6 +25,7 @@ from qadvisor.api import (
     live_rows,
     qualified,
     rates,
+    recorded_updates,
     review,
     series,
 )
@@ -67,7 +68,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     on a table that is mostly archive is most likely a finished one: that finding is info.
     A queue whose live predicate is one timestamp being NULL (`dequeued_at IS NULL`) sets it
     when a row leaves the live set, so that timestamp dates the finished rows whatever its
-    name (after a finish timestamp, before a creation one). A column of those names that
+    name (after a finish timestamp, before a creation one). So does the one timestamp that a
+    recorded UPDATE sets together with the live column (a broker's delivery: `SET visible =
+    $1, timestamp = $2`), though it is set on waiting rows too: the DELETE then keeps the rows
+    the live predicate holds for. A column of those names that
     holds seconds or milliseconds since the epoch in an integer (`completed_at bigint`, as
     DBOS keeps its times) dates rows the same way, when the smallest value ANALYZE saw of it
     reads as a date since 2001 in one of those units; the DELETE compares it in that unit.
@@ -120,7 +124,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         )
         if False in large:
             continue
-        dating = dating_column(table, queue.live)
+        dating = dating_column(table, queue.live, recorded_updates(snapshot, table)[0])
         if dating is None:
             yield Skip(
                 f"{table.qualified}: {human_count(archive_rows)} rows are outside the live "
@@ -267,6 +271,9 @@ def _fix(table: Table, dating: DatingColumn, options: Options) -> Fix:
     name = qualified(table.schema, table.name)
     days = f"{options.max_age_days:g}"
     old = f"{ident(dating.name)} < {dating.since(f'{days} days')}"
+    if dating.unless_live is not None:
+        # IS NOT TRUE: a row the live predicate is NULL for is never claimed either.
+        old += f" AND ({dating.unless_live}) IS NOT TRUE"
     if dating.kind == "creation":
         old += " AND <condition true only for finished rows>"
     key = table.primary_key
@@ -322,10 +329,15 @@ def _fix(table: Table, dating: DatingColumn, options: Options) -> Fix:
         "(pg_cron, the application's), or once before a pruner takes over"
     )
     if dating.from_live is not None:
+        waiting = (
+            f"; it is set on waiting rows too, which the DELETE keeps ({dating.unless_live})"
+            if dating.unless_live is not None
+            else ""
+        )
         note = (
             f"{ident(dating.name)} is set when a row leaves the live set ({dating.from_live}"
-            f"), so it dates the finished rows; a row taken over {days} days ago and still "
-            "being worked on is deleted too. " + note[0].upper() + note[1:]
+            f"), so it dates the finished rows{waiting}; a row taken over {days} days ago and "
+            "still being worked on is deleted too. " + note[0].upper() + note[1:]
         )
     if dating.kind == "creation":
         note = (

@@ -51,15 +51,16 @@ TENANT_COLUMN = "tenant_id"
 DURATION_COLUMNS = ("started_at", "finished_at")
 # What fills ``{columns}`` in a fact's column GRANT: the columns that fact reads.
 COLUMNS_READ: dict[str, tuple[str, ...]] = {
-    # A status column, or pq's timestamp whose NULL marks a waiting job (its table has no
-    # status).
-    "live_set": (LIVE_COLUMN, "dequeued_at"),
-    "discovery": (LIVE_COLUMN, "dequeued_at"),
+    # A status column, pq's timestamp whose NULL marks a waiting job (its table has no
+    # status), or a broker's visible flag.
+    "live_set": (LIVE_COLUMN, "dequeued_at", "visible"),
+    "discovery": (LIVE_COLUMN, "dequeued_at", "visible"),
     "tenant_counts": (TENANT_COLUMN, LIVE_COLUMN, *DURATION_COLUMNS),
     # The finish timestamp, else the creation timestamp: the builders' tables have both, but
     # pq's, which is dated by the timestamp its live predicate waits on, and DBOS's, whose
-    # finish time is an integer of epoch milliseconds.
-    "archive_age": ("finished_at", "created_at", "dequeued_at", "completed_at"),
+    # finish time is an integer of epoch milliseconds, and a broker's, whose delivery sets
+    # its timestamp with its visible flag.
+    "archive_age": ("finished_at", "created_at", "dequeued_at", "completed_at", "timestamp"),
 }
 # GRANTs of qadvisor.facts that pg_monitor already gives (it includes pg_read_all_stats).
 GIVEN_BY_PG_MONITOR = ("read_all_stats",)
@@ -109,7 +110,8 @@ def documented_grants(
                 out.append(fact.grant(kind, role, schema))
             elif "{columns}" in template:
                 cols = [c for c in COLUMNS_READ[name] if c in columns]
-                out.append(fact.grant(kind, role, schema, queue, cols))
+                if cols:  # a table with none of them needs no column of it read
+                    out.append(fact.grant(kind, role, schema, queue, cols))
             elif kind == "update":
                 out.append(fact.grant(kind, role, schema, queue))
             elif kind == "sequence":

@@ -29,6 +29,7 @@ from qadvisor.collect.planner import PlanForm
 from qadvisor.derive import discover
 from qadvisor.derive.archive_dates import dating_column, unproven_epoch_columns
 from qadvisor.derive.estimates import live_index, part_index
+from qadvisor.derive.hot_updates import RecordedUpdate
 from qadvisor.derive.statement_queues import queues_named
 from qadvisor.facts import FACTS
 from qadvisor.model import HiddenFact, Queue, Statement, Table
@@ -369,16 +370,18 @@ class Guard:
             )
         return None
 
-    def archive_age(self, queue: Queue, table: Table | None) -> HiddenFact | None:
+    def archive_age(
+        self, queue: Queue, table: Table | None, updates: Sequence[RecordedUpdate] = ()
+    ) -> HiddenFact | None:
         """The age of a queue's oldest finished row, when the role may not see the statistics
-        of the timestamp that dates it."""
+        of the timestamp that dates it (``updates``: those recorded on the table)."""
         relid = self.relids.get(queue.qualified)
         if relid is None or table is None or self.access is None:
             return None
         acc = self.access.get(relid)
         if acc is None:
             return None
-        dating = dating_column(table, queue.live)
+        dating = dating_column(table, queue.live, updates)
         if dating is not None:
             hidden = [] if dating.name in acc.readable else [dating.name]
             what = ""

@@ -46,6 +46,7 @@ from qadvisor.collect.stakeholders import missing_privileges, read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.derive import claims, discover, names
+from qadvisor.derive.hot_updates import recorded_updates
 from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import (
     Column,
@@ -134,9 +135,6 @@ def collect(
     sequences_hidden = _hidden(
         guard.id_sequences(queue, _table_of(queue, table_facts.value)) for queue in queues
     )
-    archive_hidden = _hidden(
-        guard.archive_age(queue, _table_of(queue, table_facts.value)) for queue in queues
-    )
     # Rates are measured from the moment the first counters were read.
     counters_read = time.monotonic()
     live_hidden = _hidden(
@@ -160,6 +158,17 @@ def collect(
         found.value.pgss_missing,
         found.value.recorded,
         found.value.in_bodies,
+    )
+    # What the recorded updates set may date a table's finished rows (archive_dates).
+    recorded = Snapshot(
+        server, {}, (), queues, tuple(table_facts.value), statements=planned.value,
+        maintenance=maintenance, stakeholders=stakeholders.value,
+    )  # fmt: skip
+    archive_hidden = _hidden(
+        guard.archive_age(queue, table, recorded_updates(recorded, table)[0])
+        for queue in queues
+        for table in [_table_of(queue, table_facts.value)]
+        if table is not None
     )
     sample: Read[Sample | None] = Read(None)
     if sample_seconds and relids:

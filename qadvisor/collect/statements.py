@@ -303,6 +303,7 @@ def _judge(
                 parsed.unconditional,
                 parsed.by_value,
                 tuple(o.column for o in parsed.order_by),
+                parsed.due,
             )
         )
 

@@ -9,17 +9,25 @@ whose live predicate is one timestamp being NULL (pq's ``dequeued_at IS NULL``) 
 timestamp when a row leaves the live set: whatever its name, it dates the rows that left,
 and comes before a creation timestamp. A column of those names that holds epoch seconds or
 milliseconds in an integer (DBOS's ``completed_at bigint``) dates rows too, when the smallest
-value ANALYZE saw of it reads as a date in this century in one of those units. Pure: shared by
-the check and by the collector, which records a hidden column.
+value ANALYZE saw of it reads as a date in this century in one of those units. Without either,
+a timestamp that a recorded UPDATE sets together with the live column (a broker's delivery,
+``SET visible = $1, timestamp = $2``) is the time of a row's last move, out of the live set
+for the rows outside it: it dates them, whatever its name, when it is the only timestamp such
+updates set. It is set on waiting rows too (when they are sent), so the rows it dates are
+told apart by the live predicate. Pure: shared by the check and by the collector, which
+records a hidden column.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
+from qadvisor.derive.hot_updates import RecordedUpdate
 from qadvisor.model import LivePredicate, Table
+from qadvisor.sql.printing import predicate_sql
 
 # Words queue libraries name a finish or a creation timestamp with (good_job and Solid
 # Queue's finished_at, Oban's completed_at, River's finalized_at, pg-boss's completed_on and
@@ -45,6 +53,9 @@ class DatingColumn:
     from_live: str | None = None
     # An integer of seconds or milliseconds since the epoch ("s", "ms"); None for a timestamp.
     epoch: Epoch | None = None
+    # The live predicate (SQL) when the column is set on waiting rows too: the rows it dates
+    # are those the predicate does not hold for.
+    unless_live: str | None = None
 
     def since(self, interval: str) -> str:
         """SQL for the moment ``interval`` ago in this column's own terms."""
@@ -69,10 +80,13 @@ class DatingColumn:
         return self.type == "timestamp with time zone"
 
 
-def dating_column(table: Table, live: LivePredicate | None = None) -> DatingColumn | None:
+def dating_column(
+    table: Table, live: LivePredicate | None = None, updates: Sequence[RecordedUpdate] = ()
+) -> DatingColumn | None:
     """The timestamp that dates the table's finished rows: a finish column (in the order of
-    the stems above), else the timestamp whose NULL is the whole ``live`` predicate, else a
-    creation column; None when the table has none of them."""
+    the stems above), else the timestamp whose NULL is the whole ``live`` predicate, else the
+    one timestamp the recorded ``updates`` (hot_updates.recorded_updates) set with the live
+    column, else a creation column; None when the table has none of them."""
     types = {c.name: c.type for c in table.columns}
     found = _named(table, types, "finish", _FINISH_STEMS)
     if found is not None:
@@ -84,7 +98,36 @@ def dating_column(table: Table, live: LivePredicate | None = None) -> DatingColu
             types[live.column],
             from_live=f"the live predicate is {live.column} IS NULL",
         )
+    moved = _set_with_live(types, live, updates)
+    if moved is not None:
+        return moved
     return _named(table, types, "creation", _CREATION_STEMS)
+
+
+def _set_with_live(
+    types: dict[str, str], live: LivePredicate | None, updates: Sequence[RecordedUpdate]
+) -> DatingColumn | None:
+    """The one timestamp the recorded updates that set the live column set with it."""
+    if live is None or not live.columns:
+        return None
+    found: dict[str, RecordedUpdate] = {}
+    for update in updates:
+        if not set(update.columns) & set(live.columns):
+            continue
+        for name in update.columns:
+            if name not in live.columns and types.get(name) in _DATE_TYPES:
+                found.setdefault(name, update)
+    if len(found) != 1:
+        return None  # none, or several: which of them a finished row last got is unknown
+    ((name, update),) = found.items()
+    moved = " and ".join(live.columns)
+    return DatingColumn(
+        name,
+        "finish",
+        types[name],
+        from_live=f"{update.label} sets it with {moved}",
+        unless_live=predicate_sql(live),
+    )
 
 
 def _named(

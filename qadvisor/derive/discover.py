@@ -8,12 +8,17 @@ status values, a boolean (``is_available``), ``finished_at IS NULL``, an enum ra
 (``state < 'active'``), or the union an OR over nullable columns takes (``(locked_at IS NULL
 AND next_run_at <= $3) OR locked_at <= $4``: next_run_at or locked_at set, a waiting job or
 one whose lock went stale). A claim with no condition on the table takes any row: the whole
-table is its live set, unless the table's structure (below) says which rows wait. Where the
+table is its live set, unless the table's structure (below) says which rows wait. So does a
+claim that waits for a time (``vt <= clock_timestamp()``, a visibility timeout it pushes
+forward): a row waits until its time comes and, taken, waits again while in flight, so where
+nothing marks a row finished (acknowledged rows are deleted, or moved into an archive table
+no claim reads) every row is waiting or in flight. Where the
 claim compares with a parameter (pg_stat_statements shows every constant as ``$n``), the
 values come from the weaker evidence: a partial index on that column, a known library's
 shape, the column's enum labels or most common values; a boolean's value from its partial
-indexes only (a value hidden behind ``$n`` is a hypothesis, and only the schema's own index
-says which one waits).
+indexes, else from its name as status words say which status waits (``visible``,
+``is_available``: true; ``processed``: false), and the reason names it. A boolean compared
+with ``<>`` waits for the other value (a broker's ``visible != false``).
 
 Without a claim, structure is the evidence: a partial index on a status whose values read as
 waiting, the shape of a known library, status values some waiting and some finished. A partial
@@ -123,6 +128,9 @@ class Claim:
     # the columns it compares says which rows wait, it takes any row of that queue.
     by_value: bool = False
     order_by: tuple[str, ...] = ()  # the columns of its ORDER BY, in order
+    # The columns whose time it waits to come (DequeueStatement.due): a row waits for it, is
+    # taken when it comes and, taken, waits again (a visibility timeout pushed forward).
+    due: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -305,9 +313,11 @@ def _live_predicate(
         live, why = _claim_live(ev, claim, all_columns)
         if live is not None or why:
             return live, why
-        if claim.by_value:
+        if claim.by_value or claim.due:
             # queue_name = $1 chooses whose rows, not which of them wait: every row of
             # the queue it serves is as claimable as those of an unconditional claim.
+            # A row that waits for its time (vt <= now()) is taken when it comes and, in
+            # flight, waits for it again: unless something marks rows finished, each is live.
             bare = bare or claim
     live, why = _structural_live(ev, all_columns)
     if live is None and bare is not None and not _hidden_status(ev):
@@ -316,6 +326,13 @@ def _live_predicate(
         if bare.unconditional:
             source = f"claim {bare.label}; it has no condition on {ev.table}"
             said = "the claim has no condition on it"
+        elif bare.due:
+            waits = " AND ".join(p.text for p in bare.predicates if p.column in bare.due)
+            source = f"claim {bare.label}; its condition {waits} waits for a time"
+            said = (
+                f"the claim's condition {waits} waits for a time, which every row reaches "
+                "again while it is in flight, and nothing marks a row finished"
+            )
         else:
             chooses = " AND ".join(p.text for p in bare.predicates)
             source = f"claim {bare.label}; its condition {chooses} chooses a queue"
@@ -506,7 +523,7 @@ def _rank(ev: _Evidence, pred: Predicate) -> int | None:
         "=", "in", "any", "<", "<=", ">", ">=", "<>", "not in"
     ):  # fmt: skip
         return 0
-    if col.type == "boolean" and pred.op in ("true", "false", "="):
+    if col.type == "boolean" and pred.op in ("true", "false", "=", "<>"):
         return 1
     if pred.op == "is null" and not col.not_null:
         return 2 if any(w in col.column.lower() for w in _FINISH_WORDS) else 3
@@ -528,10 +545,12 @@ def _claim_values(
     if pred.op in ("true", "false"):
         return LivePredicate(col.column, pred.op), ""
     literals = operand_values(pred, {})
-    if col.type == "boolean" and pred.op == "=":
+    if col.type == "boolean" and pred.op in ("=", "<>"):
+        # visible <> false waits for what visible = true does.
         flag = boolean_literal(pred)
         if flag is None and literals and literals[0].lower() in ("true", "t", "false", "f"):
-            flag = "true" if literals[0][0] in "tT" else "false"
+            said = literals[0][0] in "tT"
+            flag = "true" if said == (pred.op == "=") else "false"
         if flag is not None:
             return LivePredicate(col.column, flag), ""
         return _boolean_value(ev, col)
@@ -604,10 +623,40 @@ def _boolean_value(ev: _Evidence, col: CandidateColumn) -> tuple[LivePredicate |
             f"a boolean compared with a parameter, and the partial indexes on {col.column} "
             f"select both values ({', '.join(sorted(found.values()))})"
         )
+    named = _flag_named(col.column)
+    if named is not None:
+        # As a status word says which state waits, a flag's name says which of its values
+        # does: visible, available, ready when true; done, delivered, locked when false.
+        return LivePredicate(col.column, named), (
+            f"the name of {col.column} (a row waits while it is {named}: no partial index on "
+            "it says otherwise)"
+        )
     return None, (
         f"a boolean compared with a parameter, and no partial index on {col.column} says "
-        "which value waits"
+        "which value waits (nor does its name)"
     )
+
+
+# Words of a flag's name that say a row waits while it is true (a status word that reads as
+# waiting, or a message that is visible to consumers), and that it has left the queue
+# while it is true (a finished or running state, a message delivered).
+_WAITING_FLAG_WORDS = frozenset(LIVE_WORDS) | {"visible"}
+_TAKEN_FLAG_WORDS = (
+    ARCHIVE_WORDS
+    | INFLIGHT_WORDS
+    | {"delivered", "acked", "acknowledged", "consumed", "handled", "invisible", "hidden"}
+)
+
+
+def _flag_named(column: str) -> Literal["true", "false"] | None:
+    """The value of a boolean whose name says when its row waits (``visible``,
+    ``is_available``: true; ``processed``, ``is_done``: false); None when it says nothing or
+    both."""
+    words = set(column.lower().split("_")) - {"is", "has"}
+    waiting, taken = bool(words & _WAITING_FLAG_WORDS), bool(words & _TAKEN_FLAG_WORDS)
+    if waiting == taken:
+        return None
+    return "true" if waiting else "false"
 
 
 def _flag(live: LivePredicate) -> Literal["true", "false"] | None:

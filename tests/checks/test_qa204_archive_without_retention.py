@@ -15,6 +15,7 @@ from qadvisor.model import (
     ServerInfo,
     Severity,
     Skip,
+    Stakeholder,
     Table,
 )
 from tests import snapshots as S
@@ -446,3 +447,41 @@ def test_an_integer_of_epoch_milliseconds_dates_the_archive_in_its_own_unit() ->
         replace(s, lower_bound="1234") if s.column == "completed_at" else s
         for s in t.column_stats)))  # fmt: skip
     assert isinstance(s, Skip) and "no finish or creation timestamp" in s.reason
+
+
+def test_the_timestamp_an_update_sets_with_the_live_flag_dates_the_rows_that_left() -> None:
+    # A broker keeps delivered messages: the delivery sets visible false and timestamp to its
+    # time in one UPDATE, and timestamp was the sending time of the waiting ones.
+    t = table(days_ago(40), column="timestamp")
+    columns = [c for c in t.columns if c.name not in ("finished_at", "created_at", "status")]
+    t = replace(t, columns=(*columns, Column("visible", "boolean", False),
+                            Column("timestamp", "timestamp without time zone", False)))  # fmt: skip
+    flag = ColumnStats("visible", 0.0, 2, 1, ("false", "true"), (0.99, 0.01))
+    t = replace(t, column_stats=(*t.column_stats, flag))
+    live = S.LivePredicate("visible", "true", source="claim")
+    delivery = Stakeholder(
+        "pg_stat_statements 1a2b3c4d5e (300 calls)",
+        "UPDATE jobs SET visible=$1, timestamp=$2::timestamp, version=$3 WHERE jobs.id = $4",
+        "public.jobs",
+        calls=300,
+    )
+    server = ServerInfo("18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())
+    snap = replace(S.snapshot(t, live=live), server=server, stakeholders=(delivery,))
+    (f,) = S.run("QA204", snap)
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING
+    assert f.evidence["dated_by"] == "timestamp" and f.evidence["dated_by_kind"] == "finish"
+    assert "sets it with visible" in str(f.evidence["dated_by_from"])
+    assert f.fix is not None
+    (step,) = f.fix.steps
+    assert "AND timestamp < now() - interval '7 days' AND (visible) IS NOT TRUE" in step.sql
+    # An update that sets two timestamps with the flag leaves which one dates a row unknown;
+    # one that does not set the flag says nothing of the rows that left.
+    for text in (
+        "UPDATE jobs SET visible=$1, timestamp=$2, started_at=$3 WHERE id = $4",
+        "UPDATE jobs SET timestamp=$1 WHERE id = $2",
+    ):
+        columns = (*t.columns, Column("started_at", "timestamp with time zone", False))
+        other = replace(delivery, text=text)
+        found = S.run("QA204", replace(snap, tables=(replace(t, columns=columns),),
+                                       stakeholders=(other,)))  # fmt: skip
+        assert [type(x) for x in found] == [Skip], found

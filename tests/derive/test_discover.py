@@ -56,7 +56,7 @@ def claim(table: str, sql: str, label: str = "--query 1") -> Claim:
     return Claim(
         hash(table) & 0xFFFF, "public", table, label, parsed.predicates,
         unconditional=parsed.unconditional, by_value=parsed.by_value,
-        order_by=tuple(o.column for o in parsed.order_by),
+        order_by=tuple(o.column for o in parsed.order_by), due=parsed.due,
     )  # fmt: skip
 
 
@@ -553,6 +553,32 @@ def test_a_sweep_or_a_due_time_claim_is_no_choice_of_queue() -> None:
         assert "can be a live predicate" in rejected[0].reason
 
 
+VT_READ = (
+    "WITH cte AS (SELECT msg_id FROM q_orders WHERE vt <= clock_timestamp() ORDER BY msg_id "
+    "LIMIT $1 FOR UPDATE SKIP LOCKED) UPDATE q_orders m SET vt = clock_timestamp() + $2 "
+    "FROM cte WHERE m.msg_id = cte.msg_id RETURNING m.msg_id"
+)
+
+
+def test_a_claim_that_waits_for_a_time_makes_every_row_live_unless_rows_are_marked() -> None:
+    # A visibility timeout: a row waits for its vt, is taken when it comes and waits again
+    # while in flight; an acknowledged row is deleted. Nothing marks a row finished.
+    vt = ts("q_orders", "vt")
+    (d,) = discover.decide([vt], [], [claim("q_orders", VT_READ)])
+    assert d.live is not None and d.live.whole_table
+    assert "every row of q_orders" in d.reason
+    assert "vt <= CLOCK_TIMESTAMP() waits for a time" in d.reason
+    # A table whose status says which rows wait keeps that: the time is not the live set.
+    status = col("q_orders", "status", ("pending", "done"))
+    (d,) = discover.decide([vt, status], [], [claim("q_orders", VT_READ)])
+    assert d.live is not None and (d.live.column, d.live.values) == ("status", ("pending",))
+    # A finish time the claim does not read still says which rows left the queue.
+    finished = ts("q_orders", "finished_at")
+    (d,) = discover.decide([vt, finished], [partial("q_orders", "q_orders_open",
+                           "(finished_at IS NULL)")], [claim("q_orders", VT_READ)])  # fmt: skip
+    assert d.live is not None and (d.live.column, d.live.op) == ("finished_at", "is null")
+
+
 def test_a_claim_with_a_condition_that_is_no_live_predicate_is_still_rejected() -> None:
     # A condition on the queue table's own column chooses rows: not the whole table.
     sql = "SELECT id FROM sessions WHERE seen_at < now() - interval '1 day' FOR UPDATE SKIP LOCKED"
@@ -584,23 +610,67 @@ def test_a_boolean_compared_with_a_parameter_takes_its_value_from_the_partial_in
 
 
 def test_a_boolean_parameter_no_partial_index_decides_is_no_live_predicate() -> None:
-    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
-    # Never a value no index names: without one, or with indexes on both values, no guess.
-    for partials in ([], [flag_index("is_available"), flag_index("(NOT is_available)", "b")]):
+    # Never a value nothing names: no index and a name that says nothing, or indexes on both
+    # values (the name is weaker than either index), no guess.
+    flag = col("jobs", "flag", ("f", "t"), type="boolean")
+    named = col("jobs", "is_available", ("f", "t"), type="boolean")
+    for column, partials in (
+        (flag, []),
+        (named, [flag_index("is_available"), flag_index("(NOT is_available)", "b")]),
+    ):
+        sql = FLAG.replace("jobs.is_available", f"jobs.{column.column}")
         (d,) = discover.decide(
-            [flag], partials, [claim("jobs", FLAG)], explicit=[("public", "jobs", 1)]
+            [column], partials, [claim("jobs", sql)], explicit=[("public", "jobs", 1)]
         )
         assert d.live is None
         assert "a boolean compared with a parameter" in d.reason
 
 
 def test_a_rejected_boolean_claim_says_which_value_was_not_known() -> None:
-    flag = col("jobs", "is_available", ("f", "t"), type="boolean")
+    flag = col("jobs", "flag", ("f", "t"), type="boolean")
     rejected: list[Rejected] = []
-    assert discover.decide([flag], [], [claim("jobs", FLAG)], rejected=rejected) == []
+    sql = FLAG.replace("jobs.is_available", "jobs.flag")
+    assert discover.decide([flag], [], [claim("jobs", sql)], rejected=rejected) == []
     (r,) = rejected
-    assert "the claim --query 1 waits for jobs.is_available = $3" in r.reason
-    assert "no partial index on is_available says which value waits" in r.reason
+    assert "the claim --query 1 waits for jobs.flag = $3" in r.reason
+    assert "no partial index on flag says which value waits (nor does its name)" in r.reason
+
+
+# A broker's claim as pg_stat_statements shows it: visible != false, with no SKIP LOCKED.
+BROKER = (
+    "SELECT kombu_message.id FROM kombu_message WHERE kombu_message.queue_id = $1 AND "
+    "kombu_message.visible != $2 ORDER BY kombu_message.timestamp, kombu_message.id "
+    "LIMIT $3 FOR UPDATE"
+)
+
+
+def test_a_boolean_compared_with_not_equal_is_a_live_predicate() -> None:
+    visible = col("kombu_message", "visible", ("f", "t"), type="boolean", not_null=False)
+    for sql in (
+        BROKER,
+        BROKER.replace("!= $2", "<> false"),
+        BROKER.replace("!= $2", "= true"),
+        BROKER.replace("!= $2", "IS TRUE"),
+    ):
+        (d,) = discover.decide([visible], [], [claim("kombu_message", sql)])
+        assert d.live is not None and (d.live.column, d.live.op) == ("visible", "true"), sql
+    # visible <> true waits for the rows visible = false does.
+    (d,) = discover.decide([visible], [], [claim("kombu_message", BROKER.replace("$2", "true"))])
+    assert d.live is not None and d.live.op == "false"
+    # A value hidden behind $2 comes from the flag's name, weakest of the evidence, and the
+    # evidence says so; a partial index on the flag outranks it.
+    (d,) = discover.decide([visible], [], [claim("kombu_message", BROKER)])
+    assert d.live is not None and "values from the name of visible" in d.live.source
+    index = PartialIndex("public", "kombu_message", hash("kombu_message") & 0xFFFF,
+                         "kombu_message_taken", "(NOT visible)")  # fmt: skip
+    (d,) = discover.decide([visible], [index], [claim("kombu_message", BROKER)])
+    assert d.live is not None and d.live.op == "false"
+    assert "values from partial index kombu_message_taken" in d.live.source
+    # A name that says a row has left the queue while it is true: false waits.
+    done = col("kombu_message", "is_processed", ("f", "t"), type="boolean")
+    sql = BROKER.replace("visible", "is_processed")
+    (d,) = discover.decide([done], [], [claim("kombu_message", sql)])
+    assert d.live is not None and d.live.op == "false"
 
 
 def test_a_claim_without_a_condition_on_a_table_with_waiting_and_finished_states() -> None:

@@ -142,6 +142,69 @@ def test_a_claim_that_chooses_a_queue_by_value(sql: str, by_value: bool) -> None
     assert analysed(sql).by_value is by_value
 
 
+@pytest.mark.parametrize(
+    ("sql", "due"),
+    [
+        # A visibility timeout: the due messages in id order, their vt pushed forward.
+        (
+            "WITH cte AS (SELECT msg_id FROM q_orders WHERE vt <= clock_timestamp() ORDER BY "
+            "msg_id LIMIT $1 FOR UPDATE SKIP LOCKED) UPDATE q_orders m SET vt = "
+            "clock_timestamp() + $2, read_ct = read_ct + $3 FROM cte WHERE m.msg_id = "
+            "cte.msg_id RETURNING m.msg_id",
+            ("vt",),
+        ),
+        # Written the other way round, with the current time as CURRENT_TIMESTAMP.
+        (
+            "SELECT id FROM jobs WHERE queue = $1 AND CURRENT_TIMESTAMP >= run_at "
+            "ORDER BY run_at LIMIT 5 FOR UPDATE SKIP LOCKED",
+            ("run_at",),
+        ),
+        # A parameter is a due time where the claim pushes that time forward itself.
+        (
+            "UPDATE jobs SET lease_until = now() + $2::interval WHERE id IN (SELECT id FROM "
+            "jobs WHERE lease_until <= $1 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+            "RETURNING id",
+            ("lease_until",),
+        ),
+        # A value that may be anything set in its place is no time pushed forward (pg-boss
+        # sets its state, compared with state < $2, to a value pg_stat_statements hides).
+        (
+            "WITH next AS (SELECT id FROM job j WHERE j.state < $2 ORDER BY j.priority "
+            "LIMIT $3 FOR UPDATE SKIP LOCKED) UPDATE job j SET state = $4 FROM next "
+            "WHERE j.id = next.id RETURNING j.id",
+            (),
+        ),
+        # ... and otherwise reads as a clean-up's cut-off as well as a due time.
+        (
+            "SELECT id FROM scheduled WHERE scheduled_at <= $1 ORDER BY scheduled_at "
+            "LIMIT $2 FOR UPDATE SKIP LOCKED",
+            (),
+        ),
+        # Older than: time arithmetic is an age, never "due".
+        (
+            "SELECT id FROM sessions WHERE seen_at < now() - interval '1 day' ORDER BY id "
+            "LIMIT 10 FOR UPDATE SKIP LOCKED",
+            (),
+        ),
+        # Every row past the time, in no order and no number: a sweep.
+        ("SELECT id FROM sessions WHERE expires_at < now() FOR UPDATE SKIP LOCKED", ()),
+    ],
+)
+def test_a_claim_that_waits_for_a_time(sql: str, due: tuple[str, ...]) -> None:
+    assert analysed(sql).due == due
+
+
+def test_a_flag_tested_with_is_true_or_is_false_is_the_flag() -> None:
+    sql = "SELECT id FROM m WHERE visible {} ORDER BY id LIMIT 1 FOR UPDATE"
+    for test, op in (("IS TRUE", "true"), ("IS FALSE", "false")):
+        (pred,) = analysed(sql.format(test)).predicates
+        assert (pred.column, pred.op) == ("visible", op)
+    # IS NOT FALSE holds where visible is NULL too, as neither flag value does.
+    for test in ("IS NOT FALSE", "IS NOT TRUE"):
+        (pred,) = analysed(sql.format(test)).predicates
+        assert pred.op == "other"
+
+
 def test_fifo_from_pg_stat_statements() -> None:
     s = analysed(FIFO_PGSS)
     assert s.predicates == (

@@ -29,7 +29,7 @@ from qadvisor.sql.dequeue.levels import (
     unique,
     unwrap,
 )
-from qadvisor.sql.dequeue.maintenance import Maintenance, recognise
+from qadvisor.sql.dequeue.maintenance import Maintenance, due_times, recognise
 from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
@@ -145,6 +145,9 @@ class DequeueStatement:
     # queue table compare a column with values (``queue_name = $1``, ``kind = ANY($2)``):
     # it picks which queue's (or key's) next rows to take, not which rows wait.
     by_value: bool = False
+    # The columns whose time it waits to come (``vt <= clock_timestamp()``, a lease it pushes
+    # forward): see qadvisor.sql.dequeue.maintenance.due_times.
+    due: tuple[str, ...] = ()
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -483,6 +486,7 @@ def analyse(sql: str) -> DequeueStatement | None:
         joins=_joins(owner, queue_key, ctes),
         unconditional=_unconditional(select, owner, queue_key),
         by_value=_by_value(select, owner, queue_key),
+        due=due_times(tree, select, queue_table, predicates),
     )
 
 
@@ -771,6 +775,17 @@ def _arm_predicate(conjunct: exp.Expr, is_ours: Callable[[exp.Expr], bool]) -> P
         negated = negated != bool(node.args.get("negate"))  # sqlglot 30: IS NOT is negate=True
         op: PredicateOp = "is not null" if negated else "is null"
         return Predicate(column_name(node.this), op, (), text)
+    if (
+        isinstance(node, exp.Is)
+        and isinstance(node.expression, exp.Boolean)
+        and is_ours(node.this)
+        and not negated
+        and not node.args.get("negate")
+    ):
+        # flag IS TRUE holds on the rows flag does (NULL on neither). IS NOT FALSE holds on
+        # NULL too: no "true" or "false" says that, so it stays a condition of its own.
+        said = bool(node.expression.this)
+        return Predicate(column_name(node.this), "true" if said else "false", (), text)
     if isinstance(node, exp.In) and is_ours(node.this):
         query = node.args.get("query")
         items = [query] if query else node.expressions

@@ -139,6 +139,55 @@ def recognise(
     )
 
 
+def due_times(
+    tree: exp.Expr,
+    select: exp.Select,
+    queue: exp.Table,
+    predicates: Sequence[Predicate],
+) -> tuple[str, ...]:
+    """The columns of the queue table whose time a claim waits to come: a ``column <= bound``
+    (or ``<``) whose bound is the current time itself (``vt <= clock_timestamp()``,
+    ``run_at <= now()``), or a parameter when the statement itself sets that column to a time
+    reckoned from now (a visibility timeout or a lease the claim pushes forward: ``vt <= $1
+    ... SET vt = clock_timestamp() + $2``).
+
+    Only of a level that takes the next rows in an order (ORDER BY and LIMIT where the lock
+    is): a statement that locks every row past a bound is a sweep, and a parameter compared
+    with a column the statement does not set reads as a clean-up's cut-off as well as a due
+    time. A bound written as time arithmetic (``now() - interval '1 day'``) says "older
+    than", never "due"."""
+    if not select.args.get("order") or select.args.get("limit") is None:
+        return ()
+    write = _write_of(tree, queue)
+    pushed = set(_set_to_a_time(write)) if isinstance(write, exp.Update) else set()
+    due: list[str] = []
+    for pred in predicates:
+        if pred.op not in ("<", "<=") or len(pred.operands) != 1:
+            continue
+        text = pred.operands[0].text
+        if _age_bound(text) != "bare":
+            continue
+        if not _is_now(unwrap(expression(text, "a bound"))) and pred.column not in pushed:
+            continue  # a parameter: "due" only where the claim moves that time itself
+        if pred.column not in due:
+            due.append(pred.column)
+    return tuple(due)
+
+
+def _set_to_a_time(update: exp.Update) -> Iterator[str]:
+    """The columns an UPDATE sets to a time reckoned from now (``SET vt = clock_timestamp()
+    + $2``, ``lease_until = now() + interval '5 minutes'``): a bare parameter may be any
+    value (pg-boss sets ``state = $n``), so it says nothing."""
+    for assignment in update.expressions or []:
+        if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
+            continue
+        value = assignment.expression
+        if any(_is_now(n) or _is_interval(n) for n in value.walk()):
+            name = folded_name(assignment.this.this)
+            if name is not None:
+                yield name
+
+
 def _referred_ages(select: exp.Select, queue: exp.Table) -> Iterator[str]:
     """The conditions of the locking level that choose its rows by the age of another row
     they refer to, as SQL: a ``NOT EXISTS`` whose sub-select, correlated with the queue
