@@ -1,0 +1,107 @@
+"""Hostile input, on every major: what other sessions run, what the user gives and where the
+output goes, each case as a DBA's terminal or a CI job would meet it (real servers).
+
+- Another session's text: a secret in a literal of the query a lock's holder runs, or of a
+  statement pg_stat_statements keeps unnormalised, never reaches a report, a snapshot or a
+  message, however the literal is written (qadvisor.sql.masking reads it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tests.conftest import TestDB
+from tests.helpers import Run, qadvisor
+
+pytestmark = pytest.mark.every_major
+
+SECRET = "LEAK"
+REPORTS = ("json", "markdown", "sarif", "junit")
+
+
+def _texts(runs: list[Run], files: list[Path]) -> dict[str, str]:
+    texts = {f"run {i} {name}": text for i, r in enumerate(runs)
+             for name, text in (("stdout", r.stdout), ("stderr", r.stderr))}  # fmt: skip
+    return texts | {f.name: f.read_text() for f in files}
+
+
+def _assert_no_secret(runs: list[Run], files: list[Path]) -> None:
+    for name, text in _texts(runs, files).items():
+        assert SECRET not in text, f"{name}:\n{text}"
+
+
+# What the session holding the lock ran last: (settings it made before, the statement).
+LOCK_HOLDERS = {
+    "escape string": ((), r"SELECT E'\'LEAK', 1"),
+    "quote in a comment": ((), "SELECT /* it's */ 'LEAK'"),
+    "quoted name holding a quote": ((), "SELECT \"a'b\", 'LEAK' FROM (SELECT 1 AS \"a'b\") s"),
+    "line comment": ((), "SELECT 1 -- don't\n, 'LEAK'"),
+    "cut off": ((), "SELECT 'LEAK " + "x" * 400 + "'"),
+    "standard_conforming_strings off": (
+        ("SET standard_conforming_strings = off",),
+        r"SELECT 'x\'LEAK' AS v",
+    ),
+    "dollar quote": ((), "SELECT $q$ it's LEAK $q$"),
+}
+
+
+def test_a_lock_holders_literals_never_reach_a_report(db: TestDB, tmp_path: Path) -> None:
+    tables = [f"q{i}" for i in range(len(LOCK_HOLDERS))]
+    for table in tables:
+        db.execute(f"CREATE TABLE {table} (id bigserial PRIMARY KEY, status text NOT NULL)")
+    with contextlib.ExitStack() as stack:
+        for table, (settings, last) in zip(tables, LOCK_HOLDERS.values(), strict=True):
+            holder = stack.enter_context(psycopg.connect(db.dsn))
+            for statement in settings:
+                holder.execute(statement)
+            holder.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+            holder.execute(last)
+        files = [tmp_path / f"report.{fmt}" for fmt in REPORTS]
+        snapshot = tmp_path / "snapshot.json"
+        outputs = [a for f in files for a in ("--output", f"{f.suffix[1:]}:{f}")]
+        named = [a for t in tables for a in ("--table", t)]
+        check = qadvisor("check", db.dsn, *named, "-v", "--fail-on", "never", *outputs)
+        snap = qadvisor("snapshot", db.dsn, *named, "-o", str(snapshot))
+    assert check.rc == 0 and snap.rc == 0, (check.stderr, snap.stderr)
+    _assert_no_secret([check, snap], [*files, snapshot])
+    # Each holder is named, its statement's shape kept.
+    report = (tmp_path / "report.json").read_text()
+    for table in tables:
+        assert f"holds AccessExclusiveLock on public.{table}" in report, table
+    assert "SELECT /* it's */ $1" in report and "SELECT $q$" not in report
+
+
+def test_statements_pg_stat_statements_keeps_whole_are_masked(db: TestDB, tmp_path: Path) -> None:
+    db.execute(
+        "CREATE EXTENSION pg_stat_statements;"
+        "CREATE TABLE jobs (id bigserial PRIMARY KEY, status text NOT NULL DEFAULT 'queued',"
+        " token text);"
+        "CREATE INDEX ON jobs (id) WHERE status = 'queued';"
+        "INSERT INTO jobs (token) SELECT 't' || i FROM generate_series(1, 100) i"
+    )
+    with psycopg.connect(db.dsn) as app:
+        # psycopg's (and psycopg2's) named cursor: DECLARE ... CURSOR FOR, kept whole by
+        # pg_stat_statements before PostgreSQL 16, as CREATE TABLE AS is; a DO block on all.
+        with app.cursor(name="claimer") as cur:
+            cur.execute("SELECT id FROM jobs WHERE token = 'LEAK1' FOR UPDATE SKIP LOCKED")
+            cur.fetchall()
+        app.commit()
+        app.execute("CREATE TABLE kept AS SELECT id FROM jobs WHERE token = 'LEAK2' FOR UPDATE")
+        app.execute(
+            "DO $$ BEGIN PERFORM 1 FROM jobs WHERE token = 'LEAK3' FOR UPDATE SKIP LOCKED; END $$"
+        )
+        app.commit()
+    snapshot = tmp_path / "snapshot.json"
+    as_json = qadvisor("check", db.dsn, "--format", "json", "--fail-on", "never")
+    verbose = qadvisor("check", db.dsn, "-v", "--fail-on", "never")
+    snap = qadvisor("snapshot", db.dsn, "-o", str(snapshot))
+    assert {as_json.rc, verbose.rc, snap.rc} == {0}, (as_json.stderr, snap.stderr)
+    _assert_no_secret([as_json, verbose, snap], [snapshot])
+    # Masked, not dropped; a DO block's body, one constant, is no row-locking statement.
+    left_out = {o["statement"] for o in as_json.report["left_out"]}
+    claim = 'DECLARE "claimer" CURSOR FOR SELECT id FROM jobs WHERE token = $1 FOR UPDATE'
+    assert f"{claim} SKIP LOCKED" in left_out, left_out
