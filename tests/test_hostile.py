@@ -4,6 +4,8 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
 - Another session's text: a secret in a literal of the query a lock's holder runs, or of a
   statement pg_stat_statements keeps unnormalised, never reaches a report, a snapshot or a
   message, however the literal is written (qadvisor.sql.masking reads it).
+- The DSN: a URI whose password holds an unencoded '@' (or '/', '?', '#') is refused before
+  any connection, no piece of the password in the message.
 """
 
 from __future__ import annotations
@@ -105,3 +107,23 @@ def test_statements_pg_stat_statements_keeps_whole_are_masked(db: TestDB, tmp_pa
     left_out = {o["statement"] for o in as_json.report["left_out"]}
     claim = 'DECLARE "claimer" CURSOR FOR SELECT id FROM jobs WHERE token = $1 FOR UPDATE'
     assert f"{claim} SKIP LOCKED" in left_out, left_out
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://u:Zq9SECRET@p:ss@host/db",
+        "postgresql://u:Zq9SECRET@127.0.0.1@127.0.0.1:5432/db",
+        "postgres://u:Zq9@SECRET@@host",
+        "postgresql://u:Zq9/SECRET@host/db",
+        "postgresql://u:Zq9?SECRET@host/db",
+    ],
+)
+def test_a_uri_whose_password_cuts_its_user_info_is_refused_before_connecting(dsn: str) -> None:
+    run = qadvisor("check", dsn, "--connect-timeout", "2")
+    assert run.rc == 2, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("qadvisor: error: malformed DSN: the URI's user info ends"), line
+    password = dsn.split("://u:", 1)[1].rsplit("@", 1)[0]
+    pieces = {password[i : i + 3] for i in range(len(password) - 2)}
+    assert not [p for p in pieces if p in run.stdout + run.stderr], line

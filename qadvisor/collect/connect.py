@@ -285,13 +285,18 @@ def redact(text: str, dsn: str | None = None) -> str:
 
 
 def cut_user_info(dsn: str | None) -> bool:
-    """A URI whose user info an unencoded '/', '?' or '#' cut short: an '@' comes after the
-    first of them, so libpq would read part of the password as host, port or database."""
+    """A URI whose user info an unencoded character of its password cut short, so that
+    libpq would read part of the password as host, port or database: an '@' after the first
+    '/', '?' or '#' (none before it), or a second '@' before it (libpq's user info ends at
+    the first '@', and no host or port holds one)."""
     rest = _after_scheme(dsn)
     if rest is None:
         return False
     cut = re.search(r"[/?#]", rest)
-    return cut is not None and "@" in rest[cut.end() :] and "@" not in rest[: cut.start()]
+    authority = rest[: cut.start()] if cut else rest
+    if authority.count("@") > 1:
+        return True
+    return cut is not None and "@" in rest[cut.end() :] and "@" not in authority
 
 
 def describe(dsn: str | None) -> str:
@@ -325,9 +330,10 @@ def connect(
     if cut_user_info(dsn):
         # Connecting would try a host made of the user name and a port made of the password.
         raise ConnectError(
-            "malformed DSN: an '@' follows a '/', '?' or '#' in the URI, so its user info was "
-            "cut short (details withheld: they may hold part of a password); percent-encode "
-            "those characters in a password ('/' as %2F, '?' as %3F, '#' as %23, '@' as %40)"
+            "malformed DSN: the URI's user info ends before its last '@' (an unencoded '@', "
+            "'/', '?' or '#' in the password), so libpq would read part of the password as "
+            "host, port or database (details withheld); percent-encode those characters in a "
+            "password ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23)"
         )
     try:
         params = conninfo.conninfo_to_dict(dsn or "")
