@@ -6,16 +6,22 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   message, however the literal is written (qadvisor.sql.masking reads it).
 - The DSN: a URI whose password holds an unencoded '@' (or '/', '?', '#') is refused before
   any connection, no piece of the password in the message.
+- stdout that does not take the report (a reader that stopped reading, a full disk): one line
+  and exit 2, never a traceback, never exit 1 (which a CI gate reads as findings).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.conftest import TestDB
 from tests.helpers import Run, qadvisor
 
@@ -127,3 +133,47 @@ def test_a_uri_whose_password_cuts_its_user_info_is_refused_before_connecting(ds
     password = dsn.split("://u:", 1)[1].rsplit("@", 1)[0]
     pieces = {password[i : i + 3] for i in range(len(password) - 2)}
     assert not [p for p in pieces if p in run.stdout + run.stderr], line
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "snapshot-f24dd57.json"
+
+
+def _into(stdout: int, *args: str) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
+    proc = subprocess.run([sys.executable, "-m", "qadvisor", *args], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, env=env, timeout=120)  # fmt: skip
+    return proc.returncode, proc.stderr
+
+
+def _closed_pipe(*args: str) -> tuple[int, str]:
+    """The run with a stdout nobody reads any more (as `| head -1` leaves it)."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return _into(write, *args)
+    finally:
+        os.close(write)
+
+
+def _full_disk(*args: str) -> tuple[int, str]:
+    with open("/dev/full", "w") as full:
+        return _into(full.fileno(), *args)
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "markdown", "sarif", "junit"])
+@pytest.mark.parametrize("stdout", [_closed_pipe, _full_disk], ids=["epipe", "enospc"])
+def test_stdout_that_does_not_take_the_report_is_one_line_and_exit_2(
+    stdout: object, fmt: str
+) -> None:
+    # A report with findings: exit 1 had it been written.
+    rc, err = stdout("check", "--snapshot", str(FIXTURE), "--format", fmt)  # type: ignore[operator]
+    assert rc == 2 and "Traceback" not in err, (rc, err)
+    (line,) = err.strip().splitlines()
+    assert line.startswith("qadvisor: error: cannot write to stdout: "), line
+
+
+@pytest.mark.parametrize("stdout", [_closed_pipe, _full_disk], ids=["epipe", "enospc"])
+def test_a_snapshot_stdout_does_not_take_is_one_line_and_exit_2(stdout: object, db: TestDB) -> None:
+    rc, err = stdout("snapshot", db.dsn)  # type: ignore[operator]
+    assert rc == 2 and err.startswith("qadvisor: error: cannot write to stdout: "), (rc, err)
+    assert len(err.strip().splitlines()) == 1, err

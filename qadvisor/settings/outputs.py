@@ -6,7 +6,9 @@ new one) is written to a temporary file beside it and renamed over it (atomic on
 reader sees the old file or the new one; through a symlink, it is the link's target that is
 replaced, and the link stays. Anything else at the path (a device such as ``/dev/stdout``, a
 FIFO, a socket, an open descriptor under ``/proc``) is written into, never replaced. A write
-that fails, at any point up to the file's close, is an error.
+that fails, at any point up to the file's close, is an error. So is a write to stdout that
+fails (:func:`to_stdout`): a reader that went away (``| head -1`` before the report ends:
+EPIPE), a full disk (``> /dev/full``: ENOSPC).
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ import re
 import stat
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
+
+from qadvisor.errors import InputError
 
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
-class OutputError(OSError):
-    """A report file could not be written."""
+class OutputError(InputError):
+    """A report, baseline or snapshot could not be written, to its file or to stdout: one
+    line and exit 2, with the input errors (a message safe to print)."""
 
 
 def unwritable(path: Path) -> str | None:
@@ -71,6 +78,23 @@ def write_atomic(path: Path, text: str) -> None:
                 out.write(text)
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def to_stdout(write: Callable[[TextIO], object]) -> None:
+    """``write`` to stdout, flushed; OutputError when stdout does not take it."""
+    try:
+        write(sys.stdout)
+        sys.stdout.flush()
+    except OSError as exc:
+        # Python flushes stdout again at exit, and would fail (and say so) a second time.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        why = exc.strerror or str(exc)
+        if isinstance(exc, BrokenPipeError):
+            why += " (what reads it stopped reading)"
+        raise OutputError(f"cannot write to stdout: {why}") from None
 
 
 def same_file(a: Path, b: Path) -> bool:
