@@ -659,5 +659,24 @@ def main() -> None:
     _gc_held = True
     try:
         app()
+    except Exception as exc:
+        _last_resort(exc)
     finally:
         _imported()
+
+
+def _last_resort(exc: Exception) -> NoReturn:
+    """A failure no layer turned into one of qadvisor's errors: still one line on stderr
+    (the DSN's password removed) and exit 2, not a traceback; ``python -X dev -m qadvisor``
+    shows where it came from."""
+    if sys.flags.dev_mode:
+        raise exc
+    from qadvisor.engine import redact_arguments
+
+    lines = str(exc).strip().splitlines()
+    said = redact_arguments(lines[0][:300], sys.argv[1:]) if lines else ""
+    typer.echo(
+        f"qadvisor: error: unexpected {type(exc).__name__}" + (f": {said}" if said else ""),
+        err=True,
+    )
+    raise SystemExit(EXIT_ERROR)

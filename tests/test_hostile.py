@@ -8,6 +8,7 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   any connection, no piece of the password in the message.
 - stdout that does not take the report (a reader that stopped reading, a full disk): one line
   and exit 2, never a traceback, never exit 1 (which a CI gate reads as findings).
+- An error nobody foresaw: one line, exit 2, the DSN's password removed.
 """
 
 from __future__ import annotations
@@ -177,3 +178,25 @@ def test_a_snapshot_stdout_does_not_take_is_one_line_and_exit_2(stdout: object, 
     rc, err = stdout("snapshot", db.dsn)  # type: ignore[operator]
     assert rc == 2 and err.startswith("qadvisor: error: cannot write to stdout: "), (rc, err)
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_an_error_nobody_foresaw_is_one_line_without_the_password(tmp_path: Path) -> None:
+    # An exception no layer of qadvisor turns into its own errors, raised where the engine
+    # runs, its message holding the DSN's password.
+    dsn = "postgresql://monitor:Xq7SECRETpw@nowhere.invalid/app"
+    script = (
+        "import sys\n"
+        "from qadvisor import cli, engine\n"
+        "def broken(*args, **kwargs):\n"
+        f"    raise RuntimeError('lost while reading {dsn}')\n"
+        "engine.check = broken\n"
+        f"sys.argv = ['qadvisor', 'check', {dsn!r}]\n"
+        "cli.main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("qadvisor: error: unexpected RuntimeError: lost while reading"), line
+    assert "SECRET" not in line
