@@ -6,6 +6,8 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   message, however the literal is written (qadvisor.sql.masking reads it).
 - The DSN: a URI whose password holds an unencoded '@' (or '/', '?', '#') is refused before
   any connection, no piece of the password in the message.
+- Option values, the environment's and the config file's: each checked before the server is
+  tried, each wrong one a line of its own.
 - stdout that does not take the report (a reader that stopped reading, a full disk): one line
   and exit 2, never a traceback, never exit 1 (which a CI gate reads as findings).
 - An error nobody foresaw: one line, exit 2, the DSN's password removed.
@@ -200,3 +202,56 @@ def test_an_error_nobody_foresaw_is_one_line_without_the_password(tmp_path: Path
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("qadvisor: error: unexpected RuntimeError: lost while reading"), line
     assert "SECRET" not in line
+
+
+def _one_error_line(run: Run) -> str:
+    assert run.rc == 2 and "Traceback" not in run.stderr, (run.rc, run.stderr)
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("qadvisor: error: "), line
+    return line
+
+
+# Each is checked before the server is tried: the DSN names a socket that is not there, so a
+# run that got as far as connecting would say "cannot connect".
+NOWHERE = "host=/nonexistent dbname=app"
+BAD_VALUES = {
+    "sample nan": (("--sample", "nan"), {}, "--sample nan: must be from 1 to 3600 seconds"),
+    "sample NaN": (("--sample", "NaN"), {}, "--sample nan: must be from 1 to 3600 seconds"),
+    "statement timeout past INT_MAX": (
+        ("--statement-timeout", "99999999999999999999"),
+        {},
+        "--statement-timeout is 99999999999999999999 ms: it must be at most 2147483647",
+    ),
+    "lock timeout past INT_MAX": (
+        ("--lock-timeout", "2147483648"),
+        {},
+        "--lock-timeout is 2147483648 ms: it must be at most 2147483647",
+    ),
+    "run timeout past INT_MAX": (
+        ("--run-timeout", "99999999999999999999"),
+        {},
+        "--run-timeout is 99999999999999999999 seconds: it must be at most 2147483647",
+    ),
+    "environment's statement timeout": (
+        (),
+        {"QADVISOR_STATEMENT_TIMEOUT": "99999999999999999999"},
+        "QADVISOR_STATEMENT_TIMEOUT is 99999999999999999999 ms: it must be at most 2147483647",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_VALUES))
+def test_a_bad_value_is_one_line_before_the_server_is_tried(case: str) -> None:
+    args, env, said = BAD_VALUES[case]
+    environ = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES} | env
+    assert (
+        _one_error_line(qadvisor("check", NOWHERE, *args, env=environ))
+        == f"qadvisor: error: {said}"
+    )
+
+
+def test_a_config_files_timeout_past_int_max_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "qadvisor.toml"
+    config.write_text("lock_timeout = 99999999999999\n")
+    line = _one_error_line(qadvisor("check", NOWHERE, "--config", str(config)))
+    assert line.endswith("lock_timeout is 99999999999999 ms: it must be at most 2147483647")

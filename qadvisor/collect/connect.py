@@ -31,7 +31,7 @@ import psycopg
 from psycopg import conninfo
 
 from qadvisor.errors import InputError
-from qadvisor.settings.resolve import SessionLimits
+from qadvisor.settings.resolve import MAX_TIMEOUT, SessionLimits
 
 __all__ = [
     "ConnectError",
@@ -149,7 +149,8 @@ class _Watchdog:
                     self._expire(why)
                     continue
                 self._sleeping_until = deadline
-                self._cond.wait(left)
+                # A wait longer than the platform takes is cut; the loop waits again.
+                self._cond.wait(min(left, threading.TIMEOUT_MAX))
 
 
 class BoundedConnection(psycopg.Connection[Any]):
@@ -369,7 +370,7 @@ def connect(
         ours = {
             "statement_timeout": statement_ms,
             "lock_timeout": limits.lock_timeout_ms,
-            "idle_in_transaction_session_timeout": max(statement_ms * 4, 10_000),
+            "idle_in_transaction_session_timeout": min(max(statement_ms * 4, 10_000), MAX_TIMEOUT),
         }
         # The stricter wins; 0 is no limit.
         applied = {k: min(v, given[k]) if given.get(k, 0) > 0 else v for k, v in ours.items()}

@@ -36,6 +36,7 @@ the checkout of the repository.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -69,6 +70,11 @@ MIN_STATEMENT_TIMEOUT_MS = 100
 MIN_LOCK_TIMEOUT_MS = 1
 MIN_CONNECT_TIMEOUT_S = 1
 MIN_RUN_TIMEOUT_S = 1
+# The most of each: PostgreSQL takes a timeout up to INT_MAX ms, libpq a connect_timeout up
+# to INT_MAX seconds; a run bound past that is no bound a person means.
+MAX_TIMEOUT = 2_147_483_647
+# --sample's range (seconds): a second read sooner measures noise, an hour is a long wait.
+SAMPLE_S = (1, 3600)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -172,6 +178,7 @@ def resolve(
     on_server = flags.snapshot is None
     if not on_server:
         _no_server_flags(flags)
+    _check_sample(flags.sample)
     cfg = find_config(flags.config or _path(_name("CONFIG"), _env(environ, "CONFIG")), cwd)
     layers = _Layers(flags, environ, cfg, str(cfg.source) if cfg.source else "the config file")
     ignores = list(layers.every(IGNORE))[::-1]  # they add up: the file's first
@@ -262,6 +269,12 @@ def _no_server_flags(flags: Flags) -> None:
             "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
             f"--query, --query-file or --analyze (given: {', '.join(given)})"
         )
+
+
+def _check_sample(seconds: float | None) -> None:
+    low, high = SAMPLE_S
+    if seconds is not None and not (math.isfinite(seconds) and low <= seconds <= high):
+        raise SettingsError(f"--sample {seconds:g}: must be from {low} to {high} seconds")
 
 
 def _baseline(
@@ -407,10 +420,12 @@ def _any(value: Any, where: str) -> None:
     pass
 
 
-def _at_least(minimum: int, unit: str) -> Callable[[int, str], None]:
+def _between(minimum: int, unit: str) -> Callable[[int, str], None]:
     def check(value: int, where: str) -> None:
         if value < minimum:
             raise SettingsError(f"{where} is {value} {unit}: it must be at least {minimum}")
+        if value > MAX_TIMEOUT:
+            raise SettingsError(f"{where} is {value} {unit}: it must be at most {MAX_TIMEOUT}")
 
     return check
 
@@ -446,13 +461,13 @@ SETTINGS = (
     Setting("fail_on_skip", "--fail-on-skip", _bool, default=False),
     Setting("tables", "--table", _list, default=()),
     Setting("statement_timeout", "--statement-timeout", _whole("ms"),
-            _at_least(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
-    Setting("lock_timeout", "--lock-timeout", _whole("ms"), _at_least(MIN_LOCK_TIMEOUT_MS, "ms"),
+            _between(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
+    Setting("lock_timeout", "--lock-timeout", _whole("ms"), _between(MIN_LOCK_TIMEOUT_MS, "ms"),
             _LIMITS.lock_timeout_ms),
     Setting("connect_timeout", "--connect-timeout", _whole("seconds"),
-            _at_least(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
+            _between(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
     Setting("run_timeout", "--run-timeout", _whole("seconds"),
-            _at_least(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
+            _between(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
     Setting("baseline", "--baseline", _path),
     SARIF_ANCHOR,
     Setting("docs_url", "--docs-url", _text, _http_url),
