@@ -250,6 +250,14 @@ def test_a_bad_value_is_one_line_before_the_server_is_tried(case: str) -> None:
     )
 
 
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_check_option_that_is_no_number_is_one_line(value: str, tmp_path: Path) -> None:
+    config = tmp_path / "qadvisor.toml"
+    config.write_text(f"[options.QA201]\nmin_ratio = {value}\n")
+    line = _one_error_line(qadvisor("check", NOWHERE, "--config", str(config)))
+    assert line.endswith(f"QA201.min_ratio must be a finite number, not {float(value)}"), line
+
+
 def test_a_config_files_timeout_past_int_max_is_one_line(tmp_path: Path) -> None:
     config = tmp_path / "qadvisor.toml"
     config.write_text("lock_timeout = 99999999999999\n")

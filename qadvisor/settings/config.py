@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -225,5 +226,8 @@ def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
             if not ok or isinstance(value, bool) is not (expected is bool):
                 what = _KINDS.get(expected, f"a {expected.__name__}")
                 raise ConfigError(f"{code}.{name} must be {what}")
+            # TOML writes nan and inf: a threshold no measure compares with.
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{code}.{name} must be a finite number, not {value}")
         out[code] = dataclasses.replace(defaults, **values)
     return out
