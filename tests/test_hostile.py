@@ -5,7 +5,8 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   statement pg_stat_statements keeps unnormalised, never reaches a report, a snapshot or a
   message, however the literal is written (qadvisor.sql.masking reads it).
 - The DSN: a URI whose password holds an unencoded '@' (or '/', '?', '#') is refused before
-  any connection, no piece of the password in the message.
+  any connection, no piece of the password in the message; a host name no resolver takes is
+  one line.
 - Option values, the environment's and the config file's: each checked before the server is
   tried, each wrong one a line of its own.
 - stdout that does not take the report (a reader that stopped reading, a full disk): one line
@@ -263,3 +264,18 @@ def test_a_config_files_timeout_past_int_max_is_one_line(tmp_path: Path) -> None
     config.write_text("lock_timeout = 99999999999999\n")
     line = _one_error_line(qadvisor("check", NOWHERE, "--config", str(config)))
     assert line.endswith("lock_timeout is 99999999999999 ms: it must be at most 2147483647")
+
+
+def test_a_pghost_label_of_64_characters_is_one_line() -> None:
+    environ = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
+    environ["PGHOST"] = "a" * 64 + ".example.com"
+    line = _one_error_line(qadvisor("check", "dbname=app", env=environ))
+    assert line == (
+        f"qadvisor: error: host name '{'a' * 64}.example.com' cannot be looked up: a label "
+        "(the part between dots) is empty or longer than 63 characters"
+    )
+
+
+def test_a_host_label_of_64_characters_in_the_dsn_is_one_line() -> None:
+    line = _one_error_line(qadvisor("check", f"host={'b' * 64}.example.com dbname=app"))
+    assert "cannot be looked up" in line

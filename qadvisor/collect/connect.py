@@ -16,6 +16,7 @@ stopped server) and the run ends with one line and exit 2.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -319,6 +320,35 @@ def describe(dsn: str | None) -> str:
     return " ".join(parts) or "the libpq defaults (PG* environment)"
 
 
+def _unresolvable_host(dsn: str | None, params: dict[str, Any]) -> str | None:
+    """Why a host name the DSN (or PGHOST) gives is none a resolver can look up, or None:
+    a label (the part between dots) empty or longer than 63 octets (RFC 1035)."""
+    if params.get("hostaddr"):
+        return None  # the address is given; the name is not looked up
+    secrets = _secrets(dsn)
+    for host in str(params.get("host") or os.environ.get("PGHOST") or "").split(","):
+        host = host.strip()
+        if not host or host.startswith(("/", "@")) or _is_address(host):
+            continue  # a socket directory, an abstract socket, an address
+        try:
+            host.encode("idna")
+        except UnicodeError:
+            shown = "in the DSN" if any(s in host for s in secrets) else repr(host)
+            return (
+                f"host name {shown} cannot be looked up: a label (the part between dots) is "
+                "empty or longer than 63 characters"
+            )
+    return None
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def connect(
     dsn: str | None, limits: SessionLimits, run_timeout_s: float | None = None
 ) -> psycopg.Connection[tuple[object, ...]]:
@@ -345,6 +375,9 @@ def connect(
         if dsn and (_secrets(dsn) or "password" in dsn.lower() or ":" in user_info):
             raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
         raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
+    bad_host = _unresolvable_host(dsn, params)
+    if bad_host is not None:
+        raise ConnectError(bad_host)
     extra: dict[str, Any] = {"connect_timeout": connect_timeout_s(limits, params)}
     # The DSN's (or PGKEEPALIVES*'s) own keepalive settings are the DBA's choice.
     env_keys = {"keepalives": "PGKEEPALIVES"}
@@ -355,7 +388,7 @@ def connect(
         conn = BoundedConnection.connect(
             dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
         )
-    except psycopg.Error as exc:
+    except (psycopg.Error, ValueError, OSError) as exc:
         raise ConnectError(
             f"cannot connect to {describe(dsn)}: {redact(_first_line(exc), dsn)}"
         ) from None
