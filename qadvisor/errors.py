@@ -33,6 +33,9 @@ def read_json(path: Path, what: str, error: type[InputError]) -> object:
     one line, when it cannot be read or is not JSON."""
     try:
         return json.loads(read_bounded(path, MAX_JSON_BYTES).decode("utf-8"))
+    except RecursionError:
+        # A file nested thousands deep; no snapshot or baseline nests more than a few.
+        raise error(f"{path} is not a qadvisor {what} (nested too deep)") from None
     except ValueError as exc:
         if not isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
             raise error(f"cannot read {what} {path}: {exc}") from None

@@ -9,6 +9,7 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   one line.
 - Option values, the environment's and the config file's: each checked before the server is
   tried, each wrong one a line of its own.
+- Files given as input: nested thousands deep, one line.
 - stdout that does not take the report (a reader that stopped reading, a full disk): one line
   and exit 2, never a traceback, never exit 1 (which a CI gate reads as findings).
 - An error nobody foresaw: one line, exit 2, the DSN's password removed.
@@ -279,3 +280,11 @@ def test_a_pghost_label_of_64_characters_is_one_line() -> None:
 def test_a_host_label_of_64_characters_in_the_dsn_is_one_line() -> None:
     line = _one_error_line(qadvisor("check", f"host={'b' * 64}.example.com dbname=app"))
     assert "cannot be looked up" in line
+
+
+@pytest.mark.parametrize("option", ["--snapshot", "--baseline", "--config"])
+def test_a_file_nested_5000_deep_is_one_line(option: str, tmp_path: Path) -> None:
+    path = tmp_path / ("deep.toml" if option == "--config" else "deep.json")
+    path.write_text(("a = " if option == "--config" else "") + "[" * 5000 + "]" * 5000)
+    args = (option, str(path)) if option == "--snapshot" else (NOWHERE, option, str(path))
+    assert _one_error_line(qadvisor("check", *args)).endswith("(nested too deep)")

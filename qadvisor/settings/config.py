@@ -95,6 +95,8 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is not a qadvisor config file (nested too deep)") from None
     except ValueError as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     except OSError as exc:
