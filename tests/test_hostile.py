@@ -6,7 +6,7 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   message, however the literal is written (qadvisor.sql.masking reads it).
 - The DSN: a URI whose password holds an unencoded '@' (or '/', '?', '#') is refused before
   any connection, no piece of the password in the message; a host name no resolver takes is
-  one line.
+  one line, and ten silent hosts end within the run's bound.
 - Option values, the environment's and the config file's: each checked before the server is
   tried, each wrong one a line of its own.
 - Files given as input: nested thousands deep, one line.
@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -288,3 +290,20 @@ def test_a_file_nested_5000_deep_is_one_line(option: str, tmp_path: Path) -> Non
     path.write_text(("a = " if option == "--config" else "") + "[" * 5000 + "]" * 5000)
     args = (option, str(path)) if option == "--snapshot" else (NOWHERE, option, str(path))
     assert _one_error_line(qadvisor("check", *args)).endswith("(nested too deep)")
+
+
+def test_ten_silent_hosts_end_within_the_run_bound() -> None:
+    # Each address takes the handshake and never answers: libpq waits out connect_timeout
+    # (3 s) at each of the ten, one after another, 30 s in all.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        hosts = ",".join(["127.0.0.1"] * 10)
+        dsn = f"host={hosts} port={port} dbname=app user=nobody connect_timeout=3"
+        started = time.monotonic()
+        run = qadvisor("check", dsn, "--run-timeout", "3", timeout=60)
+        took = time.monotonic() - started
+    line = _one_error_line(run)
+    assert "the run did not end within its bound of 3 s (--run-timeout)" in line, line
+    assert took < 3 + 12, took  # an interpreter's start and exit on a busy machine

@@ -385,9 +385,13 @@ def connect(
         if key not in params and not os.environ.get(env_keys.get(key, "")):
             extra[key] = value
     try:
-        conn = BoundedConnection.connect(
-            dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
-        )
+        conn = _within(started + run_s, lambda: _open(dsn, extra))
+    except TimeoutError:
+        raise Unresponsive(
+            f"the run did not end within its bound of {run_s:g} s (--run-timeout): no server "
+            f"of {describe(dsn)} answered (each address is tried for up to "
+            f"{extra['connect_timeout']} s, the connect timeout); qadvisor stopped"
+        ) from None
     except (psycopg.Error, ValueError, OSError) as exc:
         raise ConnectError(
             f"cannot connect to {describe(dsn)}: {redact(_first_line(exc), dsn)}"
@@ -435,6 +439,48 @@ def connect(
             )
         raise ConnectError(f"cannot set up the session: {why}") from None
     return conn
+
+
+def _open(dsn: str | None, extra: dict[str, Any]) -> BoundedConnection:
+    return BoundedConnection.connect(
+        dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
+    )
+
+
+def _within(deadline: float, make: Callable[[], BoundedConnection]) -> BoundedConnection:
+    """The connection ``make`` opens, or TimeoutError when ``deadline`` (time.monotonic())
+    passes first. libpq bounds each address it tries by connect_timeout, one after another,
+    and the host names' lookup by nothing: ten silent hosts of a multi-host DSN took ten
+    connect timeouts. The attempt runs in a thread of its own, left behind when the run's
+    bound passes; a connection it opens after that is closed."""
+    lock = threading.Lock()
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            conn = make()
+        except BaseException as exc:
+            box["error"] = exc
+        else:
+            with lock:
+                if box.get("abandoned"):
+                    conn.close()
+                else:
+                    box["conn"] = conn
+        finally:
+            done.set()
+
+    threading.Thread(target=attempt, name="qadvisor-connect", daemon=True).start()
+    done.wait(max(deadline - time.monotonic(), 0))
+    with lock:
+        box["abandoned"] = "conn" not in box and "error" not in box
+    if "error" in box:
+        raise box["error"]
+    if "conn" in box:
+        conn: BoundedConnection = box["conn"]
+        return conn
+    raise TimeoutError
 
 
 def _first_line(exc: BaseException) -> str:
