@@ -483,7 +483,7 @@ def snapshot_cmd(
     """
     from qadvisor import engine
     from qadvisor.settings.outputs import unwritable, write_atomic
-    from qadvisor.settings.resolve import Flags, resolve
+    from qadvisor.settings.resolve import Flags, refuse_overwriting, resolve
 
     flags = Flags(
         dsn=dsn,
@@ -500,9 +500,11 @@ def snapshot_cmd(
     )
     settings = _or_fail(lambda: resolve(flags))
     _imported()
-    why = unwritable(output) if str(output) != "-" else None
-    if why:
-        _fail(f"--output {output}: cannot write it: {why}")  # before the server is tried
+    if str(output) != "-":  # checked before the server is tried
+        why = unwritable(output)
+        if why:
+            _fail(f"--output {output}: cannot write it: {why}")
+        _or_fail(lambda: refuse_overwriting("--output", output, settings.inputs, "the snapshot"))
     with _SampleBar() as bar:
         snap = _or_fail(lambda: engine.collect(settings, bar))
     text = engine.snapshot_json(snap)

@@ -9,7 +9,10 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
   one line, and ten silent hosts end within the run's bound.
 - Option values, the environment's and the config file's: each checked before the server is
   tried, each wrong one a line of its own.
-- Files given as input: nested thousands deep, one line.
+- Files given as input: nested thousands deep, one line; a FIFO no process writes to, one
+  line after qadvisor's bound, not a run that never ends (a pipe that delivers is read).
+- Files written: none may replace a file the run reads (by its name, through a symlink or as
+  a hard link); a FIFO no process reads is one line after the bound.
 - stdout that does not take the report (a reader that stopped reading, a full disk): one line
   and exit 2, never a traceback, never exit 1 (which a CI gate reads as findings).
 - An error nobody foresaw: one line, exit 2, the DSN's password removed.
@@ -22,6 +25,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -307,3 +311,108 @@ def test_ten_silent_hosts_end_within_the_run_bound() -> None:
     line = _one_error_line(run)
     assert "the run did not end within its bound of 3 s (--run-timeout)" in line, line
     assert took < 3 + 12, took  # an interpreter's start and exit on a busy machine
+
+
+def _overwrite_cases(tmp: Path, dsn: str) -> dict[str, tuple[list[str], Path]]:
+    """(the command, the input it must leave alone) for each way an output can be an input."""
+    claim = tmp / "claim.sql"
+    claim.write_text("SELECT id FROM jobs ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED;\n")
+    (tmp / "link.sql").symlink_to(claim)
+    os.link(claim, tmp / "hard.sql")
+    config = tmp / "settings.toml"
+    config.write_text('fail_on = "never"\n')
+    snapshot = tmp / "snapshot.json"
+    snapshot.write_text(FIXTURE.read_text())
+    check = ["check", dsn, "--query-file", str(claim)]
+    return {
+        "--output onto the query file": ([*check, "--output", f"json:{claim}"], claim),
+        "--output onto a symlink to it": ([*check, "--output", f"json:{tmp / 'link.sql'}"], claim),
+        "--output onto a hard link of it": (
+            [*check, "--output", f"sarif:{tmp / 'hard.sql'}"],
+            claim,
+        ),
+        "--write-baseline onto it": ([*check, "--write-baseline", str(claim)], claim),
+        "--output onto --config": (
+            ["check", dsn, "--config", str(config), "--output", f"markdown:{config}"],
+            config,
+        ),
+        "--output onto --snapshot": (
+            ["check", "--snapshot", str(snapshot), "--output", f"json:{snapshot}"],
+            snapshot,
+        ),
+        "snapshot -o onto its query file": (
+            ["snapshot", dsn, "--query-file", str(claim), "-o", str(tmp / "hard.sql")],
+            claim,
+        ),
+    }
+
+
+OVERWRITES = [
+    "--output onto the query file", "--output onto a symlink to it",
+    "--output onto a hard link of it", "--write-baseline onto it", "--output onto --config",
+    "--output onto --snapshot", "snapshot -o onto its query file",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", OVERWRITES)
+def test_nothing_written_replaces_a_file_the_run_reads(
+    case: str, db: TestDB, tmp_path: Path
+) -> None:
+    db.execute("CREATE TABLE jobs (id bigserial PRIMARY KEY, status text NOT NULL)")
+    args, kept = _overwrite_cases(tmp_path, db.dsn)[case]
+    before = kept.read_text()
+    line = _one_error_line(qadvisor(*args))
+    assert "file, which" in line and "would overwrite" in line, line
+    assert kept.read_text() == before
+
+
+def test_the_config_file_found_in_the_directory_is_not_overwritten(tmp_path: Path) -> None:
+    config = tmp_path / "qadvisor.toml"
+    config.write_text('fail_on = "never"\n')
+    args = ("check", "--snapshot", str(FIXTURE), "--output", "json:qadvisor.toml")
+    line = _one_error_line(qadvisor(*args, cwd=tmp_path))
+    assert line.endswith("it is the config file, which a report would overwrite"), line
+    assert config.read_text() == 'fail_on = "never"\n'
+
+
+# A bound, not a hang: an interpreter's start and exit on a busy machine past PIPE_WAIT_S.
+FIFO_SLACK_S = 20
+
+
+@pytest.mark.parametrize("option", ["--config", "--query-file", "--snapshot", "--baseline"])
+def test_a_fifo_no_process_writes_to_is_one_line(option: str, tmp_path: Path) -> None:
+    from qadvisor.errors import PIPE_WAIT_S
+
+    fifo = tmp_path / "input"
+    os.mkfifo(fifo)
+    args = [option, str(fifo)] if option == "--snapshot" else [NOWHERE, option, str(fifo)]
+    line = _one_error_line(qadvisor("check", *args, timeout=PIPE_WAIT_S + FIFO_SLACK_S))
+    assert f"did not end within {PIPE_WAIT_S:g} s" in line, line
+
+
+@pytest.mark.parametrize("option", ["--output", "--write-baseline"])
+def test_a_fifo_no_process_reads_is_one_line(option: str, tmp_path: Path) -> None:
+    from qadvisor.errors import PIPE_WAIT_S
+
+    fifo = tmp_path / "output"
+    os.mkfifo(fifo)
+    where = f"json:{fifo}" if option == "--output" else str(fifo)
+    args = ["--snapshot", str(FIXTURE), "--fail-on", "never", option, where]
+    line = _one_error_line(qadvisor("check", *args, timeout=PIPE_WAIT_S + FIFO_SLACK_S))
+    assert line.endswith(f"no process read it within {PIPE_WAIT_S:g} s"), line
+
+
+def test_a_pipe_that_delivers_is_read(tmp_path: Path) -> None:
+    # As the shell gives `--config <(...)`: a FIFO its writer opens, fills and closes.
+    fifo = tmp_path / "config"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        time.sleep(1)
+        fifo.write_text('fail_on = "never"\n')
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    run = qadvisor("check", "--snapshot", str(FIXTURE), "--config", str(fifo), "--format", "json")
+    writer.join(timeout=30)
+    assert run.rc == 0 and run.stdout.startswith("{"), run.stderr

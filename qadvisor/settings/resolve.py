@@ -44,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, TooLarge, read_bounded
 from qadvisor.model import InlineIgnore, Location
 from qadvisor.registry import Check, load_checks
 from qadvisor.settings import baseline as baseline_file
@@ -57,7 +57,7 @@ from qadvisor.settings.config import (
     check_options,
     find_config,
 )
-from qadvisor.settings.outputs import same_file, unwritable
+from qadvisor.settings.outputs import overwritten_input, same_file, unwritable
 from qadvisor.sql import dequeue
 
 FailOn = Literal["critical", "warning", "info", "never"]
@@ -163,6 +163,9 @@ class Settings:
     docs_url: str | None = None
     # ``-- qadvisor: ignore`` comments of the --query-file statements.
     inline_ignores: tuple[InlineIgnore, ...] = ()
+    # (the option or file that names it, its path): every file the run reads, which nothing
+    # it writes may replace.
+    inputs: tuple[tuple[str, Path], ...] = ()
 
 
 def resolve(
@@ -213,16 +216,18 @@ def resolve(
                 "one would overwrite the other"
             )
     read_from = value["baseline"]
-    if read_from is not None and read_from.exists():
-        clash = next((p for _, p in outputs if same_file(p, read_from)), None)
-        if clash is not None:
-            raise SettingsError(
-                f"--output {clash}: it is the --baseline file, which a report would overwrite"
-            )
+    inputs = _inputs(cfg, flags, read_from, given[SARIF_ANCHOR], on_server)
+    for _, path in outputs:
+        refuse_overwriting("--output", path, inputs, "a report")
+    if write_baseline is not None:
+        # Written over the baseline it read, a baseline is brought up to date: that one may.
+        others = [(what, path) for what, path in inputs if what != "--baseline"]
+        refuse_overwriting("--write-baseline", write_baseline, others, "the baseline")
     loaded = _baseline(read_from, write_baseline, root)
     anchor = _anchor(cfg, given[SARIF_ANCHOR], root)
     queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
     return Settings(
+        inputs=tuple(inputs),
         checks=installed,
         dsn=flags.dsn,
         snapshot_file=flags.snapshot,
@@ -248,6 +253,41 @@ def resolve(
         docs_url=value["docs_url"],
         inline_ignores=directives,
     )
+
+
+def _inputs(
+    cfg: Config,
+    flags: Flags,
+    baseline: Path | None,
+    anchor: tuple[Path, str] | None,
+    on_server: bool,
+) -> list[tuple[str, Path]]:
+    """(what names it, path) of each file the run reads (the SARIF anchor too: its line is
+    what the report points at)."""
+    found: list[tuple[str, Path]] = []
+    if cfg.source is not None:
+        found.append(("config", cfg.source))
+    if flags.snapshot is not None:
+        found.append(("--snapshot", flags.snapshot))
+    if on_server:
+        found += [("--query-file", p) for p in [*cfg.query_files, *flags.query_files]]
+    if baseline is not None:
+        found.append(("--baseline", baseline))
+    if anchor is not None:
+        found.append(("--sarif-anchor", anchor[0]))
+    return found
+
+
+def refuse_overwriting(
+    flag: str, path: Path, inputs: Sequence[tuple[str, Path]], written: str
+) -> None:
+    """SettingsError when writing ``path`` would replace a file the run reads: the same file
+    by name, through a symlink or as a hard link of it."""
+    what = overwritten_input(path, inputs)
+    if what is not None:
+        raise SettingsError(
+            f"{flag} {path}: it is the {what} file, which {written} would overwrite"
+        )
 
 
 def _no_server_flags(flags: Flags) -> None:
@@ -532,17 +572,16 @@ def _queries(
     files = {p.resolve(): p for p in [*cfg.query_files, *flags.query_files]}
     for path in files.values():
         try:
-            with path.open("rb") as stream:
-                raw = stream.read(MAX_QUERY_FILE_BYTES + 1)  # /dev/zero ends here too
-            if len(raw) > MAX_QUERY_FILE_BYTES:
-                raise SettingsError(
-                    f"--query-file {path}: larger than {MAX_QUERY_FILE_BYTES // 1024} KiB, the "
-                    "most qadvisor reads (a file of the application's dequeue statements is "
-                    "a few kB)"
-                )
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            text = read_bounded(path, MAX_QUERY_FILE_BYTES).decode("utf-8")
+        except TooLarge as exc:
+            raise SettingsError(
+                f"--query-file {path}: {exc}, the most qadvisor reads (a file of the "
+                "application's dequeue statements is a few kB)"
+            ) from None
+        except UnicodeDecodeError:
+            raise SettingsError(f"cannot read --query-file {path}: not UTF-8 text") from None
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise SettingsError(f"cannot read --query-file {path}: {reason}") from None
         try:
             statements = dequeue.statement_lines(text)
