@@ -7,6 +7,8 @@ output goes, each case as a DBA's terminal or a CI job would meet it (real serve
 - The DSN: a URI whose password holds an unencoded '@' (or '/', '?', '#') is refused before
   any connection, no piece of the password in the message; a host name no resolver takes is
   one line, and ten silent hosts end within the run's bound.
+- Another session's lock on a system catalog (pg_proc, pg_statistic): the session's
+  lock_timeout holds from its first statement, and the run ends within it naming the holder.
 - Option values, the environment's and the config file's: each checked before the server is
   tried, each wrong one a line of its own.
 - Files given as input: nested thousands deep, one line; a FIFO no process writes to, one
@@ -416,3 +418,20 @@ def test_a_pipe_that_delivers_is_read(tmp_path: Path) -> None:
     run = qadvisor("check", "--snapshot", str(FIXTURE), "--config", str(fifo), "--format", "json")
     writer.join(timeout=30)
     assert run.rc == 0 and run.stdout.startswith("{"), run.stderr
+
+
+@pytest.mark.parametrize("catalog", ["pg_proc", "pg_statistic"])
+def test_a_lock_on_a_system_catalog_ends_the_run_within_lock_timeout(
+    catalog: str, db: TestDB
+) -> None:
+    with psycopg.connect(db.dsn) as holder:
+        holder.execute(f"LOCK TABLE {catalog} IN ACCESS EXCLUSIVE MODE")
+        pid = holder.info.backend_pid
+        run = qadvisor("check", db.dsn, "--lock-timeout", "200")
+        holder.rollback()
+    line = _one_error_line(run)
+    # Not the statement bound (statement_timeout + 5 s) that caught the first read before.
+    assert "canceling statement due to lock timeout" in line, line
+    assert "holds a system catalog PostgreSQL reads for every statement" in line, line
+    if catalog == "pg_statistic":  # pg_locks is read through a function, which pg_proc holds
+        assert f"pid {pid} with AccessExclusiveLock on pg_statistic (idle in transaction" in line

@@ -31,6 +31,7 @@ from urllib.parse import unquote
 import psycopg
 from psycopg import conninfo
 
+from qadvisor.collect.session_limits import catalog_blockers, role_lock_timeout, startup_options
 from qadvisor.errors import InputError
 from qadvisor.settings.resolve import MAX_TIMEOUT, SessionLimits
 
@@ -378,7 +379,13 @@ def connect(
     bad_host = _unresolvable_host(dsn, params)
     if bad_host is not None:
         raise ConnectError(bad_host)
-    extra: dict[str, Any] = {"connect_timeout": connect_timeout_s(limits, params)}
+    extra: dict[str, Any] = {
+        "connect_timeout": connect_timeout_s(limits, params),
+        # Before the first statement: one waiting on a system catalog's lock ends in time.
+        "options": startup_options(
+            str(params.get("options") or os.environ.get("PGOPTIONS") or ""), limits.lock_timeout_ms
+        ),
+    }
     # The DSN's (or PGKEEPALIVES*'s) own keepalive settings are the DBA's choice.
     env_keys = {"keepalives": "PGKEEPALIVES"}
     for key, value in _KEEPALIVES.items():
@@ -399,11 +406,16 @@ def connect(
     statement_ms = limits.statement_timeout_ms
     conn.bound(statement_bound_s(statement_ms), started + run_s, run_s)
     try:
-        # The limits the session starts with (ALTER ROLE/DATABASE ... SET, PGOPTIONS), in ms.
+        # The limits the session starts with (ALTER ROLE/DATABASE ... SET, PGOPTIONS, the
+        # server's), in ms.
         rows = conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(_ROLE_LIMITS),)
         ).fetchall()
         given = {str(name): int(str(setting)) for name, setting in rows}
+        # The startup lock_timeout hides the role's and the database's own: read, it counts.
+        role_lock = role_lock_timeout(conn)
+        if role_lock is not None and role_lock > 0:
+            given["lock_timeout"] = min(role_lock, given.get("lock_timeout") or role_lock)
         ours = {
             "statement_timeout": statement_ms,
             "lock_timeout": limits.lock_timeout_ms,
@@ -428,9 +440,18 @@ def connect(
         conn.close()
         raise
     except psycopg.Error as exc:
+        locked = isinstance(exc, psycopg.errors.LockNotAvailable)
+        # Naming the holder reads pg_locks through a function: not when pg_proc is the one.
+        holders = (catalog_blockers(conn) or "another session") if locked else ""
         conn.close()
         why = redact(_first_line(exc), dsn)
-        if isinstance(exc, psycopg.errors.QueryCanceled):
+        if locked:
+            why += (
+                f": {holders} holds a system catalog PostgreSQL reads for every statement "
+                "(a VACUUM FULL or LOCK TABLE of one), so nothing can be read until it is "
+                "released"
+            )
+        elif isinstance(exc, psycopg.errors.QueryCanceled):
             # A timeout of a millisecond or so can fire as the statement ends, and the server
             # then reports it as a cancel "due to user request": say which setting to look at.
             why += (

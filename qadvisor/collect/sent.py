@@ -22,6 +22,7 @@ from functools import cached_property
 from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PARAMETER_TYPES_SQL, PREPARED_NAME
 from qadvisor.collect.queries import query_text
 from qadvisor.collect.recorded import PGSS_WORK_MEM_SQL
+from qadvisor.collect.session_limits import CATALOG_LOCKS_SQL, ROLE_LOCK_TIMEOUT_SQL
 from qadvisor.collect.stakeholders import PREPARED as STAKEHOLDER
 
 # The groups, in the order of the page: what makes qadvisor send the statements.
@@ -118,9 +119,24 @@ _TENANT_PRIVILEGE = "USAGE on the schema, SELECT on the columns it reads"
 SENT: tuple[Sent, ...] = (
     # --- opening the session (collect/connect.py) ---------------------------------------------
     Sent("session_limits", ("session",),
-         "The timeouts the role, the database or PGOPTIONS already set on the session.",
+         "The timeouts the session starts with: the role's, the database's, the server's or "
+         "PGOPTIONS' statement_timeout and idle_in_transaction_session_timeout; its "
+         "lock_timeout is already qadvisor's, sent in the connection's startup packet (with "
+         "default_transaction_read_only) so that this first read of a catalog cannot wait "
+         "on another session's lock longer.",
          NO_LOCK, CONNECT,
          template="SELECT name, setting FROM pg_settings WHERE name = ANY(%s)"),
+    Sent("session_role_lock_timeout", ("session",),
+         "The lock_timeout ALTER ROLE or ALTER DATABASE sets for this role and database, "
+         "which the startup packet's hides: the stricter one is kept.",
+         NO_LOCK, "none beyond CONNECT (pg_db_role_setting is readable by every role)",
+         template=ROLE_LOCK_TIMEOUT_SQL),
+    Sent("session_catalog_locks", ("session",),
+         "Who holds a system catalog locked, to name them when setting up the session met "
+         "a lock timeout (read through functions only, which need no statistics to plan).",
+         NO_LOCK, "pg_read_all_stats to see other roles' state and query",
+         template=CATALOG_LOCKS_SQL,
+         when="setting up the session waited out its lock_timeout on a system catalog"),
     Sent("session_settings", ("session",),
          "Pins the session read-only, with the stricter timeouts, and prints dates in ISO form; "
          "they end with the session.",
