@@ -71,8 +71,12 @@ def startup_options(given: str | None, lock_timeout_ms: int) -> str:
 
 
 def role_lock_timeout(conn: psycopg.Connection[Any]) -> int | None:
-    """The lock_timeout (ms) the role or the database sets for this session; None: none."""
-    row = conn.execute(ROLE_LOCK_TIMEOUT_SQL).fetchone()
+    """The lock_timeout (ms) the role or the database sets for this session; None: none, or
+    a catalog this role may not read (a hardened server may revoke it; qadvisor's applies)."""
+    try:
+        row = conn.execute(ROLE_LOCK_TIMEOUT_SQL).fetchone()
+    except psycopg.errors.InsufficientPrivilege:
+        return None
     return milliseconds(str(row[0])) if row is not None else None
 
 
