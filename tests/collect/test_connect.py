@@ -245,6 +245,18 @@ def test_the_lock_timeout_of_the_startup_packet_keeps_a_stricter_one(
     assert settings["lock_timeout"] == "1s"
 
 
+def test_a_role_that_may_not_read_pg_db_role_setting_keeps_qadvisors_lock_timeout(
+    db: TestDB, role_with: Callable[[str, str], str]
+) -> None:
+    role = role_with("lock_timeout", "20ms")
+    # A shared catalog: revoked for this server's every database, put back whatever happens.
+    db.execute("REVOKE SELECT ON pg_db_role_setting FROM PUBLIC")
+    try:
+        assert _session_settings(db, role)["lock_timeout"] == "1s"
+    finally:
+        db.execute("GRANT SELECT ON pg_db_role_setting TO PUBLIC")
+
+
 @pytest.mark.parametrize(
     ("given", "ours"),
     [
