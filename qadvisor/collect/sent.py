@@ -19,7 +19,13 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PARAMETER_TYPES_SQL, PREPARED_NAME
+from qadvisor.collect.planner import (
+    ANALYZE_LOCK_TIMEOUT_MS,
+    PARAMETER_TYPES_SQL,
+    PREPARED_NAME,
+    UNCOUNTED_SQL,
+    UNCOUNTED_SQL_14,
+)
 from qadvisor.collect.queries import query_text
 from qadvisor.collect.recorded import PGSS_WORK_MEM_SQL
 from qadvisor.collect.session_limits import CATALOG_LOCKS_SQL, ROLE_LOCK_TIMEOUT_SQL
@@ -346,6 +352,16 @@ SENT: tuple[Sent, ...] = (
          template="SELECT set_config('lock_timeout', least(nullif(setting::int, 0),"
          f" {ANALYZE_LOCK_TIMEOUT_MS})::text"
          " || 'ms', true) FROM pg_settings WHERE name = 'lock_timeout'"),
+    Sent("analyze_uncounted", ("analyze",),
+         "Counting off for this transaction where the role may set track_counts, so the scan "
+         "below moves no read counter (idx_scan, idx_tup_fetch) of the application's tables.",
+         NO_LOCK, "SET on track_counts (a superuser, or GRANT SET ON PARAMETER) to switch "
+         "it off; without it nothing is set",
+         template=UNCOUNTED_SQL, when="PostgreSQL 15 or later"),
+    Sent("analyze_uncounted_14", ("analyze",),
+         "The same on PostgreSQL 14, where only a superuser may set track_counts.",
+         NO_LOCK, "superuser to switch it off; without it nothing is set",
+         template=UNCOUNTED_SQL_14, when="PostgreSQL 14"),
     Sent("analyze_scan", ("analyze",),
          "Runs what finds the claim's rows: its SELECT with every FOR UPDATE/SHARE removed "
          "and the custom plan's values written in, in a read-only transaction rolled back. "
