@@ -550,17 +550,20 @@ def demo(
     )
     if prove:
         report = _proven(report, settings, max(rows * 2, 2_000_000))
-    _stdout(
-        lambda out: render.write(
-            report, settings.format, out, annotations=settings.github_annotations
+    try:
+        _stdout(
+            lambda out: render.write(
+                report, settings.format, out, annotations=settings.github_annotations
+            )
         )
-    )
-    if kept:
-        typer.echo(
-            f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
-            f"Stop it with: {kept.stop_command}",
-            err=True,
-        )
+    finally:
+        # Said even when stdout failed: a server left running is one to stop.
+        if kept:
+            typer.echo(
+                f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
+                f"Stop it with: {kept.stop_command}",
+                err=True,
+            )
 
 
 class ListFormat(enum.StrEnum):
