@@ -2,7 +2,7 @@
 
 Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
 above it (only new ones with --baseline; or, with --fail-on-skip, a check that could not judge
-a queue, or no queue found); 2 usage, connection or input error.
+a queue, or no queue found); 2 usage, connection, input or output error (stdout included).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import gc
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
 
 import typer
 
@@ -35,7 +35,7 @@ app = typer.Typer(
         "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
         "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (only "
         "new ones with --baseline; or, with --fail-on-skip, a check that could not judge a "
-        "queue, or no queue found), 2 usage, connection or input error."
+        "queue, or no queue found), 2 usage, connection, input or output error."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -48,7 +48,7 @@ def _print_version(value: bool) -> None:
     if value:
         from qadvisor import __version__
 
-        typer.echo(f"qadvisor {__version__}")
+        _echo(f"qadvisor {__version__}")
         raise typer.Exit()
 
 
@@ -87,6 +87,18 @@ class FailOn(enum.StrEnum):
 def _fail(message: str) -> NoReturn:
     typer.echo(f"qadvisor: error: {message}", err=True)
     raise typer.Exit(EXIT_ERROR)
+
+
+def _stdout(write: Callable[[TextIO], object]) -> None:
+    """What the command prints on stdout; a write stdout does not take (a reader that went
+    away, a full disk) is one line on stderr and exit 2, never read as findings."""
+    from qadvisor.settings.outputs import to_stdout
+
+    _or_fail(lambda: to_stdout(write))
+
+
+def _echo(text: str) -> None:
+    _stdout(lambda out: out.write(text + "\n"))
 
 
 def _or_fail(step: Callable[[], T]) -> T:
@@ -432,12 +444,14 @@ def check(
     if prove:
         report = _proven(report, settings, prove_rows)
     _write_files(report, settings)
-    render.write(
-        report,
-        settings.format,
-        sys.stdout,
-        annotations=settings.github_annotations,
-        verbose=settings.verbose,
+    _stdout(
+        lambda out: render.write(
+            report,
+            settings.format,
+            out,
+            annotations=settings.github_annotations,
+            verbose=settings.verbose,
+        )
     )
     raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
 
@@ -458,7 +472,7 @@ def _write_files(report: Report, settings: Settings) -> None:
 
     from qadvisor import engine, render
     from qadvisor.settings import baseline
-    from qadvisor.settings.outputs import OutputError, write_atomic
+    from qadvisor.settings.outputs import write_atomic
 
     files = []
     for fmt, path in settings.outputs:
@@ -468,10 +482,7 @@ def _write_files(report: Report, settings: Settings) -> None:
     if settings.write_baseline is not None:
         files.append((settings.write_baseline, baseline.dumps(report)))
     for path, text in files:
-        try:
-            write_atomic(path, text)
-        except OutputError as exc:
-            _fail(str(exc))
+        _or_fail(lambda: write_atomic(path, text))  # noqa: B023 (called at once)
     _or_fail(lambda: engine.save_history(report, settings))
 
 
@@ -498,8 +509,8 @@ def snapshot_cmd(
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
     from qadvisor import engine
-    from qadvisor.settings.outputs import OutputError, unwritable, write_atomic
-    from qadvisor.settings.resolve import Flags, resolve
+    from qadvisor.settings.outputs import unwritable, write_atomic
+    from qadvisor.settings.resolve import Flags, refuse_overwriting, resolve
 
     flags = Flags(
         dsn=dsn,
@@ -516,19 +527,18 @@ def snapshot_cmd(
     )
     settings = _or_fail(lambda: resolve(flags))
     _imported()
-    why = unwritable(output) if str(output) != "-" else None
-    if why:
-        _fail(f"--output {output}: cannot write it: {why}")  # before the server is tried
+    if str(output) != "-":  # checked before the server is tried
+        why = unwritable(output)
+        if why:
+            _fail(f"--output {output}: cannot write it: {why}")
+        _or_fail(lambda: refuse_overwriting("--output", output, settings.inputs, "the snapshot"))
     with _SampleBar() as bar:
         snap = _or_fail(lambda: engine.collect(settings, bar))
     text = engine.snapshot_json(snap)
     if str(output) == "-":
-        sys.stdout.write(text)
+        _stdout(lambda out: out.write(text))
         return
-    try:
-        write_atomic(output, text)
-    except OutputError as exc:
-        _fail(str(exc))
+    _or_fail(lambda: write_atomic(output, text))
     typer.echo(f"snapshot of {len(snap.queues)} queue table(s) written to {output}", err=True)
 
 
@@ -567,13 +577,20 @@ def demo(
     )
     if prove:
         report = _proven(report, settings, max(rows * 2, 2_000_000))
-    render.write(report, settings.format, sys.stdout, annotations=settings.github_annotations)
-    if kept:
-        typer.echo(
-            f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
-            f"Stop it with: {kept.stop_command}",
-            err=True,
+    try:
+        _stdout(
+            lambda out: render.write(
+                report, settings.format, out, annotations=settings.github_annotations
+            )
         )
+    finally:
+        # Said even when stdout failed: a server left running is one to stop.
+        if kept:
+            typer.echo(
+                f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
+                f"Stop it with: {kept.stop_command}",
+                err=True,
+            )
 
 
 class DiffFormat(enum.StrEnum):
@@ -637,7 +654,8 @@ def diff(
     changes = compare(before, after, a, b)
     floor = None if fail_on is FailOn.never else Severity.parse(fail_on.value)
     worse = changes.worse(floor, fail_on_skip)
-    sys.stdout.write(FORMATS[fmt.value](changes, worse))
+    text = FORMATS[fmt.value](changes, worse)
+    _stdout(lambda out: out.write(text))
     raise typer.Exit(EXIT_FINDINGS if worse else EXIT_OK)
 
 
@@ -659,7 +677,7 @@ def checks_cmd(
 
     checks = _or_fail(load_checks)
     _imported()
-    typer.echo(checks_json(checks) if fmt is ListFormat.json else checks_table(checks))
+    _echo(checks_json(checks) if fmt is ListFormat.json else checks_table(checks))
 
 
 @app.command()
@@ -675,12 +693,12 @@ def explain(
     checks = _or_fail(load_checks)
     _imported()
     if code is None:
-        typer.echo(check_list(checks))
+        _echo(check_list(checks))
         return
     chk = find_check(checks, code)
     if chk is None:
         _fail(f"no check {code!r}; `qadvisor explain` lists them")
-    typer.echo(check_page(chk))
+    _echo(check_page(chk))
 
 
 class _SampleBar:
@@ -739,5 +757,24 @@ def main() -> None:
     _gc_held = True
     try:
         app()
+    except Exception as exc:
+        _last_resort(exc)
     finally:
         _imported()
+
+
+def _last_resort(exc: Exception) -> NoReturn:
+    """A failure no layer turned into one of qadvisor's errors: still one line on stderr
+    (the DSN's password removed) and exit 2, not a traceback; ``python -X dev -m qadvisor``
+    shows where it came from."""
+    if sys.flags.dev_mode:
+        raise exc
+    from qadvisor.engine import redact_arguments
+
+    lines = str(exc).strip().splitlines()
+    said = redact_arguments(lines[0][:300], sys.argv[1:]) if lines else ""
+    typer.echo(
+        f"qadvisor: error: unexpected {type(exc).__name__}" + (f": {said}" if said else ""),
+        err=True,
+    )
+    raise SystemExit(EXIT_ERROR)

@@ -118,6 +118,13 @@ def judge(snapshot: Snapshot, settings: Settings) -> Report:
     return replace(report, baseline=baseline.compare(report, settings.baseline, judged))
 
 
+def redact_arguments(text: str, arguments: Sequence[str]) -> str:
+    """``text`` without a password any of the command's arguments (a DSN among them) holds."""
+    for argument in arguments:
+        text = redact(text, argument)
+    return text
+
+
 def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:
     """The statements read from a --query-file, with the file and the line they start on."""
     out = []

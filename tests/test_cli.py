@@ -143,7 +143,7 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert set(report) == {"schema_version", "qadvisor_version", "server", "database",
                            "checks_run", "queues", "rejected", "left_out", "findings",
                            "skipped", "hidden", "summary", "baseline", "fixed",
-                           "ignored", "maintenance"}  # fmt: skip
+                           "ignored", "maintenance", "history"}  # fmt: skip
     assert report["baseline"] is None and report["fixed"] == [] and report["ignored"] == []
     assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1

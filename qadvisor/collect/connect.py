@@ -16,6 +16,7 @@ stopped server) and the run ends with one line and exit 2.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import socket
@@ -30,8 +31,9 @@ from urllib.parse import unquote
 import psycopg
 from psycopg import conninfo
 
+from qadvisor.collect.session_limits import catalog_blockers, role_lock_timeout, startup_options
 from qadvisor.errors import InputError
-from qadvisor.settings.resolve import SessionLimits
+from qadvisor.settings.resolve import MAX_TIMEOUT, SessionLimits
 
 __all__ = [
     "ConnectError",
@@ -149,7 +151,8 @@ class _Watchdog:
                     self._expire(why)
                     continue
                 self._sleeping_until = deadline
-                self._cond.wait(left)
+                # A wait longer than the platform takes is cut; the loop waits again.
+                self._cond.wait(min(left, threading.TIMEOUT_MAX))
 
 
 class BoundedConnection(psycopg.Connection[Any]):
@@ -285,13 +288,18 @@ def redact(text: str, dsn: str | None = None) -> str:
 
 
 def cut_user_info(dsn: str | None) -> bool:
-    """A URI whose user info an unencoded '/', '?' or '#' cut short: an '@' comes after the
-    first of them, so libpq would read part of the password as host, port or database."""
+    """A URI whose user info an unencoded character of its password cut short, so that
+    libpq would read part of the password as host, port or database: an '@' after the first
+    '/', '?' or '#' (none before it), or a second '@' before it (libpq's user info ends at
+    the first '@', and no host or port holds one)."""
     rest = _after_scheme(dsn)
     if rest is None:
         return False
     cut = re.search(r"[/?#]", rest)
-    return cut is not None and "@" in rest[cut.end() :] and "@" not in rest[: cut.start()]
+    authority = rest[: cut.start()] if cut else rest
+    if authority.count("@") > 1:
+        return True
+    return cut is not None and "@" in rest[cut.end() :] and "@" not in authority
 
 
 def describe(dsn: str | None) -> str:
@@ -313,6 +321,35 @@ def describe(dsn: str | None) -> str:
     return " ".join(parts) or "the libpq defaults (PG* environment)"
 
 
+def _unresolvable_host(dsn: str | None, params: dict[str, Any]) -> str | None:
+    """Why a host name the DSN (or PGHOST) gives is none a resolver can look up, or None:
+    a label (the part between dots) empty or longer than 63 octets (RFC 1035)."""
+    if params.get("hostaddr"):
+        return None  # the address is given; the name is not looked up
+    secrets = _secrets(dsn)
+    for host in str(params.get("host") or os.environ.get("PGHOST") or "").split(","):
+        host = host.strip()
+        if not host or host.startswith(("/", "@")) or _is_address(host):
+            continue  # a socket directory, an abstract socket, an address
+        try:
+            host.encode("idna")
+        except UnicodeError:
+            shown = "in the DSN" if any(s in host for s in secrets) else repr(host)
+            return (
+                f"host name {shown} cannot be looked up: a label (the part between dots) is "
+                "empty or longer than 63 characters"
+            )
+    return None
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def connect(
     dsn: str | None, limits: SessionLimits, run_timeout_s: float | None = None
 ) -> psycopg.Connection[tuple[object, ...]]:
@@ -325,9 +362,10 @@ def connect(
     if cut_user_info(dsn):
         # Connecting would try a host made of the user name and a port made of the password.
         raise ConnectError(
-            "malformed DSN: an '@' follows a '/', '?' or '#' in the URI, so its user info was "
-            "cut short (details withheld: they may hold part of a password); percent-encode "
-            "those characters in a password ('/' as %2F, '?' as %3F, '#' as %23, '@' as %40)"
+            "malformed DSN: the URI's user info ends before its last '@' (an unencoded '@', "
+            "'/', '?' or '#' in the password), so libpq would read part of the password as "
+            "host, port or database (details withheld); percent-encode those characters in a "
+            "password ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23)"
         )
     try:
         params = conninfo.conninfo_to_dict(dsn or "")
@@ -338,32 +376,50 @@ def connect(
         if dsn and (_secrets(dsn) or "password" in dsn.lower() or ":" in user_info):
             raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
         raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
-    extra: dict[str, Any] = {"connect_timeout": connect_timeout_s(limits, params)}
+    bad_host = _unresolvable_host(dsn, params)
+    if bad_host is not None:
+        raise ConnectError(bad_host)
+    extra: dict[str, Any] = {
+        "connect_timeout": connect_timeout_s(limits, params),
+        # Before the first statement: one waiting on a system catalog's lock ends in time.
+        "options": startup_options(
+            str(params.get("options") or os.environ.get("PGOPTIONS") or ""), limits.lock_timeout_ms
+        ),
+    }
     # The DSN's (or PGKEEPALIVES*'s) own keepalive settings are the DBA's choice.
     env_keys = {"keepalives": "PGKEEPALIVES"}
     for key, value in _KEEPALIVES.items():
         if key not in params and not os.environ.get(env_keys.get(key, "")):
             extra[key] = value
     try:
-        conn = BoundedConnection.connect(
-            dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
-        )
-    except psycopg.Error as exc:
+        conn = _within(started + run_s, lambda: _open(dsn, extra))
+    except TimeoutError:
+        raise Unresponsive(
+            f"the run did not end within its bound of {run_s:g} s (--run-timeout): no server "
+            f"of {describe(dsn)} answered (each address is tried for up to "
+            f"{extra['connect_timeout']} s, the connect timeout); qadvisor stopped"
+        ) from None
+    except (psycopg.Error, ValueError, OSError) as exc:
         raise ConnectError(
             f"cannot connect to {describe(dsn)}: {redact(_first_line(exc), dsn)}"
         ) from None
     statement_ms = limits.statement_timeout_ms
     conn.bound(statement_bound_s(statement_ms), started + run_s, run_s)
     try:
-        # The limits the session starts with (ALTER ROLE/DATABASE ... SET, PGOPTIONS), in ms.
+        # The limits the session starts with (ALTER ROLE/DATABASE ... SET, PGOPTIONS, the
+        # server's), in ms.
         rows = conn.execute(
             "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(_ROLE_LIMITS),)
         ).fetchall()
         given = {str(name): int(str(setting)) for name, setting in rows}
+        # The startup lock_timeout hides the role's and the database's own: read, it counts.
+        role_lock = role_lock_timeout(conn)
+        if role_lock is not None and role_lock > 0:
+            given["lock_timeout"] = min(role_lock, given.get("lock_timeout") or role_lock)
         ours = {
             "statement_timeout": statement_ms,
             "lock_timeout": limits.lock_timeout_ms,
-            "idle_in_transaction_session_timeout": max(statement_ms * 4, 10_000),
+            "idle_in_transaction_session_timeout": min(max(statement_ms * 4, 10_000), MAX_TIMEOUT),
         }
         # The stricter wins; 0 is no limit.
         applied = {k: min(v, given[k]) if given.get(k, 0) > 0 else v for k, v in ours.items()}
@@ -384,9 +440,18 @@ def connect(
         conn.close()
         raise
     except psycopg.Error as exc:
+        locked = isinstance(exc, psycopg.errors.LockNotAvailable)
+        # Naming the holder reads pg_locks through a function: not when pg_proc is the one.
+        holders = (catalog_blockers(conn) or "another session") if locked else ""
         conn.close()
         why = redact(_first_line(exc), dsn)
-        if isinstance(exc, psycopg.errors.QueryCanceled):
+        if locked:
+            why += (
+                f": {holders} holds a system catalog PostgreSQL reads for every statement "
+                "(a VACUUM FULL or LOCK TABLE of one), so nothing can be read until it is "
+                "released"
+            )
+        elif isinstance(exc, psycopg.errors.QueryCanceled):
             # A timeout of a millisecond or so can fire as the statement ends, and the server
             # then reports it as a cancel "due to user request": say which setting to look at.
             why += (
@@ -395,6 +460,48 @@ def connect(
             )
         raise ConnectError(f"cannot set up the session: {why}") from None
     return conn
+
+
+def _open(dsn: str | None, extra: dict[str, Any]) -> BoundedConnection:
+    return BoundedConnection.connect(
+        dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
+    )
+
+
+def _within(deadline: float, make: Callable[[], BoundedConnection]) -> BoundedConnection:
+    """The connection ``make`` opens, or TimeoutError when ``deadline`` (time.monotonic())
+    passes first. libpq bounds each address it tries by connect_timeout, one after another,
+    and the host names' lookup by nothing: ten silent hosts of a multi-host DSN took ten
+    connect timeouts. The attempt runs in a thread of its own, left behind when the run's
+    bound passes; a connection it opens after that is closed."""
+    lock = threading.Lock()
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def attempt() -> None:
+        try:
+            conn = make()
+        except BaseException as exc:
+            box["error"] = exc
+        else:
+            with lock:
+                if box.get("abandoned"):
+                    conn.close()
+                else:
+                    box["conn"] = conn
+        finally:
+            done.set()
+
+    threading.Thread(target=attempt, name="qadvisor-connect", daemon=True).start()
+    done.wait(max(deadline - time.monotonic(), 0))
+    with lock:
+        box["abandoned"] = "conn" not in box and "error" not in box
+    if "error" in box:
+        raise box["error"]
+    if "conn" in box:
+        conn: BoundedConnection = box["conn"]
+        return conn
+    raise TimeoutError
 
 
 def _first_line(exc: BaseException) -> str:

@@ -13,7 +13,6 @@ the blocking pid, its lock mode, its state and the start of its query.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ import psycopg
 
 from qadvisor.collect import queries as q
 from qadvisor.facts import FACTS
+from qadvisor.sql.masking import mask_literals
 
 Conn = psycopg.Connection[Any]
 
@@ -40,7 +40,6 @@ CONFLICTS = {
 }
 
 _QUERY_CHARS = 80
-_STRING = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_]\w*|)\$.*?\$\1\$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class HeldLock:
     mode: str
     granted: bool
     state: str | None = None
-    query: str | None = None
+    query: str | None = None  # its string constants masked (qadvisor.sql.masking)
     xact_age_s: float | None = None
     waiting_for: tuple[int, ...] = ()
 
@@ -84,11 +83,10 @@ class HeldLock:
 
 
 def query_start(query: str | None) -> str:
-    """The start of another session's query, one line, string literals masked (a literal may
-    be a secret; the statement's shape is what a reader needs)."""
+    """The start of another session's query (its constants already masked), one line."""
     if not query:
         return ""
-    text = " ".join(_STRING.sub("'…'", query).split())
+    text = " ".join(query.split())
     return text if len(text) <= _QUERY_CHARS else text[: _QUERY_CHARS - 1].rstrip() + "…"
 
 
@@ -129,7 +127,8 @@ def read_locks(conn: Conn) -> Locks:
                 mode=r["mode"],
                 granted=bool(r["granted"]),
                 state=r["state"],
-                query=r["query"],
+                # A literal may be a secret; the statement's shape is what a reader needs.
+                query=mask_literals(r["query"]) if r["query"] is not None else None,
                 xact_age_s=r["xact_age_s"],
                 waiting_for=tuple(r["waiting_for"] or ()),
             )

@@ -95,6 +95,20 @@ MAX_BINDINGS = 3
 _EXPLAIN = "VERBOSE, FORMAT JSON"
 # --analyze takes ACCESS SHARE on the tables it reads: it waits at most this long for one.
 ANALYZE_LOCK_TIMEOUT_MS = 50
+# The scan --analyze runs would count in the table's and its indexes' read counters (idx_scan,
+# idx_tup_fetch, seq_scan...) as the application's reads do, and QA101 reads idx_scan as the
+# application's use of an index: it runs uncounted (track_counts off for its transaction)
+# where the role may set track_counts, a superuser, or from PostgreSQL 15 a role granted SET
+# on it. A row back: it is off.
+UNCOUNTED_SQL = (
+    "SELECT set_config('track_counts', 'off', true)"
+    " WHERE has_parameter_privilege('track_counts', 'SET')"
+)
+UNCOUNTED_SQL_14 = (
+    "SELECT set_config('track_counts', 'off', true) FROM pg_roles"
+    " WHERE rolname = current_user AND rolsuper"
+)
+PARAMETER_PRIVILEGE_VERSION = 150000
 
 
 @dataclass(frozen=True)
@@ -438,7 +452,8 @@ class _Planner:
         """EXPLAIN ANALYZE of what finds the claim's rows, never of the claim: its locking
         clauses removed (dequeue.read_only_scan), in a read-only transaction with a lock
         timeout of milliseconds. So it takes no row lock, waits on no worker and makes none
-        wait, and changes no counter of the table; an UPDATE or DELETE is never executed."""
+        wait, and writes no counter of the table; its reads are counted only where the role
+        may not switch track_counts off; an UPDATE or DELETE is never executed."""
         try:
             scan = dequeue.read_only_scan(job.text, dict(enumerate(values, 1)))
         except dequeue.StatementError as exc:
@@ -460,6 +475,12 @@ class _Planner:
                     ).format(sql.Literal(ANALYZE_LOCK_TIMEOUT_MS)),
                     "EXPLAIN ANALYZE",
                 )
+                uncounted = (
+                    UNCOUNTED_SQL
+                    if self.version >= PARAMETER_PRIVILEGE_VERSION
+                    else UNCOUNTED_SQL_14
+                )
+                self._rows(sql.SQL(uncounted), "EXPLAIN ANALYZE")
                 self._set_path(job.search_path)
                 # The text is a SELECT printed from the statement's own tree, its parameters
                 # replaced by literals this module built.

@@ -7,7 +7,8 @@ entries, grouped by queryid and text), inside a transaction that raises ``work_m
 one statement so the entries stay in memory, and chooses from the rows here: the row-locking
 statements (:meth:`Recorded.row_locking`), the calls of functions that hold claims
 (:meth:`Recorded.calls_of`), and the other statements that name a queue table
-(:meth:`Recorded.naming`). Each returns rows in the shape its step reads.
+(:meth:`Recorded.naming`). Each returns rows in the shape its step reads. Every text is
+read with its string constants masked (qadvisor.sql.masking).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from qadvisor.collect.queries import Conn, Read, first_line, query_text, rows
+from qadvisor.sql.masking import mask_literals
 
 # The ceiling of work_mem for the read (a setting the server already has above it is kept):
 # the view's rows for the default 5,000 entries and their texts fit many times over; a server
@@ -167,7 +169,10 @@ def read_recorded(conn: Conn) -> Read[Recorded]:
         with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             cur.execute(PGSS_WORK_MEM_SQL, [PGSS_WORK_MEM])
             cur.execute(query)
-            entries = tuple(cur.fetchall())
+            # pg_stat_statements keeps the constants of a DO block (and, before PostgreSQL 16,
+            # of DECLARE ... CURSOR and CREATE TABLE AS): masked here, as it masks the others,
+            # every text a report or snapshot holds shows a constant as $n.
+            entries = tuple({**e, "query": mask_literals(e["query"])} for e in cur.fetchall())
     except psycopg.Error as exc:
         if conn.broken or conn.closed:
             raise

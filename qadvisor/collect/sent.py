@@ -19,9 +19,16 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from qadvisor.collect.planner import ANALYZE_LOCK_TIMEOUT_MS, PARAMETER_TYPES_SQL, PREPARED_NAME
+from qadvisor.collect.planner import (
+    ANALYZE_LOCK_TIMEOUT_MS,
+    PARAMETER_TYPES_SQL,
+    PREPARED_NAME,
+    UNCOUNTED_SQL,
+    UNCOUNTED_SQL_14,
+)
 from qadvisor.collect.queries import query_text
 from qadvisor.collect.recorded import PGSS_WORK_MEM_SQL
+from qadvisor.collect.session_limits import CATALOG_LOCKS_SQL, ROLE_LOCK_TIMEOUT_SQL
 from qadvisor.collect.stakeholders import PREPARED as STAKEHOLDER
 
 # The groups, in the order of the page: what makes qadvisor send the statements.
@@ -118,9 +125,24 @@ _TENANT_PRIVILEGE = "USAGE on the schema, SELECT on the columns it reads"
 SENT: tuple[Sent, ...] = (
     # --- opening the session (collect/connect.py) ---------------------------------------------
     Sent("session_limits", ("session",),
-         "The timeouts the role, the database or PGOPTIONS already set on the session.",
+         "The timeouts the session starts with: the role's, the database's, the server's or "
+         "PGOPTIONS' statement_timeout and idle_in_transaction_session_timeout; its "
+         "lock_timeout is already qadvisor's, sent in the connection's startup packet (with "
+         "default_transaction_read_only) so that this first read of a catalog cannot wait "
+         "on another session's lock longer.",
          NO_LOCK, CONNECT,
          template="SELECT name, setting FROM pg_settings WHERE name = ANY(%s)"),
+    Sent("session_role_lock_timeout", ("session",),
+         "The lock_timeout ALTER ROLE or ALTER DATABASE sets for this role and database, "
+         "which the startup packet's hides: the stricter one is kept.",
+         NO_LOCK, "none beyond CONNECT (pg_db_role_setting is readable by every role)",
+         template=ROLE_LOCK_TIMEOUT_SQL),
+    Sent("session_catalog_locks", ("session",),
+         "Who holds a system catalog locked, to name them when setting up the session met "
+         "a lock timeout (read through functions only, which need no statistics to plan).",
+         NO_LOCK, "pg_read_all_stats to see other roles' state and query",
+         template=CATALOG_LOCKS_SQL,
+         when="setting up the session waited out its lock_timeout on a system catalog"),
     Sent("session_settings", ("session",),
          "Pins the session read-only, with the stricter timeouts, and prints dates in ISO form; "
          "they end with the session.",
@@ -334,6 +356,16 @@ SENT: tuple[Sent, ...] = (
          template="SELECT set_config('lock_timeout', least(nullif(setting::int, 0),"
          f" {ANALYZE_LOCK_TIMEOUT_MS})::text"
          " || 'ms', true) FROM pg_settings WHERE name = 'lock_timeout'"),
+    Sent("analyze_uncounted", ("analyze",),
+         "Counting off for this transaction where the role may set track_counts, so the scan "
+         "below moves no read counter (idx_scan, idx_tup_fetch) of the application's tables.",
+         NO_LOCK, "SET on track_counts (a superuser, or GRANT SET ON PARAMETER) to switch "
+         "it off; without it nothing is set",
+         template=UNCOUNTED_SQL, when="PostgreSQL 15 or later"),
+    Sent("analyze_uncounted_14", ("analyze",),
+         "The same on PostgreSQL 14, where only a superuser may set track_counts.",
+         NO_LOCK, "superuser to switch it off; without it nothing is set",
+         template=UNCOUNTED_SQL_14, when="PostgreSQL 14"),
     Sent("analyze_scan", ("analyze",),
          "Runs what finds the claim's rows: its SELECT with every FOR UPDATE/SHARE removed "
          "and the custom plan's values written in, in a read-only transaction rolled back. "

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from qadvisor.collect.sent import GROUPS, SENT, Sent
+from qadvisor.docgen.promises import promises_section
 from qadvisor.facts import FACTS, Fact
 from qadvisor.registry import Check, load_checks
 
@@ -335,6 +336,7 @@ def safety_page() -> str:
         'row says when it is sent: "always" means every time its section applies (every run,',
         "every planned claim, every `--analyze`).",
         "",
+        *promises_section(),
         "## What a run leaves",
         "",
         "Nothing is written: no row, no table counter (inserts, updates, deletes, HOT updates),",
@@ -342,8 +344,10 @@ def safety_page() -> str:
         "long as the session, `SET LOCAL` and `set_config(..., true)` as long as the",
         "transaction, every planning transaction is rolled back and each prepared statement",
         "deallocated). Under `--analyze` no row is locked: the rows a claim would take are",
-        "still waiting afterwards. A test compares the catalog and the counters before and",
-        "after a full run, and locks the waiting rows from another session after `--analyze`.",
+        "still waiting afterwards, and its scan moves no read counter either where the role",
+        "may switch `track_counts` off (else it counts as docs/cli.md says). A test compares",
+        "the catalog and the counters before and after a full run, and locks the waiting rows",
+        "from another session after `--analyze`.",
         "",
         "The one trace: where `pg_stat_statements` is installed it records qadvisor's",
         "statements, as it records every session's (qadvisor leaves its own out when it reads",

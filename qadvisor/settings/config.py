@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import tomllib
 from collections.abc import Iterable, Sequence
@@ -94,6 +95,8 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is not a qadvisor config file (nested too deep)") from None
     except ValueError as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     except OSError as exc:
@@ -225,5 +228,8 @@ def check_options(checks: Sequence[Check], config: Config) -> dict[str, Any]:
             if not ok or isinstance(value, bool) is not (expected is bool):
                 what = _KINDS.get(expected, f"a {expected.__name__}")
                 raise ConfigError(f"{code}.{name} must be {what}")
+            # TOML writes nan and inf: a threshold no measure compares with.
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{code}.{name} must be a finite number, not {value}")
         out[code] = dataclasses.replace(defaults, **values)
     return out

@@ -5,25 +5,37 @@ A CI job that uploads ``qadvisor.sarif`` must never find half a file: a regular 
 new one) is written to a temporary file beside it and renamed over it (atomic on POSIX), so a
 reader sees the old file or the new one; through a symlink, it is the link's target that is
 replaced, and the link stays. Anything else at the path (a device such as ``/dev/stdout``, a
-FIFO, a socket, an open descriptor under ``/proc``) is written into, never replaced. A write
-that fails, at any point up to the file's close, is an error.
+FIFO, a socket, an open descriptor under ``/proc``) is written into, never replaced, and
+within a bound: a FIFO that no process opens for reading, or stops reading, is an error after
+PIPE_WAIT_S, not a run that never ends. A write that fails, at any point up to the file's
+close, is an error. So is a write to stdout that
+fails (:func:`to_stdout`): a reader that went away (``| head -1`` before the report ends:
+EPIPE), a full disk (``> /dev/full``: ENOSPC).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import select
 import stat
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TextIO
+
+from qadvisor.errors import PIPE_WAIT_S, InputError
 
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
-class OutputError(OSError):
-    """A report file could not be written."""
+class OutputError(InputError):
+    """A report, baseline or snapshot could not be written, to its file or to stdout: one
+    line and exit 2, with the input errors (a message safe to print)."""
 
 
 def unwritable(path: Path) -> str | None:
@@ -67,10 +79,35 @@ def write_atomic(path: Path, text: str) -> None:
         if replace:
             _replace(target, text)
         else:
-            with open(path, "w", encoding="utf-8") as out:
-                out.write(text)
+            _write_into(path, text.encode("utf-8"))
     except OSError as exc:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def to_stdout(write: Callable[[TextIO], object]) -> None:
+    """``write`` to stdout, flushed; OutputError when stdout does not take it."""
+    try:
+        write(sys.stdout)
+        sys.stdout.flush()
+    except OSError as exc:
+        # Python flushes stdout again at exit, and would fail (and say so) a second time.
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        why = exc.strerror or str(exc)
+        if isinstance(exc, BrokenPipeError):
+            why += " (what reads it stopped reading)"
+        raise OutputError(f"cannot write to stdout: {why}") from None
+
+
+def overwritten_input(path: Path, inputs: Iterable[tuple[str, Path]]) -> str | None:
+    """What names the input (a regular file) that writing ``path`` would replace, or None."""
+    for what, source in inputs:
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.stat(source).st_mode) and same_file(path, source):
+                return what
+    return None
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -119,6 +156,36 @@ def _own_descriptor(path: Path) -> int | None:
             return None
         current = Path(os.path.normpath(current.parent / os.readlink(current)))
     return None
+
+
+def _write_into(path: Path, data: bytes) -> None:
+    """Into a FIFO or a device, waiting at most PIPE_WAIT_S in all for a reader to open it
+    (opening a FIFO for writing waits for one) and to take ``data``."""
+    deadline = time.monotonic() + PIPE_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as exc:  # ENXIO: a FIFO no process has open for reading
+            if exc.errno != errno.ENXIO:
+                raise
+            if time.monotonic() >= deadline:
+                raise OSError(exc.errno, f"no process read it within {PIPE_WAIT_S:g} s") from None
+            time.sleep(0.05)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise OSError(
+                    errno.ETIMEDOUT, f"its reader did not take the report within {PIPE_WAIT_S:g} s"
+                )
+            if poller.poll(left * 1000):
+                with contextlib.suppress(BlockingIOError):
+                    data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
 
 
 def _write_descriptor(fd: int, text: str) -> None:

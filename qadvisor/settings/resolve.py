@@ -36,6 +36,7 @@ the checkout of the repository.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,7 +44,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, TooLarge, read_bounded
 from qadvisor.history.store import DEFAULT_KEEP, unusable
 from qadvisor.model import InlineIgnore, Location
 from qadvisor.registry import Check, load_checks
@@ -57,7 +58,7 @@ from qadvisor.settings.config import (
     check_options,
     find_config,
 )
-from qadvisor.settings.outputs import same_file, unwritable
+from qadvisor.settings.outputs import overwritten_input, same_file, unwritable
 from qadvisor.sql import dequeue
 
 FailOn = Literal["critical", "warning", "info", "never"]
@@ -70,6 +71,11 @@ MIN_STATEMENT_TIMEOUT_MS = 100
 MIN_LOCK_TIMEOUT_MS = 1
 MIN_CONNECT_TIMEOUT_S = 1
 MIN_RUN_TIMEOUT_S = 1
+# The most of each: PostgreSQL takes a timeout up to INT_MAX ms, libpq a connect_timeout up
+# to INT_MAX seconds; a run bound past that is no bound a person means.
+MAX_TIMEOUT = 2_147_483_647
+# --sample's range (seconds): a second read sooner measures noise, an hour is a long wait.
+SAMPLE_S = (1, 3600)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -164,6 +170,9 @@ class Settings:
     # is saved; and how many snapshots it keeps.
     history_dir: Path | None = None
     history_keep: int = DEFAULT_KEEP
+    # (the option or file that names it, its path): every file the run reads, which nothing
+    # it writes may replace.
+    inputs: tuple[tuple[str, Path], ...] = ()
 
 
 def resolve(
@@ -179,6 +188,7 @@ def resolve(
     on_server = flags.snapshot is None
     if not on_server:
         _no_server_flags(flags)
+    _check_sample(flags.sample)
     cfg = find_config(flags.config or _path(_name("CONFIG"), _env(environ, "CONFIG")), cwd)
     layers = _Layers(flags, environ, cfg, str(cfg.source) if cfg.source else "the config file")
     ignores = list(layers.every(IGNORE))[::-1]  # they add up: the file's first
@@ -213,12 +223,13 @@ def resolve(
                 "one would overwrite the other"
             )
     read_from = value["baseline"]
-    if read_from is not None and read_from.exists():
-        clash = next((p for _, p in outputs if same_file(p, read_from)), None)
-        if clash is not None:
-            raise SettingsError(
-                f"--output {clash}: it is the --baseline file, which a report would overwrite"
-            )
+    inputs = _inputs(cfg, flags, read_from, given[SARIF_ANCHOR], on_server)
+    for _, path in outputs:
+        refuse_overwriting("--output", path, inputs, "a report")
+    if write_baseline is not None:
+        # Written over the baseline it read, a baseline is brought up to date: that one may.
+        others = [(what, path) for what, path in inputs if what != "--baseline"]
+        refuse_overwriting("--write-baseline", write_baseline, others, "the baseline")
     if flags.history is not None:
         why = unusable(flags.history)
         if why:
@@ -229,6 +240,7 @@ def resolve(
     anchor = _anchor(cfg, given[SARIF_ANCHOR], root)
     queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
     return Settings(
+        inputs=tuple(inputs),
         checks=installed,
         dsn=flags.dsn,
         snapshot_file=flags.snapshot,
@@ -258,6 +270,41 @@ def resolve(
     )
 
 
+def _inputs(
+    cfg: Config,
+    flags: Flags,
+    baseline: Path | None,
+    anchor: tuple[Path, str] | None,
+    on_server: bool,
+) -> list[tuple[str, Path]]:
+    """(what names it, path) of each file the run reads (the SARIF anchor too: its line is
+    what the report points at)."""
+    found: list[tuple[str, Path]] = []
+    if cfg.source is not None:
+        found.append(("config", cfg.source))
+    if flags.snapshot is not None:
+        found.append(("--snapshot", flags.snapshot))
+    if on_server:
+        found += [("--query-file", p) for p in [*cfg.query_files, *flags.query_files]]
+    if baseline is not None:
+        found.append(("--baseline", baseline))
+    if anchor is not None:
+        found.append(("--sarif-anchor", anchor[0]))
+    return found
+
+
+def refuse_overwriting(
+    flag: str, path: Path, inputs: Sequence[tuple[str, Path]], written: str
+) -> None:
+    """SettingsError when writing ``path`` would replace a file the run reads: the same file
+    by name, through a symlink or as a hard link of it."""
+    what = overwritten_input(path, inputs)
+    if what is not None:
+        raise SettingsError(
+            f"{flag} {path}: it is the {what} file, which {written} would overwrite"
+        )
+
+
 def _no_server_flags(flags: Flags) -> None:
     """--snapshot checks a saved snapshot: the flags that read a server do not go with it."""
     given = [
@@ -278,6 +325,12 @@ def _no_server_flags(flags: Flags) -> None:
             "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
             f"--query, --query-file, --analyze or --history (given: {', '.join(given)})"
         )
+
+
+def _check_sample(seconds: float | None) -> None:
+    low, high = SAMPLE_S
+    if seconds is not None and not (math.isfinite(seconds) and low <= seconds <= high):
+        raise SettingsError(f"--sample {seconds:g}: must be from {low} to {high} seconds")
 
 
 def _baseline(
@@ -423,10 +476,12 @@ def _any(value: Any, where: str) -> None:
     pass
 
 
-def _at_least(minimum: int, unit: str) -> Callable[[int, str], None]:
+def _between(minimum: int, unit: str) -> Callable[[int, str], None]:
     def check(value: int, where: str) -> None:
         if value < minimum:
             raise SettingsError(f"{where} is {value} {unit}: it must be at least {minimum}")
+        if value > MAX_TIMEOUT:
+            raise SettingsError(f"{where} is {value} {unit}: it must be at most {MAX_TIMEOUT}")
 
     return check
 
@@ -462,13 +517,13 @@ SETTINGS = (
     Setting("fail_on_skip", "--fail-on-skip", _bool, default=False),
     Setting("tables", "--table", _list, default=()),
     Setting("statement_timeout", "--statement-timeout", _whole("ms"),
-            _at_least(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
-    Setting("lock_timeout", "--lock-timeout", _whole("ms"), _at_least(MIN_LOCK_TIMEOUT_MS, "ms"),
+            _between(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
+    Setting("lock_timeout", "--lock-timeout", _whole("ms"), _between(MIN_LOCK_TIMEOUT_MS, "ms"),
             _LIMITS.lock_timeout_ms),
     Setting("connect_timeout", "--connect-timeout", _whole("seconds"),
-            _at_least(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
+            _between(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
     Setting("run_timeout", "--run-timeout", _whole("seconds"),
-            _at_least(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
+            _between(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
     Setting("baseline", "--baseline", _path),
     SARIF_ANCHOR,
     Setting("docs_url", "--docs-url", _text, _http_url),
@@ -533,17 +588,16 @@ def _queries(
     files = {p.resolve(): p for p in [*cfg.query_files, *flags.query_files]}
     for path in files.values():
         try:
-            with path.open("rb") as stream:
-                raw = stream.read(MAX_QUERY_FILE_BYTES + 1)  # /dev/zero ends here too
-            if len(raw) > MAX_QUERY_FILE_BYTES:
-                raise SettingsError(
-                    f"--query-file {path}: larger than {MAX_QUERY_FILE_BYTES // 1024} KiB, the "
-                    "most qadvisor reads (a file of the application's dequeue statements is "
-                    "a few kB)"
-                )
-            text = raw.decode("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            text = read_bounded(path, MAX_QUERY_FILE_BYTES).decode("utf-8")
+        except TooLarge as exc:
+            raise SettingsError(
+                f"--query-file {path}: {exc}, the most qadvisor reads (a file of the "
+                "application's dequeue statements is a few kB)"
+            ) from None
+        except UnicodeDecodeError:
+            raise SettingsError(f"cannot read --query-file {path}: not UTF-8 text") from None
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
             raise SettingsError(f"cannot read --query-file {path}: {reason}") from None
         try:
             statements = dequeue.statement_lines(text)

@@ -28,6 +28,7 @@ from qadvisor.collect.connect import (
     Unresponsive,
     connect,
 )
+from qadvisor.collect.session_limits import startup_options
 from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.conftest import TestDB
 
@@ -225,6 +226,49 @@ def test_a_stricter_role_statement_timeout_is_kept(
     assert _session_settings(db, role_with("lock_timeout", "0"))["lock_timeout"] == "1s"
     idle = _session_settings(db, role_with("idle_in_transaction_session_timeout", "2s"))
     assert idle["idle_in_transaction_session_timeout"] == "2s"
+
+
+def test_the_lock_timeout_of_the_startup_packet_keeps_a_stricter_one(
+    db: TestDB, role_with: Callable[[str, str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The startup packet's lock_timeout hides what ALTER ROLE / ALTER DATABASE set: read back,
+    # the stricter is kept, and the role's wins over the database's as in PostgreSQL.
+    db.execute(f"ALTER DATABASE {db.name} SET lock_timeout = '30ms'")
+    assert _session_settings(db, role_with("search_path", "public"))["lock_timeout"] == "30ms"
+    assert _session_settings(db, role_with("lock_timeout", "5s"))["lock_timeout"] == "1s"
+    assert _session_settings(db, role_with("lock_timeout", "0.02s"))["lock_timeout"] == "20ms"
+    db.execute(f"ALTER DATABASE {db.name} RESET lock_timeout")
+    monkeypatch.setenv("PGOPTIONS", "-c lock_timeout=50")
+    assert _session_settings(db, role_with("search_path", "public"))["lock_timeout"] == "50ms"
+    monkeypatch.setenv("PGOPTIONS", "--lock-timeout=5min -c search_path=public")
+    settings = _session_settings(db, role_with("search_path", "public"))
+    assert settings["lock_timeout"] == "1s"
+
+
+def test_a_role_that_may_not_read_pg_db_role_setting_keeps_qadvisors_lock_timeout(
+    db: TestDB, role_with: Callable[[str, str], str]
+) -> None:
+    role = role_with("lock_timeout", "20ms")
+    # A shared catalog: revoked for this server's every database, put back whatever happens.
+    db.execute("REVOKE SELECT ON pg_db_role_setting FROM PUBLIC")
+    try:
+        assert _session_settings(db, role)["lock_timeout"] == "1s"
+    finally:
+        db.execute("GRANT SELECT ON pg_db_role_setting TO PUBLIC")
+
+
+@pytest.mark.parametrize(
+    ("given", "ours"),
+    [
+        (None, "-c lock_timeout=1000"),
+        ("-c lock_timeout=50", "-c lock_timeout=50 -c lock_timeout=50"),
+        ("-clock_timeout=2s -c geqo=off", "-clock_timeout=2s -c geqo=off -c lock_timeout=1000"),
+        ("--lock-timeout=0.5s", "--lock-timeout=0.5s -c lock_timeout=500"),
+        ("-c lock_timeout=0", "-c lock_timeout=0 -c lock_timeout=1000"),
+    ],
+)
+def test_startup_options_carry_the_stricter_lock_timeout(given: str | None, ours: str) -> None:
+    assert startup_options(given, 1000) == f"{ours} -c default_transaction_read_only=on"
 
 
 def test_a_role_with_a_1ms_statement_timeout_gets_no_clean_run(

@@ -3,15 +3,18 @@ PostgreSQL 18 and reports what `qadvisor check` reports on that database."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from qadvisor.demo.pgserver import embedded_bin_dir
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.helpers import assert_interrupted_cleanly, interruptible, qadvisor
 
 # The smallest archive at which the demo's composite index is large enough for QA101 and its
@@ -62,3 +65,22 @@ def test_an_interrupted_demo_leaves_no_server_and_no_files(tmp_path: Path, signu
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=60)
     assert_interrupted_cleanly(proc, out, err, signum, scratch)
+
+
+def test_a_kept_demo_server_is_named_even_when_stdout_fails(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARIABLES}
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "qadvisor", "demo", "--rows", "10000", "--keep"],
+            stdout=full, stderr=subprocess.PIPE, text=True, env=env, timeout=600,
+        )  # fmt: skip
+    stop = re.search(r"^Stop it with: (.+)$", proc.stderr, re.M)
+    try:
+        assert proc.returncode == 2, proc.stderr
+        assert "qadvisor: error: cannot write to stdout: No space left on device" in proc.stderr
+    finally:
+        assert stop, proc.stderr  # else a server is left running that nobody was told of
+        subprocess.run(stop.group(1), shell=True, check=True, capture_output=True, timeout=120)
+        data_dir = re.search(r" -D (\S+)$", stop.group(1))
+        assert data_dir, stop.group(1)
+        shutil.rmtree(Path(data_dir.group(1)).parent, ignore_errors=True)
