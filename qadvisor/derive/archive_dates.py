@@ -13,8 +13,9 @@ value ANALYZE saw of it reads as a date in this century in one of those units. W
 a timestamp that a recorded UPDATE sets together with the live column (a broker's delivery,
 ``SET visible = $1, timestamp = $2``) is the time of a row's last move, out of the live set
 for the rows outside it: it dates them, whatever its name, when it is the only timestamp such
-updates set. It is set on waiting rows too (when they are sent), so the rows it dates are
-told apart by the live predicate. Pure: shared by the check and by the collector, which
+updates set and ANALYZE saw it hold a value (one NULL in every sampled row is cleared again
+when a row finishes). It is set on waiting rows too (when they are sent), so the rows it
+dates are told apart by the live predicate. Pure: shared by the check and by the collector, which
 records a hidden column.
 """
 
@@ -99,7 +100,7 @@ def dating_column(
             from_live=f"the live predicate is {live.column} IS NULL",
         )
     moved = _set_with_live(types, live, updates)
-    if moved is not None:
+    if moved is not None and not _seen_only_null(table, moved.name):
         return moved
     return _named(table, types, "creation", _CREATION_STEMS)
 
@@ -128,6 +129,14 @@ def _set_with_live(
         from_live=f"{update.label} sets it with {moved}",
         unless_live=predicate_sql(live),
     )
+
+
+def _seen_only_null(table: Table, column: str) -> bool:
+    """True when ANALYZE sampled the column and saw NULL in every row: the rows that left the
+    live set do not keep the time an update set (graphile-worker's failed jobs clear
+    ``locked_at``), so it dates none of them."""
+    stats = table.stats_of(column)
+    return stats is not None and stats.lower_bound is None
 
 
 def _named(

@@ -485,3 +485,29 @@ def test_the_timestamp_an_update_sets_with_the_live_flag_dates_the_rows_that_lef
         found = S.run("QA204", replace(snap, tables=(replace(t, columns=columns),),
                                        stakeholders=(other,)))  # fmt: skip
         assert [type(x) for x in found] == [Skip], found
+
+
+def test_a_timestamp_the_finished_rows_no_longer_hold_dates_nothing() -> None:
+    # graphile-worker's claim sets locked_at with the live column's inputs, and a failed job
+    # gets it cleared again: ANALYZE sees NULL in every row, so the creation column dates them.
+    t = table(days_ago(40))
+    columns = [c for c in t.columns if c.name not in ("finished_at", "status")]
+    t = replace(t, columns=(*columns, Column("visible", "boolean", False),
+                            Column("locked_at", "timestamp with time zone", True)))  # fmt: skip
+    flag = ColumnStats("visible", 0.0, 2, 1, ("false", "true"), (0.99, 0.01))
+    cleared = ColumnStats("locked_at", 1.0, 0, 8, lower_bound=None)
+    created = ColumnStats("created_at", 0.0, -0.9, 8, lower_bound=days_ago(40))
+    others = [s for s in t.column_stats if s.column != "created_at"]
+    t = replace(t, column_stats=(*others, created, flag, cleared))
+    live = S.LivePredicate("visible", "true", source="claim")
+    claim = Stakeholder(
+        "pg_stat_statements 1a2b3c4d5e (300 calls)",
+        "UPDATE jobs SET visible=$1, locked_at=now() WHERE jobs.id = $2",
+        "public.jobs",
+        calls=300,
+    )
+    server = ServerInfo("18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())
+    snap = replace(S.snapshot(t, live=live), server=server, stakeholders=(claim,))
+    (f,) = S.run("QA204", snap)
+    assert isinstance(f, Finding)
+    assert f.evidence["dated_by"] == "created_at" and f.evidence["dated_by_kind"] == "creation"
