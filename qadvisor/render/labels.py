@@ -94,6 +94,7 @@ LABELS: Mapping[str, str] = {
     "custom_plan_scan": "Custom plan scan",
     "custom_values": "Custom plan values",
     "planned_as": "Planned as",
+    "partitions_read": "Partitions in the plans",
     "dead_tuples_per_s": "Dead tuples per second (sampled)",
     "estimate_basis": "Estimate based on",
     "estimated_fresh_bytes": "Size once rebuilt (estimate)",

@@ -1,0 +1,124 @@
+"""Partitioned queues on real servers: by time (a partition a day, and a DEFAULT partition)
+and by list (a partition per queue), each claimed through its partitioned table.
+
+Every builder names its tables unqualified, so in the ``app-monitor`` shape they land in the
+application's schema (tests/shapes.py). The claims are written as the application sends
+them, through the parent: PostgreSQL routes and locks each row in its partition.
+"""
+
+from __future__ import annotations
+
+from tests.conftest import TestDB, flush_stats
+
+# The claim of the time-partitioned queue, as its workers send it.
+DAILY_CLAIM = (
+    "UPDATE jobs SET status = 'running' WHERE (id, created_at) IN ("
+    "SELECT id, created_at FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 10 "
+    "FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+# The claim of the list-partitioned queue: one queue's next jobs.
+LIST_CLAIM = (
+    "SELECT id FROM jobs WHERE queue = %s AND status = 'pending' ORDER BY created_at LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED"
+)
+QUEUES = ("default", "mail", "reports")
+
+
+def build_daily(
+    db: TestDB,
+    *,
+    days: int = 20,
+    per_day: int = 2_000,
+    waiting: int = 500,
+    default: bool = True,
+    default_rows: int = 0,
+    old_waiting: int = 0,
+) -> None:
+    """``jobs`` partitioned by day on ``created_at``: a partition for each of the last
+    ``days`` days, today's and tomorrow's (``jobs_YYYYMMDD``), and with ``default`` a DEFAULT
+    partition holding ``default_rows`` finished rows from before the first day. Each past day
+    holds ``per_day`` finished jobs, finished a minute after they were created; today's
+    partition holds ``waiting`` jobs created in the last hour. ``old_waiting`` jobs of the
+    oldest day wait still (retried, never claimed since). The live-set partial index is
+    declared on the parent, as the live-set article writes it. Analyzed."""
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id          bigint GENERATED ALWAYS AS IDENTITY,
+            status      text        NOT NULL DEFAULT 'pending',
+            payload     jsonb       NOT NULL DEFAULT '{{}}',
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            finished_at timestamptz,
+            PRIMARY KEY (id, created_at)
+        ) PARTITION BY RANGE (created_at);
+        DO $$
+        DECLARE d date;
+        BEGIN
+          FOR i IN -{days}..1 LOOP
+            d := current_date + i;
+            EXECUTE format('CREATE TABLE %I PARTITION OF jobs FOR VALUES FROM (%L) TO (%L)',
+                           'jobs_' || to_char(d, 'YYYYMMDD'), d, d + 1);
+          END LOOP;
+        END $$;
+        {"CREATE TABLE jobs_default PARTITION OF jobs DEFAULT;" if default else ""}
+        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
+        INSERT INTO jobs (status, created_at, finished_at)
+        SELECT 'done', t, t + interval '1 minute'
+          FROM (SELECT current_date - {days} + (g::float8 / {per_day}) * interval '1 day' AS t
+                  FROM generate_series(0, {days * per_day - 1}) AS g) AS s;
+        INSERT INTO jobs (status, created_at, finished_at)
+        SELECT 'done', t, t + interval '1 minute'
+          FROM (SELECT current_date - {days} - 30 + (g::float8 / greatest({default_rows}, 1))
+                       * interval '29 days' AS t
+                  FROM generate_series(1, {default_rows}) AS g) AS s;
+        UPDATE jobs SET status = 'pending', finished_at = NULL
+         WHERE (id, created_at) IN (SELECT id, created_at FROM jobs
+                                     WHERE created_at >= current_date - {days}
+                                     ORDER BY created_at LIMIT {old_waiting});
+        INSERT INTO jobs (created_at)
+        SELECT now() - interval '1 hour' + g * (interval '1 hour' / {waiting})
+          FROM generate_series(1, {waiting}) AS g;
+        """
+    )
+    db.execute("VACUUM (ANALYZE) jobs")
+
+
+def build_by_queue(db: TestDB, *, per_queue: int = 20_000, waiting: int = 300) -> None:
+    """``jobs`` partitioned by list on ``queue``, a partition per queue of QUEUES: each holds
+    ``per_queue`` finished jobs of the last 30 days and ``waiting`` jobs to claim. The
+    live-set partial index is declared on the parent. Analyzed."""
+    partitions = "\n".join(
+        f"CREATE TABLE jobs_{q} PARTITION OF jobs FOR VALUES IN ('{q}');" for q in QUEUES
+    )
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id          bigint GENERATED ALWAYS AS IDENTITY,
+            queue       text        NOT NULL,
+            status      text        NOT NULL DEFAULT 'pending',
+            created_at  timestamptz NOT NULL DEFAULT now(),
+            finished_at timestamptz,
+            PRIMARY KEY (queue, id)
+        ) PARTITION BY LIST (queue);
+        {partitions}
+        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
+        INSERT INTO jobs (queue, status, created_at, finished_at)
+        SELECT q, 'done', t, t + interval '1 minute'
+          FROM unnest(ARRAY{list(QUEUES)}) AS q,
+               LATERAL (SELECT now() - (g::float8 / {per_queue}) * interval '30 days' AS t
+                          FROM generate_series(1, {per_queue}) AS g) AS s;
+        INSERT INTO jobs (queue)
+        SELECT q FROM unnest(ARRAY{list(QUEUES)}) AS q, generate_series(1, {waiting});
+        """
+    )
+    db.execute("VACUUM (ANALYZE) jobs")
+
+
+def run_claims(db: TestDB, claim: str, times: int = 5, params: list[object] | None = None) -> None:
+    """The workers' claim, ``times`` over, each rolled back (the rows stay waiting): what
+    pg_stat_statements records of it."""
+    with db.connect() as conn:
+        for _ in range(times):
+            with conn.transaction(force_rollback=True):
+                conn.execute(claim, params)
+        flush_stats(conn)
