@@ -8,6 +8,8 @@ them, through the parent: PostgreSQL routes and locks each row in its partition.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from tests.conftest import TestDB, flush_stats
 
 # The claim of the time-partitioned queue, as its workers send it.
@@ -83,12 +85,21 @@ def build_daily(
     db.execute("VACUUM (ANALYZE) jobs")
 
 
-def build_by_queue(db: TestDB, *, per_queue: int = 20_000, waiting: int = 300) -> None:
+def build_by_queue(
+    db: TestDB, *, per_queue: int | Mapping[str, int] = 20_000, waiting: int = 300
+) -> None:
     """``jobs`` partitioned by list on ``queue``, a partition per queue of QUEUES: each holds
-    ``per_queue`` finished jobs of the last 30 days and ``waiting`` jobs to claim. The
-    live-set partial index is declared on the parent. Analyzed."""
+    ``per_queue`` finished jobs of the last 30 days (or the number it maps the queue to)
+    and ``waiting`` jobs to claim. The live-set partial index is declared on the parent.
+    Analyzed."""
+    sizes = per_queue if isinstance(per_queue, Mapping) else dict.fromkeys(QUEUES, per_queue)
     partitions = "\n".join(
         f"CREATE TABLE jobs_{q} PARTITION OF jobs FOR VALUES IN ('{q}');" for q in QUEUES
+    )
+    finished = "\nUNION ALL\n".join(
+        f"SELECT '{q}', now() - (g::float8 / {n}) * interval '30 days' "
+        f"FROM generate_series(1, {n}) AS g"
+        for q, n in sizes.items()
     )
     db.execute(
         f"""
@@ -103,10 +114,7 @@ def build_by_queue(db: TestDB, *, per_queue: int = 20_000, waiting: int = 300) -
         {partitions}
         CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
         INSERT INTO jobs (queue, status, created_at, finished_at)
-        SELECT q, 'done', t, t + interval '1 minute'
-          FROM unnest(ARRAY{list(QUEUES)}) AS q,
-               LATERAL (SELECT now() - (g::float8 / {per_queue}) * interval '30 days' AS t
-                          FROM generate_series(1, {per_queue}) AS g) AS s;
+        SELECT q, 'done', t, t + interval '1 minute' FROM ({finished}) AS s(q, t);
         INSERT INTO jobs (queue)
         SELECT q FROM unnest(ARRAY{list(QUEUES)}) AS q, generate_series(1, {waiting});
         """
