@@ -41,6 +41,7 @@ from qadvisor.api import (
     qualified,
     review,
     scans,
+    single_valued,
     sort_inputs,
     stakeholder_label,
     statement_evidence,
@@ -120,7 +121,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 
     ## When it stays quiet
     The index the claim walks leads with (or has in its condition) the compared column; the
-    claim sorts instead (QA303's); `--analyze` measured fewer than `min_rows_removed` rows
+    scan is of a partition that holds one value of the column (a table partitioned by list,
+    a partition per queue), whose rows are all the claimed queue's; the claim sorts instead
+    (QA303's); `--analyze` measured fewer than `min_rows_removed` rows
     discarded. Without `--analyze`, the finding rests on what the server measured of the
     statement: shared blocks per call (pg_stat_statements) at or above
     `min_blocks_per_call` after `min_calls` calls confirm it (warning); without them, it is
@@ -155,6 +158,8 @@ def _ordered_scan(d: Dequeue, plan: PlanNode, column: str) -> PlanNode | None:
         idx = next((i for i in table.indexes if i.name == node.index), None)
         if idx is None or column in idx.columns or _mentions(node.index_cond, column):
             continue
+        if node.partition is not None and column in single_valued(table, node.partition):
+            continue  # a partition of one queue's rows: the filter discards none for it
         if _mentions(node.filter, column):
             return node
     return None

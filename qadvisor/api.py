@@ -45,6 +45,7 @@ from qadvisor.derive.partitions import (
     TimePartition,
     Writing,
     default_partition,
+    single_valued,
     time_partitions,
     writing_partitions,
 )
@@ -249,11 +250,13 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "recorded_updates",
     "stops_hot",
     # 4d. a partitioned queue table's partitions as autovacuum, the write path and retention
-    # see them (qadvisor.derive.partitions): those that take writes, and the time ranges of
-    # a table partitioned by time. TimePartition and Writing are what they list.
+    # see them (qadvisor.derive.partitions): those that take writes, the time ranges of a
+    # table partitioned by time, and the columns a list partition holds one value of.
+    # TimePartition and Writing are what they list.
     "TimePartition",
     "Writing",
     "default_partition",
+    "single_valued",
     "time_partitions",
     "writing_partitions",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,

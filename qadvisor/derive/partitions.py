@@ -15,7 +15,7 @@ from datetime import datetime
 
 from qadvisor.derive.estimates import LiveEstimate, live_rows
 from qadvisor.model import LivePredicate, Table
-from qadvisor.sql.partitions import is_default, partition_key, range_bound
+from qadvisor.sql.partitions import is_default, list_values, partition_key, range_bound
 
 # Column types a range partition on time is keyed by (format_type's spelling).
 TIME_TYPES = ("timestamp with time zone", "timestamp without time zone", "date")
@@ -52,6 +52,28 @@ def time_partitions(table: Table, now: datetime) -> list[TimePartition]:
         lower, upper = _moment(bound.lower, now), _moment(bound.upper, now)
         out.append(TimePartition(leaf, leaf.partition_of or "", col.name, lower, upper))
     return sorted(out, key=lambda p: (p.lower is not None, p.lower or now, p.table.name))
+
+
+def single_valued(table: Table, partition: str) -> frozenset[str]:
+    """The columns that hold one value in every row of ``partition`` (a partition's name, a
+    leaf of ``table``): the key of a list partition with one value, at any level above it
+    (``jobs_mail FOR VALUES IN ('mail')`` under ``LIST (queue)``). A scan of it filters
+    such a column without discarding any row for it."""
+    by_name = {p.qualified: p for p in table.partitions}
+    keys = {table.qualified: table.partition_key} | {
+        q: p.partition_key for q, p in by_name.items() if p.partition_key
+    }
+    found: set[str] = set()
+    node = next((p for p in table.partitions if p.name == partition), None)
+    while node is not None and node.partition_of is not None:
+        key = partition_key(keys.get(node.partition_of))
+        values = list_values(node.partition_bound)
+        if key is not None and key.strategy == "list" and len(key.columns) == 1:
+            (column,) = key.columns
+            if column is not None and values is not None and len(values) == 1:
+                found.add(column)
+        node = by_name.get(node.partition_of)
+    return frozenset(found)
 
 
 def _moment(text: str | None, now: datetime) -> datetime | None:

@@ -18,6 +18,7 @@ Strategy = Literal["range", "list", "hash"]
 
 _KEY = re.compile(r"^\s*(RANGE|LIST|HASH)\s*\((.*)\)\s*$", re.I | re.S)
 _RANGE = re.compile(r"^\s*FOR VALUES FROM \((.*)\) TO \((.*)\)\s*$", re.S)
+_LIST = re.compile(r"^\s*FOR VALUES IN \((.*)\)\s*$", re.S)
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 _QUOTED_NAME = re.compile(r'^"((?:[^"]|"")+)"$')
 _LITERAL = re.compile(r"^'((?:[^']|'')*)'$", re.S)
@@ -61,6 +62,15 @@ def range_bound(text: str | None) -> RangeBound | None:
     if len(lower) != 1 or len(upper) != 1:
         return None
     return RangeBound(_value(lower[0]), _value(upper[0]))
+
+
+def list_values(text: str | None) -> tuple[str | None, ...] | None:
+    """The values of a list partition's bound (None for a NULL among them); None for any
+    other bound."""
+    m = _LIST.match(text or "")
+    if m is None:
+        return None
+    return tuple(None if v.upper() == "NULL" else _value(v) for v in _items(m.group(1)))
 
 
 def is_default(text: str | None) -> bool:

@@ -5,7 +5,12 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
-from qadvisor.derive.partitions import default_partition, time_partitions, writing_partitions
+from qadvisor.derive.partitions import (
+    default_partition,
+    single_valued,
+    time_partitions,
+    writing_partitions,
+)
 from qadvisor.model import Column, Table, TableStats
 from tests import snapshots as S
 
@@ -75,3 +80,18 @@ def test_the_partitions_that_take_writes() -> None:
     assert "40 dead tuples" in writing[0].why
     assert writing[1].why == "its range holds the present, where new jobs land"
     assert writing[2].why.startswith("it holds 1,000 live rows")
+
+
+def test_the_columns_a_list_partition_holds_one_value_of() -> None:
+    mail = replace(part("jobs_mail", "FOR VALUES IN ('mail')"), partition_key="RANGE (created_at)")
+    table = queue(
+        mail,
+        part("jobs_mail_1", day(-3), parent="public.jobs_mail"),
+        part("jobs_some", "FOR VALUES IN ('a', 'b')"),
+        part("jobs_other", "DEFAULT"),
+        key="LIST (queue)",
+    )
+    assert single_valued(table, "jobs_mail_1") == {"queue"}
+    assert single_valued(table, "jobs_some") == set()
+    assert single_valued(table, "jobs_other") == set()
+    assert single_valued(table, "missing") == set()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from qadvisor.sql.partitions import PartitionKey, RangeBound, is_default, partition_key, range_bound
+from qadvisor.sql.partitions import (
+    PartitionKey,
+    RangeBound,
+    is_default,
+    list_values,
+    partition_key,
+    range_bound,
+)
 
 
 def test_keys_as_pg_get_partkeydef_prints_them() -> None:
@@ -28,3 +35,10 @@ def test_bounds_as_pg_get_expr_prints_them() -> None:
     assert range_bound("FOR VALUES WITH (modulus 4, remainder 0)") is None
     assert range_bound("DEFAULT") is None and is_default("DEFAULT")
     assert not is_default(day) and not is_default(None)
+
+
+def test_the_values_of_a_list_partition() -> None:
+    assert list_values("FOR VALUES IN ('mail')") == ("mail",)
+    assert list_values("FOR VALUES IN ('a', 'b,c', NULL)") == ("a", "b,c", None)
+    assert list_values("FOR VALUES IN (1, 2)") == ("1", "2")
+    assert list_values("DEFAULT") is None and list_values(None) is None
