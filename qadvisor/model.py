@@ -214,7 +214,7 @@ class Table:
     id_sequences: tuple[IdSequence, ...] = ()
     # A partitioned table (relkind 'p'): its partition key as pg_get_partkeydef prints it,
     # "RANGE (created_at)". It holds no rows itself: the sizes, reltuples, counters and
-    # indexes above are its leaf partitions' summed (collect/partitions.py says how).
+    # indexes above are its leaf partitions' summed (derive/partitions.py says how).
     partition_key: str | None = None
     # Of a partitioned queue table: every table below it, each with its own facts; a leaf
     # holds rows, one with a ``partition_key`` of its own is partitioned again.

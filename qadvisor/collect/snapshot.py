@@ -33,7 +33,6 @@ from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
 from qadvisor.collect.errors import CollectError, TableNotFound
 from qadvisor.collect.functions import scan_functions
 from qadvisor.collect.locks import ACCESS_SHARE, ROW_EXCLUSIVE, Locks, describe_all, read_locks
-from qadvisor.collect.partitions import fold, sum_stats
 from qadvisor.collect.planner import plan_statements
 from qadvisor.collect.queries import (
     Read,
@@ -47,6 +46,7 @@ from qadvisor.collect.stakeholders import missing_privileges, read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.derive import claims, discover, names
+from qadvisor.derive.partitions import fold, sum_stats
 from qadvisor.derive.plans.explain_json import PartitionNames, partition_names
 from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import (
@@ -538,7 +538,7 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
     the table row there is no Table (``table_facts`` unavailable); without indexes or pg_stats
     the tables come without them and the read says which is missing. A partitioned queue
     table's partitions come with it (the table query reads its partition tree), their facts
-    summed into its own (collect/partitions.py)."""
+    summed into its own (derive/partitions.py)."""
     blocked = locks.blocked(ACCESS_SHARE)
     params = {"relids": relids, "blocked": blocked}
     column_rows = read_rows(conn, "table_facts", "the queue tables' columns", "columns", params)

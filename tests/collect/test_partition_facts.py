@@ -1,4 +1,4 @@
-"""A partitioned table's facts from its partitions' (collect/partitions.py), and its
+"""A partitioned table's facts from its partitions' (derive/partitions.py), and its
 partitions' scans read as its own in plans (pure)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from qadvisor.collect.partitions import fold, merge_column_stats, sum_stats
+from qadvisor.derive.partitions import fold, merge_column_stats, sum_stats
 from qadvisor.derive.plans.explain_json import parse_explain, partition_names
 from qadvisor.derive.plans.reading import describe_node, indexes_used, partitions_read, scans
 from qadvisor.model import ColumnStats, Table, TableStats

@@ -1,6 +1,6 @@
 -- Catalog facts and cumulative statistics of the queue tables (read again after --sample
 -- for rates), and of every partition below a partitioned one: it holds no rows itself, its
--- leaves do (collect/partitions.py sums them into the queue table's facts). The partition
+-- leaves do (derive/partitions.py sums them into the queue table's facts). The partition
 -- tree is read from pg_inherits, which takes no lock (pg_partition_tree would lock every
 -- partition); a partition being detached concurrently is no longer part of the table.
 -- The pg_stat_get_* functions read one table's counters each; the pg_stat_all_tables view
