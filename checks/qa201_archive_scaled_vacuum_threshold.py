@@ -168,11 +168,14 @@ def _partitioned(
     against the live rows it holds, and a cold partition (no writes since its last VACUUM or
     ANALYZE, no live rows, not the present's range) is not: it has nothing left to vacuum."""
     now = snapshot.server.collected_at
-    writing = writing_partitions(table, live, datetime.fromisoformat(now) if now else None)
+    writing = writing_partitions(table, live, datetime.fromisoformat(now) if now else None).writing
     found, unknown = [], []
     for w in writing:
         if not autovacuum_enabled(snapshot, w.table):
             continue  # QA203's
+        trigger = vacuum_trigger(snapshot, w.table)
+        if trigger.scaled_part <= trigger.threshold or trigger.value < options.min_trigger:
+            continue  # low enough whatever its live rows
         if w.live.rows is None:
             unknown.append(f"{w.table.name}: {w.live.source if live is not None else reason}")
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qadvisor.api import (
     CONCURRENT_BUILD_NOTE,
@@ -39,7 +39,6 @@ from qadvisor.api import (
     plan_outline,
     predicate_implies,
     qualified,
-    review,
     scans,
     single_valued,
     sort_inputs,
@@ -346,7 +345,7 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
         )
     build = live_set_index(table, live, keys)
     steps, notes = _old_index(snapshot, d, column, old)
-    steps.insert(0, build.step(snapshot))
+    steps[:0] = build.steps(snapshot)
     notes.insert(
         0,
         f"The claim descends {build.name} to the first row of its {column} in ORDER BY order "
@@ -437,8 +436,8 @@ def _old_index(
             "whole table's statistics: check the claim's plan after the build."
         )
     else:
-        drop = drop_index(table.schema, old.name)
-        steps.append(review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note))
+        drop = drop_index(table.schema, old.name, partitioned=table.partition_key is not None)
+        steps.append(replace(drop, kind="review"))
         unplanned = [s for s in unplanned_claims(snapshot, table) if statement_id(s) != own]
         if use.unavailable is not None:
             checked = (

@@ -43,9 +43,11 @@ from qadvisor.derive.hot_updates import RecordedUpdate, index_columns, recorded_
 from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.partitions import (
     TimePartition,
+    Writes,
     Writing,
     default_partition,
     single_valued,
+    sum_partitions,
     time_partitions,
     writing_partitions,
 )
@@ -251,12 +253,15 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "stops_hot",
     # 4d. a partitioned queue table's partitions as autovacuum, the write path and retention
     # see them (qadvisor.derive.partitions): those that take writes, the time ranges of a
-    # table partitioned by time, and the columns a list partition holds one value of.
-    # TimePartition and Writing are what they list.
+    # table partitioned by time, the columns a list partition holds one value of, and the
+    # facts of some partitions summed (as the collector sums them all into the table's).
+    # TimePartition, Writes and Writing are what they give.
     "TimePartition",
+    "Writes",
     "Writing",
     "default_partition",
     "single_valued",
+    "sum_partitions",
     "time_partitions",
     "writing_partitions",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,

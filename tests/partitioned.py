@@ -24,6 +24,9 @@ LIST_CLAIM = (
     "FOR UPDATE SKIP LOCKED"
 )
 QUEUES = ("default", "mail", "reports")
+LIVE_INDEX = "CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';"
+# An index that holds the archive too: the one the live-set article measured growing.
+COMPOSITE_INDEX = "CREATE INDEX jobs_status_created_at ON jobs (status, created_at);"
 
 
 def build_daily(
@@ -35,6 +38,7 @@ def build_daily(
     default: bool = True,
     default_rows: int = 0,
     old_waiting: int = 0,
+    indexes: str = "",
 ) -> None:
     """``jobs`` partitioned by day on ``created_at``: a partition for each of the last
     ``days`` days, today's and tomorrow's (``jobs_YYYYMMDD``), and with ``default`` a DEFAULT
@@ -42,7 +46,8 @@ def build_daily(
     holds ``per_day`` finished jobs, finished a minute after they were created; today's
     partition holds ``waiting`` jobs created in the last hour. ``old_waiting`` jobs of the
     oldest day wait still (retried, never claimed since). The live-set partial index is
-    declared on the parent, as the live-set article writes it. Analyzed."""
+    declared on the parent, as the live-set article writes it, unless ``indexes`` gives the
+    parent's indexes instead (SQL). Analyzed."""
     db.execute(
         f"""
         CREATE TABLE jobs (
@@ -63,7 +68,7 @@ def build_daily(
           END LOOP;
         END $$;
         {"CREATE TABLE jobs_default PARTITION OF jobs DEFAULT;" if default else ""}
-        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
+        {indexes or LIVE_INDEX}
         INSERT INTO jobs (status, created_at, finished_at)
         SELECT 'done', t, t + interval '1 minute'
           FROM (SELECT current_date - {days} + (g::float8 / {per_day}) * interval '1 day' AS t
@@ -86,12 +91,16 @@ def build_daily(
 
 
 def build_by_queue(
-    db: TestDB, *, per_queue: int | Mapping[str, int] = 20_000, waiting: int = 300
+    db: TestDB,
+    *,
+    per_queue: int | Mapping[str, int] = 20_000,
+    waiting: int = 300,
+    indexes: str = "",
 ) -> None:
     """``jobs`` partitioned by list on ``queue``, a partition per queue of QUEUES: each holds
     ``per_queue`` finished jobs of the last 30 days (or the number it maps the queue to)
-    and ``waiting`` jobs to claim. The live-set partial index is declared on the parent.
-    Analyzed."""
+    and ``waiting`` jobs to claim. The live-set partial index is declared on the parent,
+    unless ``indexes`` gives the parent's indexes instead (SQL). Analyzed."""
     sizes = per_queue if isinstance(per_queue, Mapping) else dict.fromkeys(QUEUES, per_queue)
     partitions = "\n".join(
         f"CREATE TABLE jobs_{q} PARTITION OF jobs FOR VALUES IN ('{q}');" for q in QUEUES
@@ -112,7 +121,7 @@ def build_by_queue(
             PRIMARY KEY (queue, id)
         ) PARTITION BY LIST (queue);
         {partitions}
-        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
+        {indexes or LIVE_INDEX}
         INSERT INTO jobs (queue, status, created_at, finished_at)
         SELECT q, 'done', t, t + interval '1 minute' FROM ({finished}) AS s(q, t);
         INSERT INTO jobs (queue)

@@ -46,7 +46,7 @@ from qadvisor.collect.stakeholders import missing_privileges, read_stakeholders
 from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.derive import claims, discover, names
-from qadvisor.derive.partitions import fold, sum_stats
+from qadvisor.derive.partitions import sum_partitions, sum_stats
 from qadvisor.derive.plans.explain_json import PartitionNames, partition_names
 from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import (
@@ -637,7 +637,9 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
         if relid in blocked:
             unread.setdefault(root, set()).add(table.qualified)
     out = [
-        fold(t, below[relid], unread.get(relid, set())) if t.partition_key is not None else t
+        sum_partitions(t, below[relid], unread.get(relid, set()))
+        if t.partition_key is not None
+        else t
         for relid, t in read_tables.items()
     ]
     return merged(out, read, stats_rows, sequence_rows)

@@ -8,15 +8,15 @@ keeps its history as old partitions, which go whole. Pure: partitions come from 
 snapshot.
 
 A partitioned table holds no rows, no pages and no counters of its own; its leaf partitions
-do. So its facts are its leaves', summed (``fold``): reltuples, relpages, sizes and every
-counter of pg_stat_all_tables added up (a leaf never analyzed, reltuples -1, counts as empty,
-as autovacuum counts it), the times of the last VACUUM and ANALYZE the latest of any leaf's;
-each index declared on it with its leaves' indexes attached to it, sizes, reltuples and scans
-added up; pg_stats the leaves' rows merged, weighted by their reltuples (autoanalyze keeps
-them current; it never analyzes the partitioned table itself), where every leaf that holds
-rows has one for the column, else the partitioned table's own (inherited) row, which only a
-manual ANALYZE of it writes. The collector folds what it read; a check folds the partitions
-it judges (those that take writes) the same way.
+do. So its facts are its leaves', summed (``sum_partitions``): reltuples, relpages, sizes
+and every counter of pg_stat_all_tables added up (a leaf never analyzed, reltuples -1,
+counts as empty, as autovacuum counts it), the times of the last VACUUM and ANALYZE the
+latest of any leaf's; each index declared on it with its leaves' indexes attached to it,
+sizes, reltuples and scans added up; pg_stats the leaves' rows merged, weighted by their
+reltuples (autoanalyze keeps them current; it never analyzes the partitioned table itself),
+where every leaf that holds rows has one for the column, else the partitioned table's own
+(inherited) row, which only a manual ANALYZE of it writes. The collector sums what it read;
+a check sums the partitions it judges (those that take writes) the same way.
 """
 
 from __future__ import annotations
@@ -102,21 +102,30 @@ def _moment(text: str | None, now: datetime) -> datetime | None:
 
 @dataclass(frozen=True)
 class Writing:
-    """A partition that takes writes, and why it is counted as one."""
+    """A partition, why it is counted as taking writes (empty: it is not known to), and its
+    live rows."""
 
     table: Table
     live: LiveEstimate
     why: str
 
 
-def writing_partitions(
-    table: Table, live: LivePredicate | None, now: datetime | None
-) -> list[Writing]:
+@dataclass(frozen=True)
+class Writes:
+    """A partitioned table's leaves as the write path sees them: those that take writes,
+    and those that show none but whose live rows are unknown (hidden statistics, never
+    analyzed), of which it cannot be said that no worker will write them."""
+
+    writing: tuple[Writing, ...]
+    unknown: tuple[Writing, ...]
+
+
+def writing_partitions(table: Table, live: LivePredicate | None, now: datetime | None) -> Writes:
     """The leaves of a partitioned queue table that take writes: those written since their
     last VACUUM or ANALYZE (dead tuples, rows changed or inserted since), those that hold
     live rows (workers update them), and of a range on time the one whose range holds
     ``now`` (new jobs land there). The others are cold: what autovacuum and the write path
-    do to them is done."""
+    do to them is done, unless their live rows are unknown (``Writes.unknown``)."""
     current = set()
     if now is not None:
         current = {
@@ -124,7 +133,7 @@ def writing_partitions(
             for p in time_partitions(table, now)
             if (p.lower is None or p.lower <= now) and (p.upper is None or now < p.upper)
         }
-    out = []
+    writing, unknown = [], []
     for leaf in table.leaves:
         est = live_rows(leaf, live)
         s = leaf.stats
@@ -139,8 +148,10 @@ def writing_partitions(
         if leaf.qualified in current:
             why.append("its range holds the present, where new jobs land")
         if why:
-            out.append(Writing(leaf, est, "; ".join(why)))
-    return out
+            writing.append(Writing(leaf, est, "; ".join(why)))
+        elif est.rows is None and live is not None:
+            unknown.append(Writing(leaf, est, ""))
+    return Writes(tuple(writing), tuple(unknown))
 
 
 def default_partition(table: Table, parent: str | None = None) -> Table | None:
@@ -162,7 +173,9 @@ MAX_COMMON_VALUES = 100
 _TIMES = ("last_vacuum", "last_autovacuum", "last_analyze", "last_autoanalyze")
 
 
-def fold(table: Table, partitions: Sequence[Table], unread: Collection[str] = ()) -> Table:
+def sum_partitions(
+    table: Table, partitions: Sequence[Table], unread: Collection[str] = ()
+) -> Table:
     """``table`` (a partitioned table, as read) with its leaves' facts summed into it and
     every partition below it in ``partitions``; ``unread``: the partitions ("schema.table")
     whose indexes were not read (another session's lock)."""

@@ -1,21 +1,29 @@
 """Fix steps on a partitioned queue table's partitions: detaching and dropping old ones, and
-the settings each partition takes for itself.
+building or dropping an index of a partitioned table, which PostgreSQL does not do
+CONCURRENTLY.
 
-The locks are those of ALTER TABLE's page (DETACH PARTITION and its CONCURRENTLY form) and
-of DROP TABLE; every lock was also read from pg_locks on PostgreSQL 18 while the statement
-held it. Pure: table facts in, SQL text out.
+The locks are those of ALTER TABLE's page (DETACH PARTITION and its CONCURRENTLY form), of
+CREATE INDEX's (ON ONLY, and its note on building a partitioned table's index without
+locking out writes), ALTER INDEX's (ATTACH PARTITION), DROP INDEX's and DROP TABLE's; every
+lock was also read from pg_locks on PostgreSQL 18 while the statement held it. Pure: table
+facts in, SQL text out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from qadvisor.fixes.builders import review
-from qadvisor.model import FixStep, LivePredicate, Table
-from qadvisor.sql.printing import literal, predicate_sql, qualified
+from qadvisor.model import FixStep, LivePredicate, StepLock, Table
+from qadvisor.sql.printing import ident, literal, predicate_sql, qualified
 
 # DETACH PARTITION ... CONCURRENTLY exists from PostgreSQL 14 (ALTER TABLE's page).
 CONCURRENT_DETACH_VERSION = 140000
+
+
+def review(
+    sql: str, lock: StepLock, *, in_transaction_block: bool = True, note: str = ""
+) -> FixStep:
+    return FixStep("review", sql, lock, in_transaction_block, note)
 
 
 def _name(table: Table) -> str:
@@ -115,4 +123,92 @@ def guarded_drop(partitions: Sequence[Table], live: LivePredicate) -> FixStep:
         "names it; attach that one again (ALTER TABLE ... ATTACH PARTITION ... FOR VALUES as "
         "it was) so that a worker can claim it. ACCESS EXCLUSIVE on the detached tables "
         "alone, which nothing reads any more.",
+    )
+
+
+def index_on_partitions(
+    table: Table, name: Callable[[Table], str], definition: str, note: str = ""
+) -> tuple[FixStep, ...]:
+    """An index of a partitioned table, built without locking out writes: CREATE INDEX
+    CONCURRENTLY refuses a partitioned table ("cannot create index on partitioned table
+    concurrently"), and CREATE INDEX's page builds it instead as the index ON ONLY the
+    partitioned table (invalid until every partition's is attached), each leaf's built
+    CONCURRENTLY and attached, each partitioned partition's ON ONLY and attached, parents
+    first. ``name(t)`` names the index of table ``t``; ``definition`` is what follows the
+    table: ``(created_at) WHERE status = 'pending'``."""
+    tables = {table.qualified: table} | {p.qualified: p for p in table.partitions}
+
+    def depth(t: Table) -> int:
+        n, up = 0, t.partition_of
+        while up is not None and up in tables:
+            n, up = n + 1, tables[up].partition_of
+        return n
+
+    steps = [_only(table, name, definition, note)]
+    for part in sorted(table.partitions, key=lambda p: (depth(p), p.schema, p.name)):
+        parent = tables.get(part.partition_of or "")
+        if parent is None:
+            continue
+        if part.partition_key is not None:
+            steps.append(_only(part, name, definition))
+        else:
+            steps.append(
+                FixStep(
+                    "migration",
+                    f"CREATE INDEX CONCURRENTLY {ident(name(part))} ON {_name(part)} {definition};",
+                    "SHARE UPDATE EXCLUSIVE",
+                    False,
+                    "Builds the partition's index without blocking its writes; it cannot run "
+                    "inside a transaction block, and a failed build leaves an INVALID index: "
+                    "drop it and run it again.",
+                )
+            )
+        steps.append(
+            FixStep(
+                "migration",
+                f"ALTER INDEX {qualified(parent.schema, name(parent))} ATTACH PARTITION "
+                f"{qualified(part.schema, name(part))};",
+                "SHARE UPDATE EXCLUSIVE",
+                True,
+                "Attaches the partition's index to its partitioned table's (SHARE UPDATE "
+                "EXCLUSIVE on that index, ACCESS SHARE on the tables): the partitioned "
+                "table's index is valid once every partition's is attached.",
+            )
+        )
+    return tuple(steps)
+
+
+def _only(table: Table, name: Callable[[Table], str], definition: str, note: str = "") -> FixStep:
+    what = "the partitioned table" if not table.partition_of else "the partitioned partition"
+    return FixStep(
+        "migration",
+        f"CREATE INDEX {ident(name(table))} ON ONLY {_name(table)} {definition};",
+        "SHARE",
+        True,
+        " ".join(
+            p
+            for p in (
+                note,
+                f"Creates the index on {what} alone, invalid until the index of each of its "
+                "partitions is attached (the steps below); a partition created later gets "
+                "one of its own. It takes a SHARE lock on it for a moment (writes wait, and "
+                "it waits for the writes under way): set a lock_timeout.",
+            )
+            if p
+        ),
+    )
+
+
+def drop_partitioned_index(schema: str, name: str) -> FixStep:
+    """DROP INDEX of a partitioned table's index: not CONCURRENTLY, which PostgreSQL refuses
+    for it ("cannot drop partitioned index concurrently")."""
+    return FixStep(
+        "migration",
+        f"DROP INDEX {qualified(schema, name)};",
+        "ACCESS EXCLUSIVE",
+        True,
+        "An index of a partitioned table cannot be dropped CONCURRENTLY: this takes ACCESS "
+        "EXCLUSIVE on the partitioned table and every partition until its transaction ends "
+        "(claims wait for it, and it waits for the transactions under way): run it at a "
+        "quiet moment with a lock_timeout (SET lock_timeout = '5s'), and again if it gives up.",
     )

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from qadvisor.derive.partitions import fold, merge_column_stats, sum_stats
+from qadvisor.derive.partitions import merge_column_stats, sum_partitions, sum_stats
 from qadvisor.derive.plans.explain_json import parse_explain, partition_names
 from qadvisor.derive.plans.reading import describe_node, indexes_used, partitions_read, scans
 from qadvisor.model import ColumnStats, Table, TableStats
@@ -53,7 +53,7 @@ def test_the_parent_sums_its_leaves_and_keeps_them() -> None:
                last_autovacuum="2026-12-07T08:00:00+00:00"))  # fmt: skip
     cold = leaf("jobs_cold", 90_000, pending=0.0, stats=TableStats(n_dead_tup=0, vacuum_count=1,
                 last_autovacuum="2026-12-01T08:00:00+00:00"))  # fmt: skip
-    table = fold(parent(), [hot, cold])
+    table = sum_partitions(parent(), [hot, cold])
     assert table.reltuples == 100_000 and table.bytes == 10_000_000 and table.relpages == 2_000
     assert table.stats.n_dead_tup == 900 and table.stats.vacuum_count == 3
     assert table.stats.last_autovacuum == "2026-12-07T08:00:00+00:00"
@@ -67,14 +67,14 @@ def test_the_parent_sums_its_leaves_and_keeps_them() -> None:
     shares = dict(zip(status.most_common_vals or (), status.most_common_freqs or (), strict=True))
     assert shares["pending"] == pytest.approx(0.03)
     # Never analyzed anywhere: unknown, as reltuples -1 says.
-    fresh = fold(parent(), [replace(hot, reltuples=-1), replace(cold, reltuples=-1)])
+    fresh = sum_partitions(parent(), [replace(hot, reltuples=-1), replace(cold, reltuples=-1)])
     assert fresh.reltuples == -1
 
 
 def test_a_partition_whose_indexes_were_not_read_is_named() -> None:
     hot = leaf("jobs_hot", 10_000, pending=0.3)
     cold = replace(leaf("jobs_cold", 90_000, pending=0.0), indexes=())
-    (idx,) = fold(parent(), [hot, cold], unread={"public.jobs_cold"}).indexes
+    (idx,) = sum_partitions(parent(), [hot, cold], unread={"public.jobs_cold"}).indexes
     assert idx.bytes == hot.indexes[0].bytes
     assert idx.bytes_source is not None and "jobs_cold" in idx.bytes_source
 
@@ -83,10 +83,10 @@ def test_the_parent_s_own_statistics_stand_in_when_a_leaf_s_are_hidden() -> None
     hot = leaf("jobs_hot", 10_000, pending=0.3)
     hidden = replace(leaf("jobs_cold", 90_000, pending=0.0), column_stats=())
     own = ColumnStats("status", 0.0, 2, 5, ("done", "pending"), (0.97, 0.03))
-    table = fold(replace(parent(), column_stats=(own,)), [hot, hidden])
+    table = sum_partitions(replace(parent(), column_stats=(own,)), [hot, hidden])
     assert table.stats_of("status") == own
     # Without it, no statistics rather than a part's passed for the whole.
-    assert fold(parent(), [hot, hidden]).stats_of("status") is None
+    assert sum_partitions(parent(), [hot, hidden]).stats_of("status") is None
 
 
 def test_merged_statistics() -> None:
@@ -160,7 +160,7 @@ PARTITIONED_PLAN = [
 
 
 def test_a_partition_s_scan_reads_the_queue_table_through_its_index() -> None:
-    table = fold(
+    table = sum_partitions(
         parent(),
         [leaf("jobs_hot", 10_000, pending=0.3), leaf("jobs_cold", 90_000, pending=0.001)],
     )

@@ -75,8 +75,13 @@ def test_the_partitions_that_take_writes() -> None:
     today = part("jobs_c", day(0))
     stats = S.jobs_table(pending_freq=0.1).column_stats
     live = replace(part("jobs_d", "DEFAULT"), column_stats=stats)
-    writing = writing_partitions(queue(cold, dirty, today, live), S.PENDING, NOW)
+    hidden = replace(part("jobs_e", day(-4)), column_stats=(), stats_visible=False)
+    writes = writing_partitions(queue(cold, dirty, today, live, hidden), S.PENDING, NOW)
+    writing = writes.writing
     assert [w.table.name for w in writing] == ["jobs_b", "jobs_c", "jobs_d"]
+    # Cold by its counters, but whether a job waits in it is hidden from the role.
+    (unknown,) = writes.unknown
+    assert unknown.table.name == "jobs_e" and "hidden from this role" in unknown.live.source
     assert "40 dead tuples" in writing[0].why
     assert writing[1].why == "its range holds the present, where new jobs land"
     assert writing[2].why.startswith("it holds 1,000 live rows")
