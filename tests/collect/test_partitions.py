@@ -9,6 +9,7 @@ the queue table. Nested partitions and a DEFAULT partition are partitions like a
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 
 from qadvisor.derive.statement_queues import statement_evidence
@@ -171,3 +172,22 @@ def test_the_statements_sent_do_not_grow_with_the_partitions(db: TestDB) -> None
             (logged_run,) = logged_runs(logged, [("check", logged.dsn, "--format", "json")])
         counts.append(len(logged_run.statements))
     assert counts[0] == counts[1], counts
+
+
+def test_another_session_s_lock_on_one_partition_is_not_waited_for(db: TestDB) -> None:
+    # A migration holds ACCESS EXCLUSIVE on today's partition: planning the claim on the
+    # partitioned table would open it and wait. The report names the lock instead.
+    db.execute("CREATE EXTENSION pg_stat_statements")
+    build_daily(db, days=3, per_day=500, waiting=100, default=False)
+    run_claims(db, DAILY_CLAIM)
+    ((today,),) = db.execute("SELECT 'jobs_' || to_char(current_date, 'YYYYMMDD')")
+    with psycopg.connect(db.dsn) as holder:
+        holder.execute(f"LOCK TABLE {today} IN ACCESS EXCLUSIVE MODE")
+        ((pid,),) = holder.execute("SELECT pg_backend_pid()").fetchall()
+        run = check(db)
+        holder.rollback()
+    assert [q["table"] for q in run.report["queues"]] == ["jobs"]
+    plans = [h for h in run.report["hidden"] if h["fact"] == "plans"]
+    assert plans and all(h["blocker_pid"] == pid for h in plans), run.report["hidden"]
+    assert f"public.{today}" in plans[0]["reason"]
+    assert "lock_timeout" not in run.stdout
