@@ -207,6 +207,7 @@ LABELS: Mapping[str, str] = {
     "partition": "Partition",
     "partitions_judged": "Partitions whose trigger the archive sets",
     "partitions_taking_writes": "Partitions that take writes",
+    "partitions_autovacuum_disabled": "Partitions with autovacuum off",
     "retention_cutoff": "Partitions to drop ended before",
     "partitions_to_drop": "Partitions to drop",
     "partitions_to_drop_rows": "Rows in the partitions to drop",
