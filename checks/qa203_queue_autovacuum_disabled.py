@@ -8,6 +8,7 @@ from datetime import datetime
 from qadvisor.api import (
     Finding,
     Fix,
+    FixStep,
     NoOptions,
     Severity,
     Skip,
@@ -100,9 +101,9 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
             if off:
                 yield _partitions_off(table, off)
             continue
-        raw = table.reloptions.get("autovacuum_enabled")
-        if raw is None or raw.lower() not in _OFF:
+        if not _opted_out(table):
             continue
+        raw = table.reloptions["autovacuum_enabled"]
         yield Finding(
             target=Target("table", table.schema, table.name, table.name),
             message=(
@@ -121,18 +122,19 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
                 notes=f"Run VACUUM {table.qualified} once afterwards to clear what has "
                 "accumulated.",
                 safety="safe",
-                steps=(
-                    table_setting(
-                        f"ALTER TABLE {qualified(table.schema, table.name)} "
-                        "RESET (autovacuum_enabled);"
-                    ),
-                ),
+                steps=(_reset(table),),
             ),
         )
 
 
 def _opted_out(table: Table) -> bool:
     return table.reloptions.get("autovacuum_enabled", "true").lower() in _OFF
+
+
+def _reset(table: Table) -> FixStep:
+    return table_setting(
+        f"ALTER TABLE {qualified(table.schema, table.name)} RESET (autovacuum_enabled);"
+    )
 
 
 def _partitions_off(table: Table, off: list[Table]) -> Finding:
@@ -159,11 +161,6 @@ def _partitions_off(table: Table, off: list[Table]) -> Finding:
         fix=Fix(
             notes="Run VACUUM on each of them once afterwards to clear what has accumulated.",
             safety="safe",
-            steps=tuple(
-                table_setting(
-                    f"ALTER TABLE {qualified(p.schema, p.name)} RESET (autovacuum_enabled);"
-                )
-                for p in off
-            ),
+            steps=tuple(_reset(p) for p in off),
         ),
     )

@@ -131,6 +131,37 @@ def build_by_queue(
     db.execute("VACUUM (ANALYZE) jobs")
 
 
+def build_nested(db: TestDB, *, rows: int = 8_000, indexes: str = "") -> None:
+    """``jobs`` partitioned by list on ``queue``, its mail partition partitioned again by
+    range on ``created_at`` (an old range and a DEFAULT partition), the other queues in the
+    DEFAULT partition: ``rows`` jobs, a tenth pending, half old. The live-set partial index
+    on the parent, unless ``indexes`` gives the parent's indexes instead. Analyzed."""
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id bigint GENERATED ALWAYS AS IDENTITY,
+            queue text NOT NULL,
+            status text NOT NULL DEFAULT 'pending',
+            created_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (queue, id, created_at)
+        ) PARTITION BY LIST (queue);
+        CREATE TABLE jobs_mail PARTITION OF jobs FOR VALUES IN ('mail')
+            PARTITION BY RANGE (created_at);
+        CREATE TABLE jobs_mail_old PARTITION OF jobs_mail
+            FOR VALUES FROM (MINVALUE) TO ('2026-01-01');
+        CREATE TABLE jobs_mail_new PARTITION OF jobs_mail DEFAULT;
+        CREATE TABLE jobs_other PARTITION OF jobs DEFAULT;
+        {indexes or LIVE_INDEX}
+        INSERT INTO jobs (queue, status, created_at)
+        SELECT CASE WHEN g % 2 = 0 THEN 'mail' ELSE 'other' END,
+               CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'done' END,
+               CASE WHEN g % 4 < 2 THEN timestamptz '2025-06-01' ELSE now() END
+          FROM generate_series(1, {rows}) g;
+        """
+    )
+    db.execute("VACUUM (ANALYZE) jobs")
+
+
 def run_claims(db: TestDB, claim: str, times: int = 5, params: list[object] | None = None) -> None:
     """The workers' claim, ``times`` over, each rolled back (the rows stay waiting): what
     pg_stat_statements records of it."""

@@ -18,7 +18,14 @@ from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB
 from tests.full_run import logged_runs, logging_role
 from tests.helpers import assert_quiet, check
-from tests.partitioned import DAILY_CLAIM, LIST_CLAIM, build_by_queue, build_daily, run_claims
+from tests.partitioned import (
+    DAILY_CLAIM,
+    LIST_CLAIM,
+    build_by_queue,
+    build_daily,
+    build_nested,
+    run_claims,
+)
 
 
 def _queue(snap: Snapshot) -> Table:
@@ -85,31 +92,8 @@ def test_a_table_partitioned_by_day_is_one_queue_whose_facts_are_its_partitions(
 
 
 def test_nested_partitions_are_summed_through_every_level(db: TestDB) -> None:
-    db.execute(
-        """
-        CREATE EXTENSION pg_stat_statements;
-        CREATE TABLE jobs (
-            id bigint GENERATED ALWAYS AS IDENTITY,
-            queue text NOT NULL,
-            status text NOT NULL DEFAULT 'pending',
-            created_at timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (queue, id, created_at)
-        ) PARTITION BY LIST (queue);
-        CREATE TABLE jobs_mail PARTITION OF jobs FOR VALUES IN ('mail')
-            PARTITION BY RANGE (created_at);
-        CREATE TABLE jobs_mail_old PARTITION OF jobs_mail
-            FOR VALUES FROM (MINVALUE) TO ('2026-01-01');
-        CREATE TABLE jobs_mail_new PARTITION OF jobs_mail DEFAULT;
-        CREATE TABLE jobs_other PARTITION OF jobs DEFAULT;
-        CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';
-        INSERT INTO jobs (queue, status, created_at)
-        SELECT CASE WHEN g % 2 = 0 THEN 'mail' ELSE 'other' END,
-               CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'done' END,
-               CASE WHEN g % 4 < 2 THEN timestamptz '2025-06-01' ELSE now() END
-          FROM generate_series(1, 8000) g;
-        """
-    )
-    db.execute("VACUUM (ANALYZE) jobs")
+    db.execute("CREATE EXTENSION pg_stat_statements")
+    build_nested(db)
     run_claims(db, LIST_CLAIM, params=["mail"])
     table = _queue(take_snapshot(db))
     assert {p.name: p.partition_key for p in table.partitions} == {

@@ -11,39 +11,13 @@ from qadvisor.api import IndexKey, drop_index, live_set_index
 from qadvisor.model import LivePredicate
 from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB
+from tests.partitioned import COMPOSITE_INDEX, build_nested
 
 PENDING = LivePredicate("status", "in", ("pending",))
 
 
-def build_nested(db: TestDB) -> None:
-    db.execute(
-        """
-        CREATE TABLE jobs (
-            id bigint GENERATED ALWAYS AS IDENTITY,
-            queue text NOT NULL,
-            status text NOT NULL DEFAULT 'pending',
-            created_at timestamptz NOT NULL DEFAULT now(),
-            PRIMARY KEY (queue, id, created_at)
-        ) PARTITION BY LIST (queue);
-        CREATE TABLE jobs_mail PARTITION OF jobs FOR VALUES IN ('mail')
-            PARTITION BY RANGE (created_at);
-        CREATE TABLE jobs_mail_old PARTITION OF jobs_mail
-            FOR VALUES FROM (MINVALUE) TO ('2026-01-01');
-        CREATE TABLE jobs_mail_new PARTITION OF jobs_mail DEFAULT;
-        CREATE TABLE jobs_other PARTITION OF jobs DEFAULT;
-        INSERT INTO jobs (queue, status, created_at)
-        SELECT CASE WHEN g % 2 = 0 THEN 'mail' ELSE 'other' END,
-               CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'done' END,
-               CASE WHEN g % 4 < 2 THEN timestamptz '2025-06-01' ELSE now() END
-          FROM generate_series(1, 2000) g;
-        CREATE INDEX jobs_status_created_at ON jobs (status, created_at);
-        ANALYZE jobs;
-        """
-    )
-
-
 def test_an_index_of_nested_partitions_is_built_as_printed_and_valid(db: TestDB) -> None:
-    build_nested(db)
+    build_nested(db, rows=2_000, indexes=COMPOSITE_INDEX)
     # Found by its structure (status values, an index on status): no claim is needed here.
     jobs = {t.name: t for t in take_snapshot(db).tables}["jobs"]
     assert jobs.partition_key == "LIST (queue)"
