@@ -23,6 +23,8 @@ LIST_CLAIM = (
     "SELECT id FROM jobs WHERE queue = %s AND status = 'pending' ORDER BY created_at LIMIT 1 "
     "FOR UPDATE SKIP LOCKED"
 )
+# The mail queue's workers' claim.
+MAIL_CLAIM = LIST_CLAIM.replace("%s", "'mail'")
 QUEUES = ("default", "mail", "reports")
 LIVE_INDEX = "CREATE INDEX jobs_pending ON jobs (created_at) WHERE status = 'pending';"
 # An index that holds the archive too: the one the live-set article measured growing.

@@ -23,7 +23,7 @@ from qadvisor.model import (
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import PQ_TABLE, assert_quiet, qadvisor
-from tests.partitioned import build_by_queue, build_daily
+from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -474,7 +474,7 @@ def test_a_table_partitioned_by_day_drops_its_old_partitions_as_printed(shape: S
     # 20 days of finished jobs a partition a day, 500 waiting today, and 3,000 older finished
     # rows in the DEFAULT partition (outside every range).
     build_daily(shape.db, days=20, per_day=2_000, waiting=500, default_rows=3_000)
-    run = shape.check()
+    run = shape.check("--query", DAILY_CLAIM)
     (queue,) = run.report["queues"]
     assert queue["table"] == "jobs"
     (f,) = run.findings("QA204")
@@ -506,13 +506,13 @@ def test_a_table_partitioned_by_day_drops_its_old_partitions_as_printed(shape: S
     assert sum(after.values()) == sum(before.values()) == 500
     ((left,),) = shape.dba.execute(f"SELECT count(*) FROM {shape.queue}_default")
     assert left == 0
-    assert_quiet(shape.check(), "QA204", shape.queue)
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA204", shape.queue)
 
 
 def test_a_partition_that_holds_waiting_rows_is_never_dropped(shape: Shape) -> None:
     # The oldest day still holds 5 jobs waiting (retried, never claimed since).
     build_daily(shape.db, days=20, per_day=2_000, waiting=500, default=False, old_waiting=5)
-    run = shape.check()
+    run = shape.check("--query", DAILY_CLAIM)
     (f,) = run.findings("QA204")
     ev = f["evidence"]
     before = _partitions(shape)
@@ -542,7 +542,7 @@ def test_a_partition_that_holds_waiting_rows_is_never_dropped(shape: Shape) -> N
     after = _partitions(shape)
     assert oldest in after and after[oldest] == 5 and len(after) == len(before) - 12
     # The finding stays while the oldest partition's jobs wait, and says why.
-    (again,) = shape.check().findings("QA204")
+    (again,) = shape.check("--query", DAILY_CLAIM).findings("QA204")
     assert again["evidence"]["partitions_to_drop"] == []
     assert again["evidence"]["partitions_kept"][0].startswith(f"{oldest}: 5 rows wait in it")
 
@@ -550,7 +550,7 @@ def test_a_partition_that_holds_waiting_rows_is_never_dropped(shape: Shape) -> N
 def test_a_table_partitioned_by_queue_is_pruned_through_the_parent(shape: Shape) -> None:
     # A partition per queue, each with 30 days of finished jobs: none can go whole.
     build_by_queue(shape.db, per_queue=20_000, waiting=300)
-    run = shape.check()
+    run = shape.check("--query", MAIL_CLAIM)
     (f,) = run.findings("QA204")
     assert f["severity"] == "warning", f["message"]
     assert "partitions_to_drop" not in f["evidence"]
@@ -563,9 +563,9 @@ def test_a_table_partitioned_by_queue_is_pruned_through_the_parent(shape: Shape)
     )
     assert waiting == 900 and count < 0.3 * 60_900
     shape.dba.execute(f"ANALYZE {shape.queue}")
-    assert_quiet(shape.check(), "QA204", shape.queue)
+    assert_quiet(shape.check("--query", MAIL_CLAIM), "QA204", shape.queue)
 
 
 def test_a_partitioned_queue_that_keeps_a_few_days_is_quiet(shape: Shape) -> None:
     build_daily(shape.db, days=5, per_day=4_000, waiting=500)
-    assert_quiet(shape.check(), "QA204", shape.queue)
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA204", shape.queue)

@@ -20,7 +20,7 @@ from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.conftest import TestDB
 from tests.helpers import Run, assert_quiet
-from tests.partitioned import LIST_CLAIM, build_by_queue
+from tests.partitioned import MAIL_CLAIM, build_by_queue
 from tests.shapes import Shape
 
 BIG, SMALL = 40_000, 200
@@ -316,7 +316,7 @@ def test_a_partition_per_queue_discards_no_other_queue_s_rows(shape: Shape) -> N
     # Partitioned by list on queue: the claim's partition holds the mail queue's rows alone,
     # so walking its part of the live-set index in created_at order filters queue in vain.
     build_by_queue(shape.db, per_queue=20_000, waiting=300)
-    claim = LIST_CLAIM.replace("%s", "'mail'")
+    claim = MAIL_CLAIM
     # The server's plan: the mail partition's part of jobs_pending, walked in order, the
     # queue a Filter (what QA304 looks for on a table that holds every queue).
     ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {claim}")
