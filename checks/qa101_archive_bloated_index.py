@@ -40,12 +40,13 @@ from qadvisor.api import (
     live_set_index,
     matching_statements,
     predicate_sql,
-    review,
     stakeholder_label,
     statement_label,
     statement_queue,
+    sum_partitions,
     unplanned_claims,
     unplanned_note,
+    writing_partitions,
 )
 
 # Columns a dequeue usually orders by, used when the old index has no key besides the status.
@@ -120,6 +121,18 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     0. Without that (a claim whose OR branch the predicate does not cover passes it over),
     the DROP of the old index is for review, and the note says why.
 
+    A partitioned table's index is judged on the partitions that take writes (those with
+    dead tuples or rows changed since their last VACUUM or ANALYZE, those holding live
+    rows, of a table partitioned by time the present's): the writes, and the bloat, land in
+    their parts of the index, while the parts of cold partitions are written no more (a
+    table partitioned by day keeps each day's archive apart). When no partition shows
+    writes and the live rows of some cannot be read (pg_stats of the partitions hidden from
+    the role), it is a skip. PostgreSQL builds no index of a partitioned table
+    `CONCURRENTLY`: the fix creates it `ON ONLY` the table (a SHARE lock for a moment),
+    builds each partition's `CONCURRENTLY` and attaches it (the partitioned table's index is
+    valid once all are), and drops the old index with a plain `DROP INDEX` (ACCESS EXCLUSIVE
+    on the table and its partitions: with a lock_timeout, at a quiet moment).
+
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);
     the index is under `min_index_bytes`; or a partial replacement already exists for a
@@ -147,23 +160,65 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         candidates = [i for i in table.indexes if _on_dequeue_path(i, live, order_columns)]
         if not candidates:
             continue
-        est = live_rows(table, live)
+        scope = _scope(snapshot, table, live)
+        if scope.unknown:
+            yield Skip(f"{table.qualified}: {scope.unknown}", table.qualified)
+            continue
+        est = live_rows(scope.table, live)
         if est.rows is None:
             yield Skip(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
             continue
-        if table.reltuples <= 0:
+        if scope.table.reltuples <= 0:
             continue
-        archive = max(1.0 - est.rows / table.reltuples, 0.0)
+        archive = max(1.0 - est.rows / scope.table.reltuples, 0.0)
         if archive < options.min_archive_fraction:
             continue
         for idx in candidates:
-            finding = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options)
+            finding = _judge(snapshot, table, idx, live, est.rows, est.source, archive, options,
+                             scope)  # fmt: skip
             if finding is not None and est.stale:
                 finding = dataclasses.replace(
                     finding, evidence={**finding.evidence, "live_rows_stale": est.stale}
                 )
             if finding is not None:
                 yield finding
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What the index is judged over: the table, or of a partitioned one the partitions
+    that take writes (their rows, sizes and live rows summed), which ``words`` name, and
+    why none is known to when that is so (``unknown``)."""
+
+    table: Table
+    words: str = ""
+    partitions: tuple[str, ...] = ()
+    unknown: str = ""
+
+    def index(self, idx: Index) -> Index:
+        """``idx`` as sized over the scope."""
+        return next((i for i in self.table.indexes if i.name == idx.name), idx)
+
+
+def _scope(snapshot: Snapshot, table: Table, live: LivePredicate) -> _Scope:
+    """A partitioned table's writes land in some partitions (today's, the queues'), and the
+    index grows and bloats there; its parts on cold partitions are written no more, and a
+    claim only descends them. So its partitions that take writes are what it is judged by."""
+    if table.partition_key is None:
+        return _Scope(table)
+    now = snapshot.server.collected_at
+    writes = writing_partitions(table, live, datetime.fromisoformat(now) if now else None)
+    names = tuple(w.table.name for w in writes.writing)
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    words = f" on its {len(names)} partition(s) that take writes ({shown})"
+    unknown = ""
+    if not names and writes.unknown:
+        first = writes.unknown[0]
+        unknown = (
+            f"no partition shows writes since its last VACUUM or ANALYZE, and the live rows "
+            f"of {len(writes.unknown)} are unknown ({first.table.name}: {first.live.source})"
+        )
+    return _Scope(sum_partitions(table, [w.table for w in writes.writing]), words, names, unknown)
 
 
 def _on_dequeue_path(idx: Index, live: LivePredicate, order_columns: set[str]) -> bool:
@@ -195,12 +250,14 @@ def _judge(
     source: str,
     archive: float,
     options: Options,
+    scope: _Scope,
 ) -> Finding | None:
-    if idx.bytes < options.min_index_bytes:
+    sized = scope.index(idx)
+    if sized.bytes < options.min_index_bytes:
         return None
     keys = _replacement_keys(table, idx, live)
     estimated = btree_bytes(table, keys, rows)
-    ratio = idx.bytes / estimated
+    ratio = sized.bytes / estimated
     if ratio < options.min_size_ratio:
         return None
     keeps_constraint = idx.is_primary or idx.is_unique or idx.is_constraint
@@ -243,7 +300,7 @@ def _judge(
         notes.insert(0, _kept_for(idx.name, use.users))
     elif stuck and existing is None:
         notes.insert(0, _kept_for_claims(idx.name, build.name, stuck))
-    steps: list[FixStep] = [] if existing is not None else [build.step(snapshot)]
+    steps: list[FixStep] = [] if existing is not None else [*build.steps(snapshot)]
     if existing is not None and passed:
         notes.insert(0, _passed_over(existing, idx.name, passed))
     elif existing is not None and serving is not None:
@@ -263,23 +320,25 @@ def _judge(
             )
         doubt = unrun or unplanned or (existing is not None and serving is None)
         if doubt and drop.kind == "migration":
-            drop = review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note)
+            drop = dataclasses.replace(drop, kind="review")
         steps.append(drop)
     near = at_least(ratio, options.min_size_ratio, options.margin) is None
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
         severity=Severity.INFO if near else None,
         message=(
-            f"Index {idx.name} on {table.qualified} is {human_bytes(idx.bytes)} but "
-            f"{archive:.2%} of the table's {human_count(table.reltuples)} rows are finished: "
-            f"a partial index on the {human_count(rows)} live rows would be about "
-            f"{human_bytes(estimated)} ({ratio:,.0f}x smaller)."
+            f"Index {idx.name} on {table.qualified} is {human_bytes(sized.bytes)}{scope.words} "
+            f"but {archive:.2%} of {'their' if scope.words else 'the table' + chr(39) + 's'} "
+            f"{human_count(scope.table.reltuples)} rows are finished: a partial index on the "
+            f"{human_count(rows)} live rows would be about {human_bytes(estimated)} "
+            f"({ratio:,.0f}x smaller)."
         ),
         evidence={
-            "index_bytes": idx.bytes,
-            **({"index_bytes_source": idx.bytes_source} if idx.bytes_source else {}),
+            "index_bytes": sized.bytes,
+            **({"index_bytes_source": sized.bytes_source} if sized.bytes_source else {}),
+            **({"partitions_taking_writes": list(scope.partitions)} if scope.words else {}),
             "index_definition": idx.definition,
-            "table_rows": round(table.reltuples),
+            "table_rows": round(scope.table.reltuples),
             "live_rows": round(rows),
             "live_rows_source": source,
             "live_predicate": where,
@@ -471,7 +530,7 @@ def _drop(table: Table, idx: Index, use: IndexUse, notes: list[str], scans_known
     """The DROP INDEX step: a migration when every recorded statement on the table was
     planned and none reads the index; a review step, with why, when nobody can know."""
     name = idx.name
-    step = drop_index(table.schema, name)
+    step = drop_index(table.schema, name, partitioned=table.partition_key is not None)
     if idx.idx_scan and scans_known:
         # pg_stat_statements keeps only pg_stat_statements.max entries and forgets on reset;
         # the index's own scan count is the reader who is never evicted.
@@ -484,21 +543,21 @@ def _drop(table: Table, idx: Index, use: IndexUse, notes: list[str], scans_known
             f"No other statement could be checked for {name} ({use.unavailable}): the DROP is "
             "for review; make sure no query (reports, admin pages, maintenance) needs it."
         )
-        return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
+        return dataclasses.replace(step, kind="review")
     if use.evicted is not None:
         notes.append(
             f"Whether a statement pg_stat_statements no longer holds reads {name} cannot be "
             f"known ({use.evicted}): the DROP is for review; make sure no query (reports, "
             "admin pages, maintenance) needs it."
         )
-        return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
+        return dataclasses.replace(step, kind="review")
     if use.unknown:
         listed = "; ".join(f"{stakeholder_label(s)}: {s.plan_error}" for s in use.unknown[:3])
         notes.append(
             f"{len(use.unknown)} recorded statement(s) on the table could not be planned, so "
             f"nobody knows whether they read {name} ({listed}): the DROP is for review."
         )
-        return review(step.sql, step.lock, in_transaction_block=False, note=step.note)
+        return dataclasses.replace(step, kind="review")
     if use.checked:
         notes.append(
             f"Checked the plans of the {len(use.checked)} other recorded statement(s) on the "

@@ -137,6 +137,8 @@ def _finding(table: Table, idx: Index, invalid_count: int) -> Finding:
         fix=Fix(
             notes=" ".join(notes),
             safety="review",
-            steps=(drop_index(table.schema, idx.name),),
+            steps=(
+                drop_index(table.schema, idx.name, partitioned=table.partition_key is not None),
+            ),
         ),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 from qadvisor.api import (
     MIN_SAMPLE_ROWS,
@@ -11,6 +12,7 @@ from qadvisor.api import (
     Finding,
     Fix,
     LiveEstimate,
+    LivePredicate,
     Rates,
     Severity,
     Skip,
@@ -31,6 +33,7 @@ from qadvisor.api import (
     table_setting,
     vacuum_threshold_sql,
     vacuum_trigger,
+    writing_partitions,
 )
 
 
@@ -97,14 +100,34 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     table's last ANALYZE than that estimate holds, the evidence and the fix say the live
     set is stale, and that an ANALYZE gives a current one.
 
+    A partitioned queue table has no trigger of its own: autovacuum vacuums each partition
+    on its own, from the partition's reltuples and reloptions (PostgreSQL's docs, "The
+    Autovacuum Daemon": partitioned tables are not processed, their partitions are). So the
+    partitions that take writes are judged, each against the live rows it holds: those with
+    dead tuples, rows changed since their last ANALYZE or rows inserted since their last
+    VACUUM, those that hold live rows, and, of a table partitioned by time, the one whose
+    range holds the present. The finding is on the partitioned table and names them; its
+    fix sets each of those partitions' trigger, since the partitioned table takes no storage
+    parameters (`ALTER TABLE` on it fails: "cannot specify storage parameters for a
+    partitioned table" on PostgreSQL 18, "unrecognized parameter" before; CREATE TABLE's
+    page has them set on the leaf partitions) and a
+    partition created later takes none from its siblings: the notes say to create new ones
+    `WITH (...)` the same settings.
+
     ## When it stays quiet
     The scale factor is 0 (or small) for the table, the table is mostly live (rows deleted on
-    completion), or the trigger is under `min_trigger`. Autovacuum switched off is QA203's.
+    completion), or the trigger is under `min_trigger`; of a partitioned table, every
+    partition that takes writes is so (a table partitioned by day keeps each day's rows in
+    a partition of its own, and its old partitions take no writes). Autovacuum switched off
+    is QA203's.
     A ratio or trigger up to `margin` (20 %) past its threshold gives an info finding, and a
     sampled wait up to `margin` past `critical_wait_s` is not critical: the estimates and
     rates move between runs, and a value that close gives the same answer every time.
     """
     for queue, table in judgeable_queues(snapshot):
+        if table.partition_key is not None:
+            yield from _partitioned(snapshot, table, queue.live, queue.reason, options)
+            continue
         if not autovacuum_enabled(snapshot, table):
             continue
         trigger = vacuum_trigger(snapshot, table)
@@ -115,10 +138,108 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             why = est.source if queue.live is not None else queue.reason
             yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
-        ratio = trigger.value / max(est.rows, 1.0)
-        if ratio < options.min_ratio:
+        judged = _judge(snapshot, table, est, options)
+        if judged is not None:
+            yield _finding(snapshot, table, judged.trigger, est, judged.ratio, options)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """A table (or partition) whose trigger the archive sets."""
+
+    table: Table
+    trigger: VacuumTrigger
+    live: LiveEstimate
+    ratio: float
+
+
+def _judge(snapshot: Snapshot, table: Table, est: LiveEstimate, options: Options) -> _Judged | None:
+    """The table when its trigger is the archive's: the scale-factor term over the base
+    threshold, at least ``min_trigger``, at least ``min_ratio`` times the live rows."""
+    trigger = vacuum_trigger(snapshot, table)
+    if trigger.scaled_part <= trigger.threshold or trigger.value < options.min_trigger:
+        return None
+    ratio = trigger.value / max(est.rows or 0.0, 1.0)
+    return _Judged(table, trigger, est, ratio) if ratio >= options.min_ratio else None
+
+
+def _partitioned(
+    snapshot: Snapshot,
+    table: Table,
+    live: LivePredicate | None,
+    reason: str,
+    options: Options,
+) -> Iterator[Finding | Skip]:
+    """A partitioned queue table: autovacuum vacuums each partition on its own trigger, from
+    its own reltuples and reloptions, so the partitions that take writes are judged, each
+    against the live rows it holds, and a cold partition (no writes since its last VACUUM or
+    ANALYZE, no live rows, not the present's range) is not: it has nothing left to vacuum."""
+    now = snapshot.server.collected_at
+    writing = writing_partitions(table, live, datetime.fromisoformat(now) if now else None).writing
+    found, unknown = [], []
+    for w in writing:
+        if not autovacuum_enabled(snapshot, w.table):
+            continue  # QA203's
+        trigger = vacuum_trigger(snapshot, w.table)
+        if trigger.scaled_part <= trigger.threshold or trigger.value < options.min_trigger:
+            continue  # low enough whatever its live rows
+        if w.live.rows is None:
+            unknown.append(f"{w.table.name}: {w.live.source if live is not None else reason}")
             continue
-        yield _finding(snapshot, table, trigger, est, ratio, options)
+        judged = _judge(snapshot, w.table, w.live, options)
+        if judged is not None:
+            found.append(judged)
+    if unknown and not found:
+        yield Skip(
+            f"{table.qualified}: live set unknown in its partitions that take writes: "
+            + "; ".join(unknown),
+            table.qualified,
+        )
+        return
+    if not found:
+        return
+    worst = max(found, key=lambda j: j.ratio)
+    finding = _finding(snapshot, worst.table, worst.trigger, worst.live, worst.ratio, options)
+    steps = []
+    notes = []
+    for judged in sorted(found, key=lambda j: j.table.name):
+        n, basis = suggested_vacuum_threshold(snapshot, judged.table, judged.live.rows)
+        steps.append(table_setting(vacuum_threshold_sql(judged.table, n)))
+        notes.append(f"{judged.table.name}: threshold {n:,}, {basis}")
+    names = ", ".join(j.table.name for j in sorted(found, key=lambda j: j.table.name))
+    yield Finding(
+        target=Target("table", table.schema, table.name, table.name),
+        severity=finding.severity,
+        message=(
+            f"{table.qualified} is partitioned, and autovacuum vacuums each partition on its "
+            f"own trigger: {len(found)} of the {len(writing)} partitions that take writes "
+            f"wait for the archive ({names}). {finding.message}"
+        ),
+        evidence={
+            **finding.evidence,
+            "partition": worst.table.name,
+            "partitions_judged": [
+                f"{j.table.name}: trigger {j.trigger.value:,.0f} dead tuples, "
+                f"{j.live.rows or 0:,.0f} live rows ({j.ratio:,.0f}x)"
+                for j in found
+            ],
+            "partitions_taking_writes": [f"{w.table.name}: {w.why}" for w in writing],
+        },
+        explanation=finding.explanation,
+        fix=Fix(
+            notes="; ".join(notes)
+            + f". {table.qualified} itself takes no storage parameters (ALTER TABLE on it "
+            "fails: 'cannot specify storage parameters for a partitioned table' on "
+            "PostgreSQL 18, 'unrecognized parameter' before; CREATE TABLE's page has them set "
+            "on the leaf partitions), and a partition "
+            "created later takes none from its siblings: create new partitions WITH "
+            "(autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = N), in "
+            "your partition manager's template where it has one. Autovacuum picks the "
+            "new triggers up on its next round.",
+            safety="safe",
+            steps=tuple(steps),
+        ),
+    )
 
 
 def _finding(

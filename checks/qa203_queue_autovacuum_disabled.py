@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 
 from qadvisor.api import (
     Finding,
     Fix,
+    FixStep,
     NoOptions,
     Severity,
     Skip,
     Snapshot,
+    Table,
     Target,
     check,
     human_count,
@@ -18,6 +21,7 @@ from qadvisor.api import (
     migration,
     qualified,
     table_setting,
+    writing_partitions,
 )
 
 _OFF = ("false", "off", "0", "no")
@@ -45,8 +49,14 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     EXCLUSIVE lock) or turn the server setting back on (`ALTER SYSTEM` then
     `pg_reload_conf()`; both settings take effect on reload). Then run VACUUM once.
 
+    A partitioned queue table takes no reloption of its own: autovacuum runs per partition,
+    and a partition that takes writes (dead tuples or rows changed since its last VACUUM or
+    ANALYZE, live rows, of a table partitioned by time the present's range) and opts out
+    is the finding, on the partitioned table, with the RESET for each such partition.
+
     ## When it stays quiet
-    Autovacuum and track_counts are on and no queue table opts out.
+    Autovacuum and track_counts are on and no queue table opts out; of a partitioned one, no
+    partition that takes writes opts out (an old partition nothing writes any more may).
     """
     if not snapshot.queues:
         return
@@ -81,10 +91,19 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
                     ),
                 ),
             )
-    for _queue, table in judgeable_queues(snapshot):
-        raw = table.reloptions.get("autovacuum_enabled")
-        if raw is None or raw.lower() not in _OFF:
+    for queue, table in judgeable_queues(snapshot):
+        if table.partition_key is not None:
+            now = snapshot.server.collected_at
+            writes = writing_partitions(
+                table, queue.live, datetime.fromisoformat(now) if now else None
+            )
+            off = [w.table for w in writes.writing if _opted_out(w.table)]
+            if off:
+                yield _partitions_off(table, off)
             continue
+        if not _opted_out(table):
+            continue
+        raw = table.reloptions["autovacuum_enabled"]
         yield Finding(
             target=Target("table", table.schema, table.name, table.name),
             message=(
@@ -103,11 +122,45 @@ def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
                 notes=f"Run VACUUM {table.qualified} once afterwards to clear what has "
                 "accumulated.",
                 safety="safe",
-                steps=(
-                    table_setting(
-                        f"ALTER TABLE {qualified(table.schema, table.name)} "
-                        "RESET (autovacuum_enabled);"
-                    ),
-                ),
+                steps=(_reset(table),),
             ),
         )
+
+
+def _opted_out(table: Table) -> bool:
+    return table.reloptions.get("autovacuum_enabled", "true").lower() in _OFF
+
+
+def _reset(table: Table) -> FixStep:
+    return table_setting(
+        f"ALTER TABLE {qualified(table.schema, table.name)} RESET (autovacuum_enabled);"
+    )
+
+
+def _partitions_off(table: Table, off: list[Table]) -> Finding:
+    """Partitions of a partitioned queue table that take writes and opt out of autovacuum."""
+    names = ", ".join(p.name for p in off)
+    dead = sum(p.stats.n_dead_tup for p in off)
+    return Finding(
+        target=Target("table", table.schema, table.name, table.name),
+        message=(
+            f"Autovacuum is disabled on {len(off)} partition(s) of queue table "
+            f"{table.qualified} that take writes ({names}); {human_count(dead)} dead tuples "
+            "wait for a manual VACUUM there."
+        ),
+        evidence={
+            "partitions_autovacuum_disabled": [
+                f"{p.name}: autovacuum_enabled = {p.reloptions['autovacuum_enabled']}, "
+                f"{p.stats.n_dead_tup:,} dead tuples, last autovacuum {p.stats.last_autovacuum}"
+                for p in off
+            ],
+            "n_dead_tup": dead,
+        },
+        explanation="A queue table makes dead tuples at the rate of its throughput, in the "
+        "partitions its writes land in; autovacuum vacuums each partition on its own.",
+        fix=Fix(
+            notes="Run VACUUM on each of them once afterwards to clear what has accumulated.",
+            safety="safe",
+            steps=tuple(_reset(p) for p in off),
+        ),
+    )

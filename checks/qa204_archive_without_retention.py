@@ -4,21 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from qadvisor.api import (
+    CONCURRENT_DETACH_VERSION,
     NOISE_MARGIN,
     DatingColumn,
     Finding,
     Fix,
+    FixStep,
+    LiveEstimate,
+    LivePredicate,
     Severity,
     Skip,
     Snapshot,
     Table,
     Target,
+    TimePartition,
+    analyze,
     at_least,
     check,
     dating_column,
+    default_partition,
+    detach,
+    guarded_drop,
+    human_bytes,
     human_count,
     ident,
     judgeable_queues,
@@ -28,6 +38,8 @@ from qadvisor.api import (
     recorded_updates,
     review,
     series,
+    time_partitions,
+    waiting_guard,
 )
 
 # Rows each batch of the printed DELETE removes at most: short transactions, few locks held.
@@ -93,10 +105,26 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     10,000 ids, committing after each (a `DO` block, outside a transaction block), so no
     transaction holds many row locks or runs long, and each batch reads one key range.
     Without one, each batch takes up to 10,000 old rows with `FOR UPDATE SKIP LOCKED`. A
-    queue library's own pruner, where the table is a library's, is the lasting fix; a table
-    this size partitioned by finish time drops old partitions instead of deleting rows. When
+    queue library's own pruner, where the table is a library's, is the lasting fix. When
     only a creation timestamp dates the rows, the DELETE carries a placeholder for the
     condition that tells a finished row, which only the application knows.
+
+    A table partitioned by time (a range on one date or timestamp column, at any level of
+    its partitions) keeps its history as partitions, and retention drops them whole: no
+    DELETE, no dead tuples, nothing for autovacuum. The partitions whose range ended
+    `max_age_days` before the report was read are detached (`CONCURRENTLY` on PostgreSQL
+    14+: SHARE UPDATE EXCLUSIVE, claims go on; the plain form, ACCESS EXCLUSIVE on the
+    partitioned table, where it has a DEFAULT partition, which rules `CONCURRENTLY` out)
+    and dropped. A partition whose statistics show a waiting row (its part of the live-set
+    index, else its pg_stats) is never among them, and the evidence names it; since
+    statistics are as old as a partition's last ANALYZE and a retried job may wait in an old
+    partition, the first step reads each partition for a waiting row and stops the script
+    with an error naming it, and the DROP does the same once they are detached. Rows go by
+    the partition key: a job created before the cutoff goes with its partition however
+    recently it finished. The rows of a DEFAULT partition are outside every range: they are
+    deleted in batches, never dropped with it. An ANALYZE of the partitioned table ends the
+    fix: autovacuum never analyzes a partitioned table itself. A table partitioned otherwise
+    (a partition per queue or tenant) is pruned by the batched DELETE through it.
 
     ## When it stays quiet
     The archive is small (rows are deleted or moved on completion, or pruned), or its oldest
@@ -133,7 +161,15 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             )
             continue
         found = _judge(
-            snapshot, table, dating, archive_rows, share, est.source, None in large, options
+            snapshot,
+            table,
+            queue.live,
+            dating,
+            archive_rows,
+            share,
+            est.source,
+            None in large,
+            options,
         )
         if found is not None:
             yield found
@@ -142,6 +178,7 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 def _judge(
     snapshot: Snapshot,
     table: Table,
+    live: LivePredicate,
     dating: DatingColumn,
     archive_rows: float,
     share: float,
@@ -217,6 +254,9 @@ def _judge(
     over_time = series(snapshot, table, table_rows=lambda r: r.stats.n_live_tup)
     if over_time:
         evidence["table_rows_series"] = over_time
+    retention = _retention(snapshot, table, live, options)
+    if retention is not None:
+        evidence |= retention.evidence()
     return Finding(
         target=Target("table", table.schema, table.name, table.name),
         severity=severity,
@@ -226,14 +266,165 @@ def _judge(
             f"({share:.1%}) are outside the live set, and the oldest {what} by "
             f"{dating.name} was {_age(age_days)} old when the statistics were gathered "
             f"(threshold {options.max_age_days:g} days)."
+            + (retention.sentence() if retention is not None else "")
         ),
         evidence=evidence,
         explanation=(
             "An archive nobody prunes becomes most of the table: every index over it, "
             "every vacuum of it and every count of it grows with the history, not the queue."
         ),
-        fix=_fix(table, dating, options),
+        fix=_fix(table, dating, options)
+        if retention is None or not retention.drop
+        else _drop_fix(snapshot, table, live, dating, retention, options),
     )
+
+
+@dataclass(frozen=True)
+class _Retention:
+    """A queue table partitioned by time: the partitions whose whole range ended before the
+    retention's cutoff, those whose statistics show no waiting row (to drop) and those whose
+    statistics show one or cannot say (kept), and its DEFAULT partition when it holds rows
+    (outside every range, never dropped)."""
+
+    column: str
+    cutoff: datetime
+    drop: tuple[tuple[TimePartition, LiveEstimate], ...]
+    kept: tuple[tuple[TimePartition, str], ...]
+    default: Table | None
+
+    def evidence(self) -> dict[str, object]:
+        tables = [p.table for p, _ in self.drop]
+        return {
+            "partitioned_by": self.column,
+            "retention_cutoff": self.cutoff.isoformat(),
+            "partitions_to_drop": [t.name for t in tables],
+            "partitions_to_drop_rows": round(sum(max(t.reltuples, 0.0) for t in tables)),
+            "partitions_to_drop_bytes": sum(_bytes(t) for t in tables),
+            "waiting_rows_judged_by": sorted({_judged_by(p.table, est) for p, est in self.drop}),
+            "partitions_kept": [f"{p.table.name}: {why}" for p, why in self.kept],
+            "partitions_to_drop_changed_since_analyze": [
+                f"{p.table.name}: {p.table.stats.n_mod_since_analyze:,} rows"
+                for p, _ in self.drop
+                if p.table.stats.n_mod_since_analyze
+            ],
+        }
+
+    def sentence(self) -> str:
+        if not self.drop:
+            return ""
+        size = human_bytes(sum(_bytes(p.table) for p, _ in self.drop))
+        return (
+            f" It is partitioned by {self.column}: {len(self.drop)} of its partitions hold only "
+            f"rows from before {self.cutoff:%Y-%m-%d %H:%M %Z} and, by their statistics, none "
+            f"waiting ({size} with their indexes)."
+        )
+
+
+def _judged_by(partition: Table, est: LiveEstimate) -> str:
+    """Where a partition's waiting rows were read, in words that hold for every partition
+    read alike: its part of an index of the queue table, its own statistics."""
+    source = est.source.split(",")[0]
+    for idx in partition.indexes:
+        if idx.partition_of is not None and source == f"reltuples of partial index {idx.name}":
+            return f"reltuples of each partition's part of partial index {idx.partition_of}"
+    return source.replace(f" {partition.name}", " of each partition")
+
+
+def _bytes(table: Table) -> int:
+    return table.bytes + sum(i.bytes for i in table.indexes)
+
+
+def _retention(
+    snapshot: Snapshot, table: Table, live: LivePredicate, options: Options
+) -> _Retention | None:
+    """Which partitions of a table partitioned by time retention drops whole; None for a
+    table that is not (a list of queues or tenants keeps every partition)."""
+    if table.partition_key is None or snapshot.server.collected_at is None:
+        return None
+    now = datetime.fromisoformat(snapshot.server.collected_at)
+    ranges = time_partitions(table, now)
+    if not ranges:
+        return None
+    cutoff = now - timedelta(days=options.max_age_days)
+    drop, kept = [], []
+    for part in ranges:
+        if part.upper is None or part.upper > cutoff:
+            continue
+        est = live_rows(part.table, live)
+        if est.rows is None:
+            kept.append((part, f"its waiting rows are unknown ({est.source})"))
+        elif est.rows > 0:
+            kept.append((part, f"{est.rows:,.0f} rows wait in it ({est.source})"))
+        else:
+            drop.append((part, est))
+    held = default_partition(table)
+    column = ranges[0].column
+    return _Retention(
+        column,
+        cutoff,
+        tuple(drop),
+        tuple(kept),
+        held if held is not None and held.reltuples > 0 else None,
+    )
+
+
+def _drop_fix(
+    snapshot: Snapshot,
+    table: Table,
+    live: LivePredicate,
+    dating: DatingColumn,
+    retention: _Retention,
+    options: Options,
+) -> Fix:
+    """Detach and drop the old partitions, never one that holds a waiting row; then the
+    partitioned table's own statistics, and the DEFAULT partition's old rows by DELETE."""
+    parts = [p for p, _ in retention.drop]
+    steps: list[FixStep] = [waiting_guard([p.table for p in parts], live)]
+    for part in parts:
+        has_default = default_partition(table, part.parent) is not None
+        concurrent = snapshot.server.version_num >= CONCURRENT_DETACH_VERSION and not has_default
+        steps.append(detach(part.table, concurrently=concurrent, has_default=has_default))
+    steps.append(guarded_drop([p.table for p in parts], live))
+    name = qualified(table.schema, table.name)
+    days = f"{options.max_age_days:g}"
+    notes = [
+        f"{name} is partitioned by {retention.column}: the {len(parts)} partitions whose range "
+        f"ended before {retention.cutoff:%Y-%m-%d %H:%M %Z} ({days} days before this report "
+        "was read) go whole, detached and then dropped: their rows leave with no DELETE, no "
+        "dead tuples and nothing for autovacuum. No partition is to be dropped whose "
+        "statistics show a waiting row (its part of the live-set index, else its pg_stats), "
+        "and the first step and the DROP read each partition for one again: statistics are "
+        "as old as the partition's last ANALYZE (the evidence names any partition changed "
+        "since), and a retried job may wait there now. Rows go by "
+        f"{retention.column} (the partition key), not by {dating.name}: a job created "
+        "before the cutoff goes with its partition however recently it finished.",
+    ]
+    if retention.kept:
+        notes.append(
+            "Kept although older than the cutoff: "
+            + "; ".join(f"{p.table.name} ({why})" for p, why in retention.kept)
+            + ". Once their jobs are claimed and finished, the next run lists them."
+        )
+    notes.append(
+        "Autovacuum never analyzes a partitioned table itself (its partitions, yes): the "
+        f"ANALYZE refreshes the statistics of {name} as a whole, which the planner and a "
+        "monitoring role without SELECT on the partitions read."
+    )
+    if retention.default is not None:
+        held = retention.default
+        steps.extend(_fix(held, dating, options).steps)
+        notes.append(
+            f"The DEFAULT partition {held.name} holds {human_count(held.reltuples)} rows outside "
+            "every range: it is never dropped, and its rows older than the retention are "
+            "deleted in batches instead (the step before the ANALYZE)."
+        )
+    # Last: ANALYZE of a partitioned table reads what is left of each partition too.
+    steps.append(analyze(table))
+    notes.append(
+        "A partition manager's retention (pg_partman's, or a scheduled job running these "
+        "steps each day) is the lasting fix; create the partitions ahead as it does."
+    )
+    return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
 
 
 def _measured_at(snapshot: Snapshot, table: Table) -> tuple[datetime | None, str]:

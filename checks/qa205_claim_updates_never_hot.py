@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qadvisor.api import (
     NOISE_MARGIN,
@@ -27,7 +27,6 @@ from qadvisor.api import (
     index_use,
     judgeable_queues,
     recorded_updates,
-    review,
     stakeholder_label,
     statement_label,
     stops_hot,
@@ -259,8 +258,8 @@ def _fix(snapshot: Snapshot, table: Table, stopping: list[Index]) -> Fix:
                 "updates do not set, filtering the updated one) lets the updates be HOT."
             )
             continue
-        drop = drop_index(table.schema, idx.name)
-        steps.append(review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note))
+        drop = drop_index(table.schema, idx.name, partitioned=table.partition_key is not None)
+        steps.append(replace(drop, kind="review"))
         checked = (
             f"no recorded claim or statement reads {idx.name}"
             if use.unavailable is None

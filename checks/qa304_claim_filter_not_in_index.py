@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from qadvisor.api import (
     CONCURRENT_BUILD_NOTE,
@@ -39,8 +39,8 @@ from qadvisor.api import (
     plan_outline,
     predicate_implies,
     qualified,
-    review,
     scans,
+    single_valued,
     sort_inputs,
     stakeholder_label,
     statement_evidence,
@@ -120,7 +120,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 
     ## When it stays quiet
     The index the claim walks leads with (or has in its condition) the compared column; the
-    claim sorts instead (QA303's); `--analyze` measured fewer than `min_rows_removed` rows
+    scan is of a partition that holds one value of the column (a table partitioned by list,
+    a partition per queue), whose rows are all the claimed queue's; the claim sorts instead
+    (QA303's); `--analyze` measured fewer than `min_rows_removed` rows
     discarded. Without `--analyze`, the finding rests on what the server measured of the
     statement: shared blocks per call (pg_stat_statements) at or above
     `min_blocks_per_call` after `min_calls` calls confirm it (warning); without them, it is
@@ -155,6 +157,8 @@ def _ordered_scan(d: Dequeue, plan: PlanNode, column: str) -> PlanNode | None:
         idx = next((i for i in table.indexes if i.name == node.index), None)
         if idx is None or column in idx.columns or _mentions(node.index_cond, column):
             continue
+        if node.partition is not None and column in single_valued(table, node.partition):
+            continue  # a partition of one queue's rows: the filter discards none for it
         if _mentions(node.filter, column):
             return node
     return None
@@ -341,7 +345,7 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
         )
     build = live_set_index(table, live, keys)
     steps, notes = _old_index(snapshot, d, column, old)
-    steps.insert(0, build.step(snapshot))
+    steps[:0] = build.steps(snapshot)
     notes.insert(
         0,
         f"The claim descends {build.name} to the first row of its {column} in ORDER BY order "
@@ -432,8 +436,8 @@ def _old_index(
             "whole table's statistics: check the claim's plan after the build."
         )
     else:
-        drop = drop_index(table.schema, old.name)
-        steps.append(review(drop.sql, drop.lock, in_transaction_block=False, note=drop.note))
+        drop = drop_index(table.schema, old.name, partitioned=table.partition_key is not None)
+        steps.append(replace(drop, kind="review"))
         unplanned = [s for s in unplanned_claims(snapshot, table) if statement_id(s) != own]
         if use.unavailable is not None:
             checked = (

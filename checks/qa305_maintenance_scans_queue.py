@@ -192,7 +192,7 @@ def _fix(
     if literal and not unknown:
         pred, values = literal[0]
         fix = live_set_index(table, LivePredicate(pred.column, "in", tuple(values)), keys)
-        return (fix.step(),), [
+        return fix.steps(), [
             f"An index on {key} of the rows with {pred.text}: each run reads the rows it "
             f"resets, not the table.",
             CONCURRENT_BUILD_NOTE,

@@ -391,7 +391,7 @@ def _fix(
     existing = existing_tenant_index(table, live, keys)
     if existing is None:
         index = tenant_index(table, live, tenant, order)
-        steps.append(index.step(snapshot))
+        steps.extend(index.steps(snapshot))
         notes.append(
             f"Index {index.name} is keyed by the tenant, then the sub-select's order, on the "
             "live rows only."

@@ -42,6 +42,16 @@ from qadvisor.derive.estimates import (
 from qadvisor.derive.history import index_growth, per_day, series
 from qadvisor.derive.hot_updates import RecordedUpdate, index_columns, recorded_updates, stops_hot
 from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
+from qadvisor.derive.partitions import (
+    TimePartition,
+    Writes,
+    Writing,
+    default_partition,
+    single_valued,
+    sum_partitions,
+    time_partitions,
+    writing_partitions,
+)
 from qadvisor.derive.plans.cache_mode import PlanCacheMode, plan_cache_mode
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import (
@@ -99,6 +109,12 @@ from qadvisor.fixes.builders import (
     review,
     rewrite,
     table_setting,
+)
+from qadvisor.fixes.partitions import (
+    CONCURRENT_DETACH_VERSION,
+    detach,
+    guarded_drop,
+    waiting_guard,
 )
 from qadvisor.fixes.round_robin import (
     existing_tenant_index,
@@ -242,6 +258,19 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "index_growth",
     "per_day",
     "series",
+    # 4e. a partitioned queue table's partitions as autovacuum, the write path and retention
+    # see them (qadvisor.derive.partitions): those that take writes, the time ranges of a
+    # table partitioned by time, the columns a list partition holds one value of, and the
+    # facts of some partitions summed (as the collector sums them all into the table's).
+    # TimePartition, Writes and Writing are what they give.
+    "TimePartition",
+    "Writes",
+    "Writing",
+    "default_partition",
+    "single_valued",
+    "sum_partitions",
+    "time_partitions",
+    "writing_partitions",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
     # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.
@@ -328,6 +357,13 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "tenant_index",
     "tenant_index_sql",
     "tenant_order",
+    # 9a. retention of a table partitioned by time: old partitions detached (CONCURRENTLY
+    # from the version CONCURRENT_DETACH_VERSION names) and dropped, never one that holds a
+    # waiting row (qadvisor.fixes.partitions).
+    "CONCURRENT_DETACH_VERSION",
+    "detach",
+    "guarded_drop",
+    "waiting_guard",
     # 10. SQL text and units. nice_ceil (a threshold rounded up to a number a person would
     # write) is promised by the guide; index_name is how every fix names an index (IndexFix
     # calls it), for a pack's own index.

@@ -84,9 +84,13 @@ FACTS: dict[str, Fact] = {
         Fact(
             "live_set",
             "the live-set estimate (rows waiting to be claimed)",
-            "reltuples of a partial index on the live predicate, else pg_stats of the live column",
+            "reltuples of a partial index on the live predicate, else pg_stats of the live column "
+            "(of a partitioned queue table, its partitions' pg_stats, else its own, which only "
+            "a manual ANALYZE of it writes)",
             "SELECT on the live column, unless a partial index on the live predicate counts "
-            "the live rows (pg_stats shows a column only to roles that may read it)",
+            "the live rows (pg_stats shows a column only to roles that may read it; a GRANT on "
+            "a partitioned table does not reach its partitions' statistics, which need it on "
+            "each partition)",
             {"select": _SELECT_COLUMNS},
         ),
         Fact(

@@ -148,6 +148,9 @@ class Index:
     # pg_index.indisready: writes maintain it. False only for an index whose concurrent build
     # stopped before it was filled (a failed CREATE INDEX CONCURRENTLY's first phases).
     is_ready: bool = True
+    # An index of a partition: the name of the partitioned queue table's index it is a
+    # partition of (None: an index of this partition alone, or of a table that is none).
+    partition_of: str | None = None
 
     @property
     def is_partial(self) -> bool:
@@ -215,10 +218,26 @@ class Table:
     # None: measured with pg_table_size; else how ``bytes`` was estimated instead.
     bytes_source: str | None = None
     id_sequences: tuple[IdSequence, ...] = ()
+    # A partitioned table (relkind 'p'): its partition key as pg_get_partkeydef prints it,
+    # "RANGE (created_at)". It holds no rows itself: the sizes, reltuples, counters and
+    # indexes above are its leaf partitions' summed (derive/partitions.py says how).
+    partition_key: str | None = None
+    # Of a partitioned queue table: every table below it, each with its own facts; a leaf
+    # holds rows, one with a ``partition_key`` of its own is partitioned again.
+    partitions: tuple[Table, ...] = ()
+    # Of a partition: the table it is a partition of ("schema.table") and its bound as
+    # pg_get_expr prints it ("FOR VALUES FROM ('2026-11-08 00:00:00+00') TO (...)", "DEFAULT").
+    partition_of: str | None = None
+    partition_bound: str | None = None
 
     @property
     def qualified(self) -> str:
         return f"{self.schema}.{self.name}"
+
+    @property
+    def leaves(self) -> tuple[Table, ...]:
+        """The partitions that hold its rows (none for a table that is not partitioned)."""
+        return tuple(p for p in self.partitions if p.partition_key is None)
 
     def column(self, name: str) -> Column | None:
         return next((c for c in self.columns if c.name == name), None)
@@ -352,6 +371,13 @@ class PlanNode:
     rows_removed_by_filter: float | None = None
     shared_blocks: int | None = None
     children: tuple[PlanNode, ...] = ()
+    # A scan of a partition of a partitioned queue table: ``relation`` and ``index`` name the
+    # queue table and its index, these the partition and the partition's index EXPLAIN named.
+    partition: str | None = None
+    partition_index: str | None = None
+    # An Append or Merge Append: the partitions the executor pruned when it started (run-time
+    # partition pruning, "Subplans Removed"); None when EXPLAIN said nothing of it.
+    subplans_removed: int | None = None
 
     def walk(self) -> typing.Iterator[PlanNode]:
         yield self

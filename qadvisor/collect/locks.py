@@ -56,6 +56,8 @@ class HeldLock:
     query: str | None = None  # its string constants masked (qadvisor.sql.masking)
     xact_age_s: float | None = None
     waiting_for: tuple[int, ...] = ()
+    # The partitioned tables the locked table is a partition of, at every level.
+    partitioned_above: tuple[int, ...] = ()
 
     def describe(self, role: str) -> str:
         """One line for a skip: who, which lock, what it is doing."""
@@ -101,9 +103,15 @@ class Locks:
 
     def on_table(self, table_relid: int, mode: str) -> list[HeldLock]:
         """Locks that make reading or planning on the table wait: on the table itself or on
-        one of its indexes (the planner opens them all with the table's lock mode)."""
+        one of its indexes (the planner opens them all with the table's lock mode), and of a
+        partitioned table on its partitions and theirs."""
         conflicts = CONFLICTS[mode]
-        return [h for h in self.held if h.table_relid == table_relid and h.mode in conflicts]
+        return [
+            h
+            for h in self.held
+            if (h.table_relid == table_relid or table_relid in h.partitioned_above)
+            and h.mode in conflicts
+        ]
 
     def blocked(self, mode: str = ACCESS_SHARE) -> list[int]:
         """Relations (tables and indexes) a request of ``mode`` would wait for."""
@@ -131,6 +139,7 @@ def read_locks(conn: Conn) -> Locks:
                 query=mask_literals(r["query"]) if r["query"] is not None else None,
                 xact_age_s=r["xact_age_s"],
                 waiting_for=tuple(r["waiting_for"] or ()),
+                partitioned_above=tuple(int(x) for x in r["partitioned_above"] or ()),
             )
         )
     return Locks(tuple(held))

@@ -55,7 +55,7 @@ from psycopg import sql
 from qadvisor.collect.queries import Read, first_line
 from qadvisor.derive import discover
 from qadvisor.derive.estimates import parse_index_predicate
-from qadvisor.derive.plans.explain_json import parse_explain
+from qadvisor.derive.plans.explain_json import PartitionNames, parse_explain, partition_names
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
 from qadvisor.derive.predicates import index_predicate_columns
 from qadvisor.model import (
@@ -229,6 +229,8 @@ class _Planner:
         self.analyze = analyze
         self.refuse = refuse
         self.version = conn.info.server_version
+        # A claim on a partitioned queue table is planned on it; its plan scans partitions.
+        self.partitions = partition_names(tables)
         self.cache: dict[tuple[str, str, str, tuple[str, ...]], _Result] = {}
 
     def plan(self, stmt: Statement) -> tuple[Statement, HiddenFact | None]:
@@ -424,7 +426,7 @@ class _Planner:
                         f"probe of {idx.name}",
                         simple=True,
                     )
-                    plan = _parse(data, f"probe of {idx.name}")[0]
+                    plan = _parse(data, f"probe of {idx.name}", self.partitions)[0]
             except (PlanError, psycopg.Error) as exc:
                 out[idx.name] = f"undecided: the probe failed ({exc})"
                 continue
@@ -489,7 +491,9 @@ class _Planner:
                     + _raw(scan),
                     "EXPLAIN ANALYZE",
                 )
-                result.analyzed_plan, result.analyzed_ms = _parse(data, "EXPLAIN ANALYZE")
+                result.analyzed_plan, result.analyzed_ms = _parse(
+                    data, "EXPLAIN ANALYZE", self.partitions
+                )
         except PlanError as exc:
             result.errors.append(str(exc))
         except psycopg.Error as exc:
@@ -559,7 +563,7 @@ class _Planner:
         data = self._fetch_json(
             sql.SQL("EXPLAIN ({}) ").format(sql.SQL(_EXPLAIN)) + _execute_call(values), what
         )
-        return _parse(data, what)[0]
+        return _parse(data, what, self.partitions)[0]
 
     def _explain_generic(self, text: str) -> PlanNode:
         data = self._fetch_json(
@@ -567,7 +571,7 @@ class _Planner:
             "generic plan",
             simple=True,
         )
-        return _parse(data, "generic plan")[0]
+        return _parse(data, "generic plan", self.partitions)[0]
 
     def _deallocate(self) -> None:
         # A failure here means it is gone with the connection, or was never made.
@@ -628,9 +632,9 @@ def _execute_call(values: list[str]) -> sql.Composable:
     return call
 
 
-def _parse(data: Any, what: str) -> tuple[PlanNode, float | None]:
+def _parse(data: Any, what: str, partitions: PartitionNames) -> tuple[PlanNode, float | None]:
     try:
-        return parse_explain(data)
+        return parse_explain(data, partitions)
     except ValueError as exc:
         raise PlanError(f"{what}: {exc}") from None
 

@@ -221,20 +221,23 @@ SENT: tuple[Sent, ...] = (
           CONNECT,
           when="a queue is found", facts=("table_facts",)),
     _file("indexes", "collection",
-          "The queue tables' indexes: definitions, predicates, sizes and scans (and a "
-          "round-robin claim's rotation table's).",
+          "The queue tables' indexes, and those of a partitioned queue table's partitions: "
+          "definitions, predicates, sizes and scans (and a round-robin claim's rotation "
+          "table's).",
           "ACCESS SHARE on each queue table and index it reads; not sent for a table "
           "another session's lock would make it wait for (sizes estimated from relpages)",
           CONNECT, when="a queue is found", facts=("index_definitions", "sizes")),
     Sent("tables", ("collection", "sample"),
-         "The queue tables' catalog facts and counters; after `--sample` seconds, the "
-         "counters again (every table counted as blocked, so none is opened).",
-         "ACCESS SHARE on each queue table (pg_table_size) that no other session's lock "
-         "conflicts with; none for the second read", CONNECT,
+         "The queue tables' catalog facts and counters, and those of every partition of a "
+         "partitioned one (its partition tree read from pg_inherits); after `--sample` "
+         "seconds, the counters again (no size read, so no table is opened).",
+         "ACCESS SHARE on each queue table or partition (pg_table_size) that no other "
+         "session's lock conflicts with; none for the second read", CONNECT,
          file="tables", when="a queue is found",
          facts=("table_facts", "sizes", "counters")),
     _file("column_stats", "collection",
-          "pg_stats of the queue tables' columns (only those the role may read).", NO_LOCK,
+          "pg_stats of the queue tables' columns, and of a partitioned one's partitions "
+          "(only those the role may read).", NO_LOCK,
           "SELECT on the column (pg_stats shows no other)", when="a queue is found",
           facts=("live_set", "archive_age")),
     _file("id_sequences", "collection",

@@ -47,6 +47,8 @@ from qadvisor.collect.table_names import resolve_tables
 from qadvisor.collect.tenants import collect_tenants
 from qadvisor.derive import claims, discover, names
 from qadvisor.derive.hot_updates import recorded_updates
+from qadvisor.derive.partitions import sum_partitions, sum_stats
+from qadvisor.derive.plans.explain_json import PartitionNames, partition_names
 from qadvisor.derive.statement_queues import statement_label
 from qadvisor.model import (
     Column,
@@ -158,6 +160,7 @@ def collect(
         found.value.pgss_missing,
         found.value.recorded,
         found.value.in_bodies,
+        partition_names(table_facts.value),
     )
     # What the recorded updates set may date a table's finished rows (archive_dates).
     recorded = Snapshot(
@@ -215,6 +218,7 @@ def _stakeholders(
     pgss_missing: str | None,
     recorded: Recorded,
     in_bodies: frozenset[int] = frozenset(),
+    partitions: PartitionNames | None = None,
 ) -> Read[tuple[Stakeholder, ...]]:
     """The other recorded statements on the queue tables and the indexes they read: not the
     claims, nor the functions' row-locking statements recorded inside them (``in_bodies``)."""
@@ -234,7 +238,7 @@ def _stakeholders(
 
     claims = sorted({*(s.queryid for s in planned if s.queryid is not None), *in_bodies})
     try:
-        read = read_stakeholders(conn, recorded, queues, claims, path_of, refuse)
+        read = read_stakeholders(conn, recorded, queues, claims, path_of, refuse, partitions)
     except psycopg.Error as exc:
         if conn.broken or conn.closed:
             raise
@@ -537,9 +541,8 @@ def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:
     for r in q.rows(conn, "relations", {"names": table_names}):
         parent = (r["parent_schema"], r["parent_name"]) if r["parent_name"] else None
         keys = tuple(tuple(k.split(",")) for k in r["unique_keys"] or () if k)
-        leaves = tuple((int(x[0]), x[1], x[2]) for x in r["leaves"] or ())
         relations.append(
-            names.Relation(r["relid"], r["schema"], r["name"], r["kind"], parent, keys, leaves)
+            names.Relation(r["relid"], r["schema"], r["name"], r["kind"], parent, keys)
         )
     return names.Catalog(relations)
 
@@ -547,7 +550,9 @@ def _catalog(conn: Conn, table_names: list[str]) -> names.Catalog:
 def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list[Table]]:
     """Facts of the queue tables, one query per kind, each on its own: without columns or
     the table row there is no Table (``table_facts`` unavailable); without indexes or pg_stats
-    the tables come without them and the read says which is missing."""
+    the tables come without them and the read says which is missing. A partitioned queue
+    table's partitions come with it (the table query reads its partition tree), their facts
+    summed into its own (derive/partitions.py)."""
     blocked = locks.blocked(ACCESS_SHARE)
     params = {"relids": relids, "blocked": blocked}
     column_rows = read_rows(conn, "table_facts", "the queue tables' columns", "columns", params)
@@ -562,34 +567,18 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 r["generated"],
             )
         )
-    index_rows = read_rows(
-        conn, "index_definitions", "the queue tables' indexes", "indexes", params
+    table_rows = read_rows(
+        conn, "table_facts", "the queue tables' catalog facts", "tables", params | {"sizes": True}
     )
-    indexes: dict[int, list[Index]] = {}
-    for r in index_rows.value:
-        indexes.setdefault(r["relid"], []).append(
-            Index(
-                name=r["name"],
-                definition=r["definition"],
-                columns=tuple(r["columns"]),
-                predicate=r["predicate"],
-                is_unique=r["is_unique"],
-                is_primary=r["is_primary"],
-                is_constraint=r["is_constraint"],
-                is_valid=r["is_valid"],
-                is_ready=r["is_ready"],
-                bytes=r["bytes"],
-                reltuples=r["reltuples"],
-                idx_scan=r["idx_scan"],
-                idx_tup_read=r["idx_tup_read"],
-                idx_tup_fetch=r["idx_tup_fetch"],
-                include_columns=tuple(r["include_columns"]),
-                bytes_source=_estimated(locks, r["index_relid"], role)
-                if r["bytes_estimated"]
-                else None,
-            )
-        )
-    table_rows = read_rows(conn, "table_facts", "the queue tables' catalog facts", "tables", params)
+    tree = [r["relid"] for r in table_rows.value] or relids
+    index_rows = read_rows(
+        conn,
+        "index_definitions",
+        "the queue tables' indexes",
+        "indexes",
+        {"relids": tree, "blocked": blocked},
+    )
+    indexes = _indexes(index_rows.value, locks, role)
     read = merged(None, column_rows, index_rows, table_rows)
     if "table_facts" in read.unavailable:
         return Read([], read.unavailable)
@@ -631,27 +620,86 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 readable=bool(r["readable"]),
             )
         )
-    out = []
+    read_tables: dict[int, Table] = {}
+    below: dict[int, list[Table]] = {}
+    unread: dict[int, set[str]] = {}
     for r in table_rows.value:
-        relid = r["relid"]
-        out.append(
-            Table(
-                schema=r["schema"],
-                name=r["table"],
-                reltuples=r["reltuples"],
-                relpages=r["relpages"],
+        relid, root = r["relid"], r["root"]
+        table = Table(
+            schema=r["schema"],
+            name=r["table"],
+            reltuples=r["reltuples"],
+            relpages=r["relpages"],
+            bytes=r["bytes"],
+            reloptions=dict(o.split("=", 1) for o in r["reloptions"]),
+            stats=_table_stats(r),
+            # A partition has its partitioned table's columns.
+            columns=tuple(columns.get(root, ())),
+            indexes=tuple(indexes.get(relid, ())),
+            column_stats=tuple(stats.get((r["schema"], r["table"]), ())),
+            stats_visible=r["stats_visible"],
+            bytes_source=_estimated(locks, relid, role) if r["bytes_estimated"] else None,
+            id_sequences=tuple(sequences.get(relid, ())) if relid == root else (),
+            partition_key=r["partition_key"],
+            partition_of=r["partition_of"] if relid != root else None,
+            partition_bound=r["bound"] if relid != root else None,
+        )
+        if relid == root:
+            read_tables[relid] = table
+            continue
+        below.setdefault(root, []).append(table)
+        if relid in blocked:
+            unread.setdefault(root, set()).add(table.qualified)
+    out = [
+        sum_partitions(t, below[relid], unread.get(relid, set()))
+        if t.partition_key is not None
+        else t
+        for relid, t in read_tables.items()
+    ]
+    return merged(out, read, stats_rows, sequence_rows)
+
+
+def _indexes(rows: Sequence[dict[str, Any]], locks: Locks, role: str) -> dict[int, list[Index]]:
+    """The indexes of each table (by relid); an index of a partition names the index of the
+    partitioned queue table that it is a partition of, up through every level."""
+    by_relid = {r["index_relid"]: r for r in rows}
+
+    def top(r: dict[str, Any]) -> str | None:
+        seen = {r["index_relid"]}
+        parent = by_relid.get(r["parent_index"])
+        while parent is not None and parent["parent_index"] is not None:
+            if parent["parent_index"] in seen:
+                break
+            seen.add(parent["index_relid"])
+            parent = by_relid.get(parent["parent_index"])
+        return str(parent["name"]) if parent is not None else None
+
+    indexes: dict[int, list[Index]] = {}
+    for r in rows:
+        indexes.setdefault(r["relid"], []).append(
+            Index(
+                name=r["name"],
+                definition=r["definition"],
+                columns=tuple(r["columns"]),
+                predicate=r["predicate"],
+                is_unique=r["is_unique"],
+                is_primary=r["is_primary"],
+                is_constraint=r["is_constraint"],
+                is_valid=r["is_valid"],
+                is_ready=r["is_ready"],
                 bytes=r["bytes"],
-                reloptions=dict(o.split("=", 1) for o in r["reloptions"]),
-                stats=_table_stats(r),
-                columns=tuple(columns.get(relid, ())),
-                indexes=tuple(indexes.get(relid, ())),
-                column_stats=tuple(stats.get((r["schema"], r["table"]), ())),
-                stats_visible=r["stats_visible"],
-                bytes_source=_estimated(locks, relid, role) if r["bytes_estimated"] else None,
-                id_sequences=tuple(sequences.get(relid, ())),
+                reltuples=r["reltuples"],
+                idx_scan=r["idx_scan"],
+                idx_tup_read=r["idx_tup_read"],
+                idx_tup_fetch=r["idx_tup_fetch"],
+                include_columns=tuple(r["include_columns"]),
+                bytes_source=_estimated(locks, r["index_relid"], role)
+                if r["bytes_estimated"]
+                else None,
+                partition_of=top(r) if r["parent_index"] is not None else None,
             )
         )
-    return merged(out, read, stats_rows, sequence_rows)
+    return indexes
 
 
 def _estimated(locks: Locks, relid: int, role: str) -> str:
@@ -701,9 +749,15 @@ def _sample(
     if progress:
         progress(seconds, seconds)
     measured = time.monotonic() - start
-    tables = {
-        f"{r['schema']}.{r['table']}": _table_stats(r)
-        # The sizes are not needed: every table counts as blocked, so none is opened.
-        for r in q.rows(conn, "tables", {"relids": relids, "blocked": relids})
-    }
+    # The sizes are not needed (none is opened).
+    rows = q.rows(conn, "tables", {"relids": relids, "blocked": [], "sizes": False})
+    tables = {f"{r['schema']}.{r['table']}": _table_stats(r) for r in rows}
+    # A partitioned queue table's counters are its leaves', as in the first read.
+    leaves: dict[int, list[TableStats]] = {}
+    for r in rows:
+        if r["relid"] != r["root"] and r["partition_key"] is None:
+            leaves.setdefault(r["root"], []).append(_table_stats(r))
+    for r in rows:
+        if r["relid"] == r["root"] and r["partition_key"] is not None:
+            tables[f"{r['schema']}.{r['table']}"] = sum_stats(leaves.get(r["relid"], []))
     return Sample(seconds=round(measured, 3), tables=tables)

@@ -29,7 +29,7 @@ from qadvisor.collect.access import TableAccess
 from qadvisor.collect.queries import Conn, first_line
 from qadvisor.collect.recorded import Recorded
 from qadvisor.derive.names import SearchPath
-from qadvisor.derive.plans.explain_json import parse_explain
+from qadvisor.derive.plans.explain_json import PartitionNames, parse_explain
 from qadvisor.derive.plans.reading import indexes_used
 from qadvisor.model import Queue, Stakeholder
 from qadvisor.sql import dequeue
@@ -55,18 +55,20 @@ def read_stakeholders(
     claims: Iterable[int],
     search_path_of: Callable[[str | None], SearchPath],
     refuse: Callable[[Queue, str], str | None],
+    partitions: PartitionNames | None = None,
 ) -> Read:
     """The recorded statements (other than the ``claims``' queryids) that name a queue table,
     each planned under the search_path of the role that ran it; ``refuse(queue, text)`` says
     why a statement on a queue must not be planned now (another session's lock, a privilege
-    the role lacks)."""
+    the role lacks). ``partitions``: the partitions of partitioned queue tables, whose
+    indexes a plan reads as the queue table's."""
     if not queues:
         return Read(())
     names = sorted({q.table for q in queues})
     recorded_rows = recorded.naming(names, claims, MAX_STAKEHOLDERS)
     out: list[Stakeholder] = []
     for row in recorded_rows:
-        out.extend(_planned(conn, row, queues, search_path_of, refuse))
+        out.extend(_planned(conn, row, queues, search_path_of, refuse, partitions))
     note = None
     if len(recorded_rows) >= MAX_STAKEHOLDERS:
         note = f"only the {MAX_STAKEHOLDERS} most called statements on the queue tables were read"
@@ -110,6 +112,7 @@ def _planned(
     queues: Sequence[Queue],
     search_path_of: Callable[[str | None], SearchPath],
     refuse: Callable[[Queue, str], str | None],
+    partitions: PartitionNames | None,
 ) -> list[Stakeholder]:
     text = str(row["query"])
     role = row["roles"][0] if row["roles"] and len(row["roles"]) == 1 else None
@@ -149,7 +152,7 @@ def _planned(
         if refused:
             out.append(replace(base, queue=queue.qualified, plan_error=refused))
             continue
-        used, error = _indexes_read(conn, planned, queue, path)
+        used, error = _indexes_read(conn, planned, queue, path, partitions)
         out.append(replace(base, queue=queue.qualified, indexes_used=used, plan_error=error))
     return out
 
@@ -173,7 +176,7 @@ def _queues_named(text: str, queues: Sequence[Queue], path: Sequence[str]) -> li
 
 
 def _indexes_read(
-    conn: Conn, text: str, queue: Queue, path: SearchPath
+    conn: Conn, text: str, queue: Queue, path: SearchPath, partitions: PartitionNames | None
 ) -> tuple[tuple[str, ...], str | None]:
     prepared = False
     try:
@@ -215,7 +218,7 @@ def _indexes_read(
     if data is None:
         return (), "not planned: EXPLAIN returned nothing"
     try:
-        plan = parse_explain(data[0])[0]
+        plan = parse_explain(data[0], partitions)[0]
     except ValueError as exc:
         return (), f"not planned: {exc}"
     return tuple(indexes_used(plan, queue.schema, queue.table)), None

@@ -14,8 +14,8 @@ Names: pg_stat_statements keeps ``FROM jobs`` as the application wrote it. Each 
 tables are resolved (``qadvisor.derive.names``) under the search_path of the roles that ran it, in
 this database; where that finds nothing (a driver or pooler that sets search_path itself),
 under each schema that has a table of the queue table's name, so a schema-per-tenant database
-gives one statement per schema. A statement on a partitioned table is one statement per leaf
-partition (autovacuum, sizes and indexes are the leaves'). The resolution travels with the
+gives one statement per schema. A statement on a partitioned table is a statement on that
+table, one queue whose partitions are judged together. The resolution travels with the
 statement: the planner plans under its search_path, and every query derived from it (the
 rotation table's count, tenant probes) uses the schema its names resolved to.
 
@@ -253,16 +253,15 @@ def _judge(
     if parsed.maintenance is not None:
         # Tidies the table (resets or deletes rows by age): kept for what it costs, never
         # judged as a claim, never evidence that the table is a queue.
-        for _relid, schema, table in _targets(rel):
-            out.maintenance.append(
-                replace(
-                    stmt,
-                    queue=f"{schema}.{table}",
-                    names=dict(resolved),
-                    search_path=res.search_path,
-                    resolved_by=res.how,
-                )
+        out.maintenance.append(
+            replace(
+                stmt,
+                queue=rel.qualified,
+                names=dict(resolved),
+                search_path=res.search_path,
+                resolved_by=res.how,
             )
+        )
         return
     verdict = claims.judge(parsed, rel.unique_keys, stmt.toplevel)
     if not verdict.is_claim:
@@ -275,43 +274,31 @@ def _judge(
         else:
             out.left_out.append(LeftOut(label, stmt.text, verdict.reason, rel.qualified))
         return
-    for relid, schema, table in _targets(rel):
-        via = rel.qualified if rel.kind == "p" else None
-        mine = dict(resolved)
-        if via is not None:
-            mine[_written(parsed.schema, parsed.table)] = f"{schema}.{table}"
-        out.statements.append(
-            replace(
-                stmt,
-                queue=f"{schema}.{table}",
-                names=mine,
-                unique_keys=keys,
-                search_path=res.search_path,
-                resolved_by=res.how,
-            )
+    out.statements.append(
+        replace(
+            stmt,
+            queue=rel.qualified,
+            names=dict(resolved),
+            unique_keys=keys,
+            search_path=res.search_path,
+            resolved_by=res.how,
         )
-        out.claims.append(
-            Claim(
-                relid,
-                schema,
-                table,
-                label,
-                parsed.predicates,
-                _skip_locked(parsed),
-                via,
-                stmt.calls,
-                parsed.unconditional,
-                parsed.by_value,
-                tuple(o.column for o in parsed.order_by),
-                parsed.due,
-            )
+    )
+    out.claims.append(
+        Claim(
+            rel.relid,
+            rel.schema,
+            rel.name,
+            label,
+            parsed.predicates,
+            _skip_locked(parsed),
+            stmt.calls,
+            parsed.unconditional,
+            parsed.by_value,
+            tuple(o.column for o in parsed.order_by),
+            parsed.due,
         )
-
-
-def _targets(rel: names.Relation) -> list[tuple[int, str, str]]:
-    """(relid, schema, table) of the tables a statement on ``rel`` reaches: its leaf
-    partitions when it is partitioned."""
-    return [(rel.relid, rel.schema, rel.name)] if rel.kind != "p" else list(rel.leaves)
+    )
 
 
 def _combined(a: Statement, b: Statement) -> Statement:

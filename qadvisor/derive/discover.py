@@ -120,7 +120,6 @@ class Claim:
     label: str  # where it was seen: "pg_stat_statements 3f9a2c1b0d (15,210 calls)"
     predicates: tuple[Predicate, ...]  # its conditions on this table
     skip_locked: bool = True
-    via: str | None = None  # "schema.table" it named, when that is its partitioned parent
     calls: int | None = None  # pg_stat_statements calls, when seen there
     # No condition chooses among its rows (DequeueStatement.unconditional): it takes any.
     unconditional: bool = False
@@ -256,19 +255,7 @@ def decide(
         return decisions
 
     claims_known = bool(claim_list)
-    through = {c.via for c in claim_list if c.via}
     for (schema, table), ev in sorted(by_table.items()):
-        if any(c.partitioned for c in ev.columns) and not ev.claims:
-            # Sizes, statistics and autovacuum are its partitions': they are the queues.
-            if rejected is not None and (_worth_reporting(ev) or f"{schema}.{table}" in through):
-                how = (
-                    "its partitions are judged as the queue tables (the claims name it)"
-                    if f"{schema}.{table}" in through
-                    else "a claim that names it makes its partitions the queue tables; or "
-                    "name them with --table"
-                )
-                rejected.append(Rejected(schema, table, f"a partitioned table: {how}"))
-            continue
         live, why = _live_predicate(ev, all_columns)
         signals = _signals(ev, live, claims_known)
         if ev.claims and (live is not None or _structure(ev, all_columns)):
@@ -741,9 +728,8 @@ def _signals(ev: _Evidence, live: LivePredicate | None, claims_known: bool) -> l
         more = f" and {len(ev.claims) - 3} more" if len(ev.claims) > 3 else ""
         what = "SKIP LOCKED claim" if skip == len(ev.claims) else "claim"
         signals.append(f"{len(ev.claims)} {what}(s): {labels}{more}")
-        via = sorted({c.via for c in ev.claims if c.via})
-        if via:
-            signals.append(f"a partition of {', '.join(via)}, which the claim names")
+    if any(c.partitioned for c in ev.columns):
+        signals.append("a partitioned table, its partitions judged together as one queue")
     waiting = [
         p
         for p, lp in ev.partials
@@ -793,10 +779,6 @@ def _structure(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> 
         or any(c.is_status for c in ev.columns)
         or (_library(ev, all_columns) is not None)
     )
-
-
-def _worth_reporting(ev: _Evidence) -> bool:
-    return bool(ev.partials) or any(c.is_status for c in ev.columns)
 
 
 def _rejection(ev: _Evidence, live: LivePredicate | None, why: str, claims_known: bool) -> str:

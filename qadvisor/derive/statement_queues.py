@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from qadvisor.derive.plans.reading import indexes_used
+from qadvisor.derive.plans.reading import indexes_used, partitions_read
 from qadvisor.derive.statement_ids import statement_id
 from qadvisor.model import Queue, Severity, Snapshot, Statement, Table, Target
 from qadvisor.registry import Finding, Skip
@@ -86,7 +86,30 @@ def statement_evidence(statement: Statement) -> dict[str, Any]:
         out["planned_with_search_path"] = statement.search_path
     if statement.planned_as is not None:
         out["planned_as"] = statement.planned_as
+    pruning = _partitions_read(statement)
+    if pruning:
+        out["partitions_read"] = pruning
     return out
+
+
+def _partitions_read(statement: Statement) -> str:
+    """What partition pruning left of a partitioned queue table in the statement's plans:
+    the partitions each plan scans, and those its executor pruned as it started (EXPLAIN
+    EXECUTE of a generic plan with values; EXPLAIN (GENERIC_PLAN) has none to prune with)."""
+    said = []
+    for name, plan in (("custom plan", statement.custom_plan),
+                       ("generic plan", statement.generic_plan)):  # fmt: skip
+        scanned, removed = partitions_read(plan)
+        if not scanned and not removed:
+            continue
+        shown = ", ".join(scanned[:3]) + (
+            f" and {len(scanned) - 3} more" if len(scanned) > 3 else ""
+        )
+        text = f"{name}: {len(scanned)} partition(s) ({shown})"
+        if removed:
+            text += f", after the executor pruned {removed} as it started (run-time pruning)"
+        said.append(text)
+    return "; ".join(said)
 
 
 def queues_named(parsed: DequeueStatement, queues: Sequence[Queue]) -> list[Queue]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from qadvisor.derive.estimates import parse_index_predicate, same_predicate
 from qadvisor.derive.predicates import operand_values, predicate_implies
 from qadvisor.derive.statement_queues import statement_label, statement_queue
+from qadvisor.fixes.partitions import drop_partitioned_index, index_on_partitions
 from qadvisor.model import (
     FixStep,
     Index,
@@ -101,7 +102,11 @@ def rewrite(statement: Statement | None, after: str, note: str = "") -> FixStep:
     )
 
 
-def drop_index(schema: str, name: str) -> FixStep:
+def drop_index(schema: str, name: str, *, partitioned: bool = False) -> FixStep:
+    """DROP INDEX CONCURRENTLY; of a partitioned table's index (``partitioned``), which
+    PostgreSQL drops only plainly, DROP INDEX."""
+    if partitioned:
+        return drop_partitioned_index(schema, name)
     return _concurrently(
         f"DROP INDEX CONCURRENTLY {qualified(schema, name)};", _CONCURRENT_DROP_NOTE
     )
@@ -203,6 +208,21 @@ class IndexFix:
         return _concurrently(
             self.statement, f"{index_users_note(snapshot, self)} {CONCURRENT_BUILD_NOTE}"
         )
+
+    def steps(self, snapshot: Snapshot | None = None) -> tuple[FixStep, ...]:
+        """The steps that build it: its CREATE INDEX CONCURRENTLY (``step``); on a
+        partitioned table, which refuses CONCURRENTLY, the index ON ONLY it and each
+        partition's built CONCURRENTLY and attached (fixes.partitions)."""
+        if self.table.partition_key is None:
+            return (self.step(snapshot),)
+        keys = ", ".join(k.sql for k in self.keys)
+        where = f" WHERE {self.where}" if self.where else ""
+
+        def name(table: Table) -> str:
+            return IndexFix(table, self.keys, self.where, self.words).name
+
+        note = index_users_note(snapshot, self) if snapshot is not None else ""
+        return index_on_partitions(self.table, name, f"({keys}){where}", note)
 
 
 def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) -> IndexFix:

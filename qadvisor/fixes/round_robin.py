@@ -147,7 +147,7 @@ def round_robin_fix(
         ),
     ]
     if existing_tenant_index(table, live, keys) is None:
-        steps.append(tenant_index(table, live, tenant, rr_order).step(snapshot))
+        steps.extend(tenant_index(table, live, tenant, rr_order).steps(snapshot))
     pk = table.primary_key or ("ctid",)
     inner_cols = ", ".join(ident(c) for c in pk)
     outer_cols = ", ".join(f"j.{ident(c)}" for c in pk)

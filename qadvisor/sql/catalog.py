@@ -25,8 +25,6 @@ class Relation:
     parent: tuple[str, str] | None = None
     # Column sets of its valid, non-partial unique indexes (the primary key among them).
     unique_keys: tuple[tuple[str, ...], ...] = ()
-    # (relid, schema, name) of its leaf partitions, when it is partitioned.
-    leaves: tuple[tuple[int, str, str], ...] = ()
     # Its row type as PREPARE spells it in this session (format_type), and its columns as
     # (name, format_type) in attnum order: read for function bodies, empty when not read.
     type_sql: str = ""

@@ -15,6 +15,7 @@ from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
+from tests.partitioned import COMPOSITE_INDEX, DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
 MB = 1024 * 1024
@@ -660,3 +661,65 @@ def test_a_fetch_another_sessions_lock_keeps_from_its_plan_leaves_the_drop_to_re
     (f,) = [f for f in shape.check().findings("QA101") if f["target"]["name"] == full]
     assert "claims_not_planned" not in f["evidence"]
     assert f["evidence"]["claims_whose_generic_plan_alone_reads_index"]
+
+
+# --- a partitioned queue ----------------------------------------------------------------------
+
+
+def test_a_partitioned_queue_s_index_is_rebuilt_partition_by_partition_as_printed(
+    shape: Shape,
+) -> None:
+    # A partition per queue, each with 30 days of finished jobs, and the article's (status,
+    # created_at) index declared on the parent: every partition takes writes.
+    build_by_queue(
+        shape.db,
+        per_queue={"default": 300_000, "mail": 30_000, "reports": 30_000},
+        indexes=COMPOSITE_INDEX,
+    )
+    # The workers finish a job of each queue: every partition is written since its VACUUM.
+    shape.db.execute(
+        "UPDATE jobs SET status = 'done', finished_at = now() WHERE (queue, id) IN "
+        "(SELECT queue, min(id) FROM jobs WHERE status = 'pending' GROUP BY queue)"
+    )
+    run = shape.check("--query", MAIL_CLAIM)
+    (f,) = run.findings("QA101")
+    ev = f["evidence"]
+    assert f["target"]["name"] == "jobs_status_created_at"
+    assert ev["index_bytes"] > 8 * MB and ev["table_rows"] == 360_900
+    assert sorted(ev["partitions_taking_writes"]) == ["jobs_default", "jobs_mail", "jobs_reports"]
+    assert "on its 3 partition(s) that take writes" in f["message"]
+    steps = f["fix"]["steps"]
+    # PostgreSQL builds no index of a partitioned table CONCURRENTLY: the index ON ONLY the
+    # table, each partition's built CONCURRENTLY and attached; and drops none CONCURRENTLY.
+    assert steps[0]["sql"] == (
+        f"CREATE INDEX jobs_pending_created_at_idx ON ONLY {shape.queue} (created_at) "
+        "WHERE status = 'pending';"
+    )
+    builds = [s for s in steps if s["sql"].startswith("CREATE INDEX CONCURRENTLY")]
+    attaches = [s for s in steps if s["sql"].startswith("ALTER INDEX")]
+    assert len(builds) == len(attaches) == 3
+    assert all(s["in_transaction_block"] is False for s in builds)
+    (drop,) = [s for s in steps if s["sql"].startswith("DROP INDEX")]
+    assert drop["sql"] == f"DROP INDEX {shape.queue}_status_created_at;"
+    assert drop["lock"] == "ACCESS EXCLUSIVE" and drop["in_transaction_block"] is True
+    shape.apply_fix(f, review=True)
+    ((valid,),) = shape.dba.execute(
+        "SELECT indisvalid FROM pg_index WHERE indexrelid = %s::regclass",
+        [f"{shape.queue}_pending_created_at_idx"],
+    )
+    assert valid
+    assert_quiet(shape.check("--query", MAIL_CLAIM), "QA101", shape.queue)
+
+
+def test_a_table_partitioned_by_day_is_judged_by_the_partitions_that_take_writes(
+    shape: Shape,
+) -> None:
+    # 300,000 finished rows over 20 days and the (status, created_at) index over all of them
+    # (over 8 MiB summed), but the writes land in today's partition, whose part is small.
+    build_daily(shape.db, days=20, per_day=15_000, waiting=500, indexes=COMPOSITE_INDEX)
+    ((size,),) = shape.dba.execute(
+        "SELECT sum(pg_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = %s::regclass",
+        [f"{shape.queue.rpartition('.')[0]}.jobs_status_created_at"],
+    )
+    assert size > 8 * MB
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA101", shape.queue)

@@ -16,6 +16,7 @@ from qadvisor.registry import load_checks
 from tests import snapshots as S
 from tests.conftest import flush_stats
 from tests.helpers import assert_quiet, build_archive_queue
+from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
 
@@ -270,3 +271,41 @@ def test_a_live_set_from_statistics_older_than_the_backlog_is_said_to_be_stale(
     ev = f["evidence"]
     assert 1000 <= ev["live_rows"] <= 3500 and "live_rows_stale" not in ev
     assert "The live set is an estimate" not in f["fix"]["notes"]
+
+
+# --- a partitioned queue ----------------------------------------------------------------------
+
+
+def test_a_partitioned_queue_is_judged_partition_by_partition(shape: Shape) -> None:
+    # A partition per queue: "default" keeps 300,000 finished jobs, the others 20,000 each,
+    # 300 waiting in each. Autovacuum of jobs_default waits for 50 + 0.2 x 300,300 dead
+    # tuples, 200x its live rows; the small partitions' triggers are under 50,000.
+    build_by_queue(shape.db, per_queue={"default": 300_000, "mail": 20_000, "reports": 20_000})
+    run = shape.check("--query", MAIL_CLAIM)
+    (f,) = run.findings("QA201")
+    ev = f["evidence"]
+    assert f["target"]["table"] == "jobs" and ev["partition"] == "jobs_default"
+    # 300 live rows, as ANALYZE estimates them for the partition's part of the index from a
+    # sample of 30,000 of its 300,300 rows: about 30 pending ones seen (standard deviation
+    # about 5.5, 55 rows); these bounds are 3.6 deviations.
+    assert 60_000 <= ev["vacuum_trigger"] <= 60_200 and 100 <= ev["live_rows"] <= 500
+    assert [p.split(":")[0] for p in ev["partitions_judged"]] == ["jobs_default"]
+    assert len(ev["partitions_taking_writes"]) == 3
+    assert "1 of the 3 partitions that take writes wait for the archive" in f["message"]
+    # The setting goes on the partition: the partitioned table takes none (18 says so, the
+    # majors before it know no such parameter of a partitioned table).
+    (step,) = f["fix"]["steps"]
+    assert step["sql"].startswith(f"ALTER TABLE {shape.queue}_default SET (")
+    assert "takes no storage parameters" in f["fix"]["notes"]
+    refused = (psycopg.errors.WrongObjectType, psycopg.errors.InvalidParameterValue)
+    with pytest.raises(refused, match=r"partitioned table|unrecognized parameter"):
+        shape.apply([step["sql"].replace(f"{shape.queue}_default", shape.queue)])
+    shape.apply_fix(f)
+    assert_quiet(shape.check("--query", MAIL_CLAIM), "QA201", shape.queue)
+
+
+def test_a_table_partitioned_by_day_is_not_judged_by_its_whole_archive(shape: Shape) -> None:
+    # 300,000 finished rows over 20 days and 500 waiting today: summed, the trigger would be
+    # 50 + 0.2 x 300,500, 120x the live set; each partition's is 3,050 at most.
+    build_daily(shape.db, days=20, per_day=15_000, waiting=500)
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA201", shape.queue)

@@ -10,6 +10,7 @@ from qadvisor.model import Finding, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue
+from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
 
@@ -66,3 +67,33 @@ def _wait_for_setting(db: TestDB, name: str, value: str, timeout: float = 10) ->
     while db.execute(f"SHOW {name}")[0][0] != value:
         assert time.monotonic() < deadline, f"{name} did not become {value}"
         time.sleep(0.05)
+
+
+# --- a partitioned queue ----------------------------------------------------------------------
+
+
+def test_a_partition_that_takes_writes_and_opts_out_is_found_fixed_and_gone(
+    shape: Shape,
+) -> None:
+    # A partition per queue; the mail queue's partition opts out, and its workers write.
+    build_by_queue(shape.db, per_queue=5_000, waiting=100)
+    shape.db.execute("ALTER TABLE jobs_mail SET (autovacuum_enabled = false)")
+    shape.db.execute(
+        "UPDATE jobs SET status = 'done', finished_at = now() "
+        "WHERE queue = 'mail' AND status = 'pending' AND id % 2 = 0"
+    )
+    (f,) = shape.check("--query", MAIL_CLAIM).findings("QA203")
+    assert f["key"] == f"QA203:{shape.queue}"
+    (off,) = f["evidence"]["partitions_autovacuum_disabled"]
+    assert off.startswith("jobs_mail: autovacuum_enabled = false")
+    (step,) = f["fix"]["steps"]
+    assert step["sql"] == f"ALTER TABLE {shape.queue}_mail RESET (autovacuum_enabled);"
+    shape.apply_fix(f)
+    assert_quiet(shape.check("--query", MAIL_CLAIM), "QA203", shape.queue)
+
+
+def test_an_old_partition_nothing_writes_may_opt_out(shape: Shape) -> None:
+    build_daily(shape.db, days=10, per_day=500, waiting=100)
+    ((oldest,),) = shape.db.execute("SELECT 'jobs_' || to_char(current_date - 10, 'YYYYMMDD')")
+    shape.db.execute(f"ALTER TABLE {oldest} SET (autovacuum_enabled = false)")
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA203", shape.queue)

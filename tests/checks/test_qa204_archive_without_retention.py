@@ -7,6 +7,9 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import psycopg
+import pytest
+
 from qadvisor.model import (
     Column,
     ColumnStats,
@@ -21,6 +24,7 @@ from qadvisor.model import (
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import PQ_TABLE, assert_quiet, qadvisor
+from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -511,3 +515,122 @@ def test_a_timestamp_the_finished_rows_no_longer_hold_dates_nothing() -> None:
     (f,) = S.run("QA204", snap)
     assert isinstance(f, Finding)
     assert f.evidence["dated_by"] == "created_at" and f.evidence["dated_by_kind"] == "creation"
+
+
+# --- a partitioned queue ----------------------------------------------------------------------
+
+
+def _partitions(shape: Shape) -> dict[str, int]:
+    """The queue table's leaf partitions and how many rows wait in each."""
+    rows = shape.dba.execute(
+        f"SELECT tableoid::regclass::text, count(*) FILTER (WHERE status = 'pending') "
+        f"FROM {shape.queue} GROUP BY 1"
+    )
+    named = shape.dba.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = %s::regclass",
+        [shape.queue],
+    )
+    waiting = {name.rpartition(".")[2]: n for name, n in rows}
+    return {name: waiting.get(name, 0) for (name,) in named}
+
+
+def test_a_table_partitioned_by_day_drops_its_old_partitions_as_printed(shape: Shape) -> None:
+    # 20 days of finished jobs a partition a day, 500 waiting today, and 3,000 older finished
+    # rows in the DEFAULT partition (outside every range).
+    build_daily(shape.db, days=20, per_day=2_000, waiting=500, default_rows=3_000)
+    run = shape.check("--query", DAILY_CLAIM)
+    (queue,) = run.report["queues"]
+    assert queue["table"] == "jobs"
+    (f,) = run.findings("QA204")
+    ev = f["evidence"]
+    assert f["severity"] == "warning", f["message"]
+    assert ev["partitioned_by"] == "created_at" and ev["partitions_kept"] == []
+    before = _partitions(shape)
+    old = sorted(ev["partitions_to_drop"])
+    # The days whose range ended 7 days before the check or earlier: 13 of the 20.
+    assert len(old) == 13 and set(old) < set(before) and old[0] == min(before)
+    assert "jobs_default" not in old and "13 of its partitions hold only rows" in f["message"]
+    assert ev["waiting_rows_judged_by"] == [
+        "reltuples of each partition's part of partial index jobs_pending"
+    ]
+    steps = f["fix"]["steps"]
+    assert [s["kind"] for s in steps] == ["review"] * 16 + ["migration"]
+    detaches = [s for s in steps if "DETACH PARTITION" in s["sql"]]
+    # A DEFAULT partition rules CONCURRENTLY out: the plain form, and its lock, said.
+    assert len(detaches) == 13 and all(s["lock"] == "ACCESS EXCLUSIVE" for s in detaches)
+    assert all("CONCURRENTLY" not in s["sql"] for s in detaches)
+    assert "CONCURRENTLY is not allowed while" in detaches[0]["note"]
+    assert steps[-2]["sql"].count(f"DELETE FROM {shape.queue}_default") == 1
+    assert steps[-1]["sql"] == f"ANALYZE {shape.queue};"
+
+    shape.apply_fix(f, review=True)
+    after = _partitions(shape)
+    assert set(after) == set(before) - set(old)
+    # Every waiting job is still there; the DEFAULT partition's old rows are gone.
+    assert sum(after.values()) == sum(before.values()) == 500
+    ((left,),) = shape.dba.execute(f"SELECT count(*) FROM {shape.queue}_default")
+    assert left == 0
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA204", shape.queue)
+
+
+def test_a_partition_that_holds_waiting_rows_is_never_dropped(shape: Shape) -> None:
+    # The oldest day still holds 5 jobs waiting (retried, never claimed since).
+    build_daily(shape.db, days=20, per_day=2_000, waiting=500, default=False, old_waiting=5)
+    run = shape.check("--query", DAILY_CLAIM)
+    (f,) = run.findings("QA204")
+    ev = f["evidence"]
+    before = _partitions(shape)
+    oldest = min(before)
+    (kept,) = ev["partitions_kept"]
+    assert kept.startswith(f"{oldest}: 5 rows wait in it")
+    assert oldest not in ev["partitions_to_drop"] and len(ev["partitions_to_drop"]) == 12
+    # No DEFAULT partition: each partition is detached CONCURRENTLY, outside a transaction.
+    detaches = [s for s in f["fix"]["steps"] if "DETACH PARTITION" in s["sql"]]
+    assert all(s["sql"].endswith(" CONCURRENTLY;") for s in detaches)
+    assert all(s["in_transaction_block"] is False for s in detaches)
+    assert f"Kept although older than the cutoff: {oldest} (5 rows wait" in f["fix"]["notes"]
+
+    # A job of a partition to drop waits again by the time the fix runs (a retry): the
+    # first step stops the script, naming it, and nothing is detached.
+    (victim,) = [p for p in sorted(before) if p != oldest][:1]
+    shape.dba.execute(
+        f"UPDATE {shape.schema}.{victim} SET status = 'pending' "
+        f"WHERE id = (SELECT min(id) FROM {shape.schema}.{victim})"
+    )
+    with pytest.raises(psycopg.errors.RaiseException, match=f"{victim} holds rows waiting"):
+        shape.apply_fix(f, review=True)
+    assert _partitions(shape) == {**before, victim: 1}
+    shape.dba.execute(f"UPDATE {shape.schema}.{victim} SET status = 'done'")
+
+    shape.apply_fix(f, review=True)
+    after = _partitions(shape)
+    assert oldest in after and after[oldest] == 5 and len(after) == len(before) - 12
+    # The finding stays while the oldest partition's jobs wait, and says why.
+    (again,) = shape.check("--query", DAILY_CLAIM).findings("QA204")
+    assert again["evidence"]["partitions_to_drop"] == []
+    assert again["evidence"]["partitions_kept"][0].startswith(f"{oldest}: 5 rows wait in it")
+
+
+def test_a_table_partitioned_by_queue_is_pruned_through_the_parent(shape: Shape) -> None:
+    # A partition per queue, each with 30 days of finished jobs: none can go whole.
+    build_by_queue(shape.db, per_queue=20_000, waiting=300)
+    run = shape.check("--query", MAIL_CLAIM)
+    (f,) = run.findings("QA204")
+    assert f["severity"] == "warning", f["message"]
+    assert "partitions_to_drop" not in f["evidence"]
+    (step,) = f["fix"]["steps"]
+    assert f"DELETE FROM {shape.queue}\n" in step["sql"]
+    assert "WHERE (queue, id) IN (SELECT queue, id FROM" in step["sql"]
+    shape.apply_fix(f, review=True)
+    ((count, waiting),) = shape.dba.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE status = 'pending') FROM {shape.queue}"
+    )
+    assert waiting == 900 and count < 0.3 * 60_900
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check("--query", MAIL_CLAIM), "QA204", shape.queue)
+
+
+def test_a_partitioned_queue_that_keeps_a_few_days_is_quiet(shape: Shape) -> None:
+    build_daily(shape.db, days=5, per_day=4_000, waiting=500)
+    assert_quiet(shape.check("--query", DAILY_CLAIM), "QA204", shape.queue)

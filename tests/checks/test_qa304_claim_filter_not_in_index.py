@@ -20,6 +20,7 @@ from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.conftest import TestDB
 from tests.helpers import Run, assert_quiet
+from tests.partitioned import MAIL_CLAIM, build_by_queue
 from tests.shapes import Shape
 
 BIG, SMALL = 40_000, 200
@@ -309,3 +310,18 @@ def test_a_value_the_planner_sees_is_estimated_from_common_values_not_n_distinct
     assert isinstance(f, Finding) and f.fix is not None
     assert [s.sql for s in f.fix.steps] == ["ANALYZE public.jobs;"]
     assert "n_distinct" not in f.fix.notes
+
+
+def test_a_partition_per_queue_discards_no_other_queue_s_rows(shape: Shape) -> None:
+    # Partitioned by list on queue: the claim's partition holds the mail queue's rows alone,
+    # so walking its part of the live-set index in created_at order filters queue in vain.
+    build_by_queue(shape.db, per_queue=20_000, waiting=300)
+    claim = MAIL_CLAIM
+    # The server's plan: the mail partition's part of jobs_pending, walked in order, the
+    # queue a Filter (what QA304 looks for on a table that holds every queue).
+    ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {claim}")
+    plan, _ = parse_explain(raw)
+    (scan,) = [n for n in plan.walk() if n.relation is not None]
+    assert scan.node_type == "Index Scan" and scan.relation == "jobs_mail", scan
+    assert "queue" in (scan.filter or "") and "queue" not in (scan.index_cond or "")
+    assert_quiet(shape.check("--query", claim), "QA304", shape.queue)

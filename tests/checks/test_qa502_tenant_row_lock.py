@@ -13,6 +13,7 @@ from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
 from tests.checks.test_qa501_lock_without_skip_locked import findings, lock_of, with_statements
 from tests.helpers import assert_quiet, holding, rewrite_of, row_locked, run_now
+from tests.partitioned import DAILY_CLAIM, build_daily
 from tests.shapes import Shape
 
 JOIN = (
@@ -143,3 +144,20 @@ def test_tenant_row_lock_found_rewritten_and_gone(shape: Shape) -> None:
             assert not row_locked(db, tenants, key, tenant), sql
             ((other, _),) = run_now(db, rewritten)
             assert other != job
+
+
+@pytest.mark.judges("QA501", "QA502")
+def test_a_claim_on_a_partitioned_table_locks_the_job_in_its_partition(shape: Shape) -> None:
+    # FOR UPDATE on the partitioned table locks the claimed row in the partition it is in:
+    # no other table's row is locked, and two workers never get the same job.
+    build_daily(shape.db, days=5, per_day=500, waiting=50)
+    claim = DAILY_CLAIM.replace("LIMIT 10", "LIMIT 1")
+    run = shape.check("--query", claim)
+    assert [q["table"] for q in run.report["queues"]] == ["jobs"]
+    assert_quiet(run, "QA501", shape.queue)
+    assert_quiet(run, "QA502", shape.queue)
+    with holding(shape.db, claim) as held:
+        ((job,),) = held
+        assert row_locked(shape.db, "jobs", "id", job)
+        ((other,),) = run_now(shape.db, claim)
+        assert other != job

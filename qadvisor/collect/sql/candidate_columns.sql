@@ -2,7 +2,8 @@
 -- of the tables that can be queues, and every column of the tables claims read (%(claimed)s:
 -- a claim may wait on any column, a boolean or an enum, and may read a partition). One query
 -- for the whole database, however many tables it has. By OID: no USAGE on the schemas is
--- needed.
+-- needed. A partitioned table is a candidate as a whole (its statistics are those ANALYZE
+-- of it gathered over its partitions); its partitions are not, unless a claim reads one.
 --
 -- A table no claim reads can be a queue only through a partial index on a status-like
 -- column, a known library's shape (%(shapes)s: each library's column names, comma-separated,
@@ -79,7 +80,7 @@ WITH candidate AS MATERIALIZED (
                  OR EXISTS (SELECT 1 FROM pg_stats s,
                                    unnest(s.most_common_vals::text::text[]) AS v
                              WHERE s.schemaname = k.schema AND s.tablename = k.table
-                               AND s.attname = k.attname AND NOT s.inherited
+                               AND s.attname = k.attname AND s.inherited = k.partitioned
                                AND s.avg_width <= 64
                                AND lower(v) = ANY (%(live_words)s::text[]))))
 )
@@ -95,7 +96,7 @@ SELECT k.schema, k.table, k.relid, k.partitioned,
                 WHERE x.indrelid = k.relid AND k.attnum = ANY (x.indkey::int2[])) AS indexed,
        (SELECT s.most_common_vals::text::text[] FROM pg_stats s
          WHERE s.schemaname = k.schema AND s.tablename = k.table
-           AND s.attname = k.attname AND NOT s.inherited AND s.avg_width <= 64
+           AND s.attname = k.attname AND s.inherited = k.partitioned AND s.avg_width <= 64
          LIMIT 1) AS common_values,
        ARRAY(SELECT b.attname::text FROM pg_attribute b
               WHERE b.attrelid = k.relid AND b.attnum > 0 AND NOT b.attisdropped) AS table_columns

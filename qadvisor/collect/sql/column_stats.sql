@@ -9,6 +9,9 @@
 -- it), printed in ISO form whatever the session's DateStyle: how old a queue's oldest
 -- finished row is, without a scan of the archive. Of an integer column it is the smallest
 -- value, as a number: a moment when the column holds epoch seconds or milliseconds.
+-- A partitioned table's own rows are those ANALYZE of it gathered over all its partitions
+-- (inherited); a partition's, and any other table's, are its own (an inheritance parent
+-- that is no partitioned table has both).
 SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
        s.null_frac::float8, s.n_distinct::float8, s.avg_width,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_vals::text::text[] END AS most_common_vals,
@@ -39,5 +42,8 @@ SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
           WHERE n.nspname = s.schemaname AND c.relname = s.tablename AND a.attname = s.attname)
  WHERE s.schemaname = ANY(%(schemas)s::name[])
    AND s.tablename = ANY(%(tables)s::name[])
-   AND NOT s.inherited
+   AND s.inherited = EXISTS (SELECT 1 FROM pg_class c
+                               JOIN pg_namespace n ON n.oid = c.relnamespace
+                              WHERE n.nspname = s.schemaname AND c.relname = s.tablename
+                                AND c.relkind = 'p')
  ORDER BY 1, 2, 3

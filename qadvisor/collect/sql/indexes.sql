@@ -3,6 +3,8 @@
 -- pg_get_indexdef and pg_get_expr open the table, pg_relation_size the index (ACCESS SHARE):
 -- the indexes of a blocked table (another session's lock would make them wait) are not
 -- read, and the size of a blocked index is estimated from relpages.
+-- %(relids)s holds the partitions of a partitioned queue table too: an index of a partition
+-- names the index it is a partition of (one level up; the tables' tree says how far up).
 SELECT x.indrelid AS relid, x.indexrelid AS index_relid, i.relname AS name,
        pg_get_indexdef(x.indexrelid) AS definition,
        ARRAY(SELECT a.attname::text
@@ -37,7 +39,8 @@ SELECT x.indrelid AS relid, x.indexrelid AS index_relid, i.relname AS name,
        i.reltuples::float8 AS reltuples,
        pg_stat_get_numscans(x.indexrelid) AS idx_scan,
        pg_stat_get_tuples_returned(x.indexrelid) AS idx_tup_read,
-       pg_stat_get_tuples_fetched(x.indexrelid) AS idx_tup_fetch
+       pg_stat_get_tuples_fetched(x.indexrelid) AS idx_tup_fetch,
+       (SELECT h.inhparent FROM pg_inherits h WHERE h.inhrelid = x.indexrelid) AS parent_index
   FROM pg_index x
   JOIN pg_class i ON i.oid = x.indexrelid
  WHERE x.indrelid = ANY(%(relids)s::oid[])

@@ -4,7 +4,16 @@
 -- request makes every later conflicting request queue behind it. One read, before anything
 -- opens a table. pg_locks is readable by every role; pg_stat_activity shows another role's
 -- state and query only with pg_read_all_stats (pg_monitor). A prepared transaction has no pid.
+-- A lock on a partition (or its index) makes planning on every partitioned table above it
+-- wait too (the planner opens the partitions it cannot prune): those tables are read from
+-- pg_inherits, which takes no lock.
 SELECT l.relation AS relid, coalesce(x.indrelid, l.relation) AS table_relid,
+       ARRAY(WITH RECURSIVE up(relid) AS (
+                 SELECT i.inhparent FROM pg_inherits i
+                  WHERE i.inhrelid = coalesce(x.indrelid, l.relation)
+                 UNION
+                 SELECT i.inhparent FROM up JOIN pg_inherits i ON i.inhrelid = up.relid)
+             SELECT relid FROM up) AS partitioned_above,
        n.nspname AS schema, c.relname AS relation, c.relkind::text AS relkind,
        l.pid, l.mode, l.granted, l.virtualtransaction,
        a.state, left(a.query, 300) AS query,

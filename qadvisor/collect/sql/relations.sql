@@ -1,8 +1,7 @@
 -- The relations that the statements' table names can mean, in every schema (names are
 -- resolved in Python under each role's search_path). Read by name from pg_class, which needs
 -- no USAGE on the schema. Unique keys: the columns of valid, non-partial unique indexes on
--- plain columns. Leaves: the leaf partitions of a partitioned table (pg_partition_tree takes
--- the OID, never a schema-qualified name), each as {relid, schema, name}.
+-- plain columns.
 SELECT c.oid AS relid, n.nspname AS schema, c.relname AS name, c.relkind::text AS kind,
        pn.nspname AS parent_schema, pc.relname AS parent_name,
        ARRAY(SELECT array_to_string(ARRAY(SELECT a.attname::text
@@ -13,16 +12,7 @@ SELECT c.oid AS relid, n.nspname AS schema, c.relname AS name, c.relkind::text A
                FROM pg_index x
               WHERE x.indrelid = c.oid AND x.indisunique AND x.indisvalid
                 AND x.indpred IS NULL AND x.indexprs IS NULL
-                AND NOT (0 = ANY (x.indkey::int2[]))) AS unique_keys,
-       CASE WHEN c.relkind = 'p' THEN
-         ARRAY(SELECT ARRAY[lc.oid::text, ln.nspname::text, lc.relname::text]
-                 FROM pg_partition_tree(c.oid) t
-                 JOIN pg_class lc ON lc.oid = t.relid
-                 JOIN pg_namespace ln ON ln.oid = lc.relnamespace
-                WHERE t.isleaf
-                ORDER BY ln.nspname, lc.relname
-                LIMIT 1000)
-       END AS leaves
+                AND NOT (0 = ANY (x.indkey::int2[]))) AS unique_keys
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace
   LEFT JOIN pg_inherits i ON i.inhrelid = c.oid AND c.relispartition

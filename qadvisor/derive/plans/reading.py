@@ -125,16 +125,32 @@ def _input(node: PlanNode) -> Iterator[PlanNode]:
         yield from _input(child)
 
 
+def partitions_read(plan: PlanNode | None) -> tuple[tuple[str, ...], int]:
+    """The partitions of a partitioned queue table the plan scans (each once, in plan
+    order), and how many more the executor prunes when it starts (run-time pruning, as a
+    generic plan of ``queue = $1`` does): what partition pruning left of the table."""
+    if plan is None:
+        return (), 0
+    nodes = list(plan.walk())
+    scanned = tuple(dict.fromkeys(n.partition for n in nodes if n.partition is not None))
+    return scanned, sum(n.subplans_removed or 0 for n in nodes)
+
+
 def describe_node(node: PlanNode) -> str:
-    """One line as EXPLAIN prints it: ``Index Scan using i on public.jobs j (cost=..)``."""
+    """One line as EXPLAIN prints it: ``Index Scan using i on public.jobs j (cost=..)``; a
+    partition's scan names the partition and its index, as EXPLAIN does."""
     text = node.node_type
-    if node.index is not None:
-        text += f" using {node.index}"
-    if node.relation is not None and node.node_type != "Bitmap Index Scan":
-        text += f" on {node.schema + '.' if node.schema else ''}{node.relation}"
-        if node.alias and node.alias != node.relation:
+    index = node.partition_index or node.index
+    relation = node.partition or node.relation
+    if index is not None:
+        text += f" using {index}"
+    if relation is not None and node.node_type != "Bitmap Index Scan":
+        text += f" on {node.schema + '.' if node.schema else ''}{relation}"
+        if node.alias and node.alias != relation:
             text += f" {node.alias}"
     text += f" (cost={node.startup_cost:.2f}..{node.total_cost:.2f} rows={node.plan_rows:.0f})"
+    if node.subplans_removed:
+        text += f" [{node.subplans_removed} partitions pruned at run time]"
     if node.actual_rows is not None:
         loops = node.actual_loops or 1
         text += f" (actual rows={node.actual_rows:g} loops={loops:g})"
