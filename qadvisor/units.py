@@ -17,6 +17,18 @@ def human_count(n: float) -> str:
     return f"{round(n):,}"
 
 
+def human_share(share: float) -> str:
+    """A share as a percentage with the digits that tell it from zero: 99.97 % of an archive,
+    0.0067 % of a live set."""
+    if share >= 1:
+        return "100%"
+    if share >= 0.999:
+        return f"{share * 100:.6g}%"  # 99.9993 %: an archive that is all but the whole table
+    if share == 0 or share >= 0.001:
+        return f"{share:.2%}"
+    return f"{share * 100:.2g}%"
+
+
 def human_seconds(s: float) -> str:
     if s < 120:
         return f"{s:.0f} s"

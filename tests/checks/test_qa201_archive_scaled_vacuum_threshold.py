@@ -270,3 +270,52 @@ def test_a_live_set_from_statistics_older_than_the_backlog_is_said_to_be_stale(
     ev = f["evidence"]
     assert 1000 <= ev["live_rows"] <= 3500 and "live_rows_stale" not in ev
     assert "The live set is an estimate" not in f["fix"]["notes"]
+
+
+# A Sidequest-shaped queue (a varchar status with no default and no index on it, bound by
+# the driver) whose waiting value ANALYZE saw too rarely to count as common: the histogram
+# holds it. The status's statistics target makes ANALYZE read every row, so the histogram is
+# the same every time ({failed,waiting}: values held by one row each).
+RARE_WAITING = """
+CREATE TABLE jobs (
+    id bigserial PRIMARY KEY,
+    queue varchar(255) NOT NULL,
+    status varchar(255) NOT NULL,
+    inserted_at timestamptz NOT NULL DEFAULT now(),
+    available_at timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz
+);
+CREATE INDEX jobs_queue_index ON jobs (queue);
+INSERT INTO jobs (queue, status, inserted_at, finished_at)
+SELECT 'default', 'completed', now() - interval '29 days' + g * interval '8 seconds',
+       now() - interval '29 days' + g * interval '8 seconds'
+  FROM generate_series(1, 299998) g;
+INSERT INTO jobs (queue, status, finished_at) VALUES ('default', 'failed', now());
+INSERT INTO jobs (queue, status) VALUES ('default', 'waiting');
+ALTER TABLE jobs ALTER COLUMN status SET STATISTICS 10000;
+ANALYZE jobs;
+"""
+RARE_CLAIM = (
+    "SELECT * FROM jobs WHERE status = %s AND queue = %s AND available_at <= now() "
+    "ORDER BY inserted_at LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
+
+def test_a_waiting_value_only_the_histogram_holds_is_found_fixed_and_gone(shape: Shape) -> None:
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
+    shape.db.execute(RARE_WAITING)
+    with psycopg.connect(shape.db.dsn) as conn:
+        for _ in range(3):
+            conn.execute(RARE_CLAIM, ["waiting", "default", 10])
+            conn.commit()
+        flush_stats(conn)
+    run = shape.check()
+    (queue,) = run.report["queues"]
+    assert queue["live_predicate"] == "status = 'waiting'", queue["reason"]
+    assert "the pg_stats histogram bounds of status ('waiting'" in queue["reason"]
+    (f,) = run.findings("QA201")
+    assert f["severity"] == "warning", f["message"]
+    assert 60_000 <= f["evidence"]["vacuum_trigger"] <= 60_100  # 50 + 0.2 x 300,000
+    assert f["evidence"]["live_rows"] <= 2
+    shape.apply_fix(f)
+    assert_quiet(shape.check(), "QA201", shape.queue)
