@@ -61,6 +61,7 @@ from qadvisor.derive.predicates import index_predicate_columns
 from qadvisor.model import (
     Binding,
     Column,
+    ColumnStats,
     HiddenFact,
     LivePredicate,
     PlanNode,
@@ -812,11 +813,42 @@ def _value(
         return _default(column.type)
     stats = table.stats_of(column.name)
     mcv = stats.most_common_vals if stats is not None else None
+    if op in _HYPOTHESISED_OPS and discover.status_like(column.name):
+        # A status the queue's live predicate does not cover: a claim waits for no finished
+        # or running state, nor for the archive's bulk, so the most common value is no
+        # binding; without another one the claim is not planned, rather than planned as a
+        # query the application never runs.
+        waiting = _status_value(column, stats)
+        return array_literal((waiting,)) if op == "any" else _lit(waiting)
     if mcv:
         return array_literal(mcv[:1]) if op == "any" else _lit(mcv[0])
     if op == "any":
         return "'{}'" if not column.enum_labels else array_literal(column.enum_labels[:1])
     return _default(column.type, column)
+
+
+def _status_value(column: Column, stats: ColumnStats | None) -> str:
+    """The value a claim's status parameter waits for, from the common values and enum
+    labels (discover.waiting_value); PlanError when they name none."""
+    common = (stats.most_common_vals or ()) if stats is not None else ()
+    freqs = (stats.most_common_freqs or ()) if stats is not None else ()
+    seen = [
+        discover.SeenValue(v, f"the pg_stats common values of {column.name}", share)
+        for v, share in zip(common, [*freqs, *[None] * len(common)], strict=False)
+    ]
+    seen += [
+        discover.SeenValue(v, f"the enum labels of {column.name}")
+        for v in column.enum_labels
+        if v not in common
+    ]
+    chosen, why = discover.waiting_value(seen)
+    if chosen is None:
+        raise PlanError(
+            f"not planned: no value it waits for on {column.name} is known, and a value no "
+            f"waiting row holds would plan a query the application never runs ("
+            f"{why or 'the catalog holds none'})"
+        )
+    return chosen.value
 
 
 def _typed_default(resolved: _TypeInfo, queue: Queue | None) -> str:

@@ -129,6 +129,25 @@ def test_a_check_constraint_lists_the_states(db: TestDB) -> None:
     assert _claim(snap).custom_values["1"] == "'queued'"
 
 
+def test_an_archive_value_is_never_bound_and_the_claim_says_why_it_is_not_planned(
+    db: TestDB,
+) -> None:
+    # Nothing the catalog holds names the value the claim waits for: its plans are not made
+    # with the archive's 'done' (a query the application never runs), and the report says
+    # why the claim was not planned.
+    db.execute(NO_WAITING_ROW.format(constraint=""))
+    run_bound(db, CLAIM, ["pending"])
+    snap = take_snapshot(db)
+    (stmt,) = recorded_on(snap)
+    assert stmt.custom_plan is None and "'done'" not in stmt.custom_values.values()
+    (queue,) = snap.queues
+    assert queue.live is None
+    assert "none of the values the catalog holds for status reads as waiting" in queue.reason
+    assert stmt.plan_error is not None
+    assert "no value it waits for on status is known" in stmt.plan_error
+    assert "not 'done': a finished state" in stmt.plan_error
+
+
 STAGED = """
 CREATE TABLE jobs (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
