@@ -22,6 +22,7 @@ from qadvisor.api import (
     human_count,
     ident,
     judgeable_queues,
+    live_bound,
     live_rows,
     qualified,
     rates,
@@ -71,7 +72,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     DBOS keeps its times) dates rows the same way, when the smallest value ANALYZE saw of it
     reads as a date since 2001 in one of those units; the DELETE compares it in that unit.
     With `--sample`, the evidence gives the rows the table gains a day (inserts less
-    deletes).
+    deletes). When the statistics cannot count the live set now (more rows changed since
+    the last ANALYZE than they hold, or a claim whose value is hidden behind `$n` with
+    nothing in the catalog naming it), the archive is at least what the finished common
+    values of the status (or the rows whose finish time is set) held then, less every row
+    changed since: the message says "at least" (`archive_rows_at_least`).
 
     ## Why it matters
     A queue's finished rows are kept for a while to be looked at; kept forever they are most
@@ -97,27 +102,33 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     row is younger than `max_age_days` and the margin: a pruner that keeps `max_age_days` and
     runs daily stays quiet. An archive near a size threshold (within `margin`) gives info,
     since the estimates move between runs. It reports that it could not judge a queue whose
-    live set is unknown, a table with no finish or creation timestamp, or one whose timestamp
-    has no statistics yet.
+    live set is unknown and whose statistics show no finished rows to bound it, a table with
+    no finish or creation timestamp, or one whose timestamp has no statistics yet.
     """
     for queue, table in judgeable_queues(snapshot):
         if table.reltuples < options.min_archive_rows * (1 - options.margin):
             continue  # too few rows for an archive this size, whatever the live set
-        if queue.live is None:
-            yield Skip(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
-            continue
         est = live_rows(table, queue.live)
-        if est.rows is None:
-            yield Skip(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
+        # Statistics that cannot count the live set now (they predate the rows changed
+        # since, or the value the claim waits for is unknown) still bound it: the archive
+        # is at least what the archive's share of the rows ANALYZE saw leaves.
+        bound = None
+        if est.rows is None or est.stale:
+            bound = est.bound if est.rows is not None else live_bound(table, queue.live)
+        if est.rows is None and bound is None:
+            why = est.source if queue.live is not None else queue.reason
+            yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
-        archive_rows = max(table.reltuples - est.rows, 0.0)
-        share = archive_rows / table.reltuples
+        live = bound.rows if bound is not None else est.rows or 0.0
+        archive_rows = max(table.reltuples - live, 0.0)
+        share = archive_rows / table.reltuples if table.reltuples > 0 else 0.0
         large = (
             at_least(archive_rows, options.min_archive_rows, options.margin),
             at_least(share, options.min_archive_fraction, options.margin),
         )
         if False in large:
             continue
+        live_source = est.source if bound is None else f"{bound.text}; {est.source}"
         dating = dating_column(table, queue.live)
         if dating is None:
             yield Skip(
@@ -127,7 +138,15 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             )
             continue
         found = _judge(
-            snapshot, table, dating, archive_rows, share, est.source, None in large, options
+            snapshot,
+            table,
+            dating,
+            archive_rows,
+            share,
+            live_source,
+            None in large,
+            options,
+            at_least_rows=bound is not None,
         )
         if found is not None:
             yield found
@@ -142,6 +161,7 @@ def _judge(
     live_source: str,
     near: bool,
     options: Options,
+    at_least_rows: bool = False,
 ) -> Finding | Skip | None:
     stats = table.stats_of(dating.name)
     if stats is None:
@@ -187,6 +207,7 @@ def _judge(
         zone = f", read as {unit} since the epoch ({dating.type})"
     evidence: dict[str, object] = {
         "archive_rows": round(archive_rows),
+        **({"archive_rows_at_least": True} if at_least_rows else {}),
         "archive_share": round(share, 4),
         "table_rows": round(table.reltuples),
         "live_rows_from": live_source,
@@ -213,6 +234,7 @@ def _judge(
         severity=severity,
         message=(
             f"Queue table {table.qualified} keeps its finished rows: "
+            f"{'at least ' if at_least_rows else ''}"
             f"{human_count(archive_rows)} of {human_count(table.reltuples)} rows "
             f"({share:.1%}) are outside the live set, and the oldest {what} by "
             f"{dating.name} was {_age(age_days)} old when the statistics were gathered "

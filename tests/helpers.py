@@ -29,7 +29,7 @@ from qadvisor.model import Finding, Report
 from qadvisor.render.json import fix_dict, report_dict
 from qadvisor.settings.resolve import ENV_VARIABLES
 from qadvisor.sql.dequeue import value_placeholder
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.json_schemas import assert_valid_report
 
 
@@ -428,3 +428,58 @@ def build_archive_queue(
         db.execute("CREATE INDEX jobs_pending_created_at ON jobs (created_at) "
                    "WHERE status = 'pending'")  # fmt: skip
     db.execute("VACUUM (ANALYZE) jobs")
+
+
+# A queue in Sidequest's shape: a varchar status with no default and no index on it, whose
+# claim binds it as a parameter (pg_stat_statements shows $1).
+UNINDEXED_STATUS_CLAIM = (
+    "SELECT * FROM jobs WHERE status = %s AND queue = %s AND available_at <= now() "
+    "ORDER BY inserted_at LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
+
+def build_stale_statistics_queue(
+    db: TestDB, *, archive: int = 300_000, waiting: int = 500, days: int = 29
+) -> None:
+    """An aged queue whose statistics predate its waiting rows: ``archive`` jobs finished
+    over the last ``days`` days (one in a thousand failed), ANALYZEd; then ``waiting`` jobs
+    arrive, far fewer than autoanalyze waits for (10 % of the table), and the claim runs with
+    its status bound by the driver. pg_stats has never seen the waiting value."""
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id          bigserial    PRIMARY KEY,
+            queue       varchar(255) NOT NULL,
+            status      varchar(255) NOT NULL,
+            inserted_at timestamptz  NOT NULL DEFAULT now(),
+            available_at timestamptz NOT NULL DEFAULT now(),
+            finished_at timestamptz
+        );
+        CREATE INDEX jobs_queue_index ON jobs (queue);
+        INSERT INTO jobs (queue, status, inserted_at, available_at, finished_at)
+        SELECT 'default', CASE WHEN g % 1000 = 0 THEN 'failed' ELSE 'completed' END, t, t,
+               t + interval '1 second'
+          FROM generate_series(1, {archive}) AS g,
+               LATERAL (SELECT now() - (g::float8 / {archive}) * interval '{days} days' AS t) AS at;
+        """
+    )
+    analyzed(db, "jobs")
+    db.execute(
+        f"INSERT INTO jobs (queue, status) SELECT 'default', 'waiting' "
+        f"FROM generate_series(1, {waiting})"
+    )
+    with psycopg.connect(db.dsn) as conn:
+        for _ in range(3):
+            conn.execute(UNINDEXED_STATUS_CLAIM, ["waiting", "default", 10])
+            conn.commit()
+        flush_stats(conn)
+    db.wait_for_stats("jobs", lambda r: r["n_mod_since_analyze"] >= waiting)
+
+
+def analyzed(db: TestDB, table: str) -> None:
+    """ANALYZE ``table`` as autovacuum would, once the writes of the sessions before have
+    been counted, so that it leaves no change since it (an ANALYZE in the writing session is
+    followed by that session's counts, as if they had come after it)."""
+    db.wait_for_stats(table, lambda r: r["n_mod_since_analyze"] > 0)
+    db.execute(f"ANALYZE {table}")
+    db.wait_for_stats(table, lambda r: r["n_mod_since_analyze"] == 0)

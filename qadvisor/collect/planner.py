@@ -58,6 +58,7 @@ from qadvisor.derive.estimates import parse_index_predicate
 from qadvisor.derive.plans.explain_json import parse_explain
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
 from qadvisor.derive.predicates import index_predicate_columns
+from qadvisor.derive.states import status_like
 from qadvisor.model import (
     Binding,
     Column,
@@ -813,7 +814,7 @@ def _value(
         return _default(column.type)
     stats = table.stats_of(column.name)
     mcv = stats.most_common_vals if stats is not None else None
-    if op in _HYPOTHESISED_OPS and discover.status_like(column.name):
+    if op in _HYPOTHESISED_OPS and status_like(column.name):
         # A status the queue's live predicate does not cover: a claim waits for no finished
         # or running state, nor for the archive's bulk, so the most common value is no
         # binding; without another one the claim is not planned, rather than planned as a

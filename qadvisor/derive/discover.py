@@ -37,31 +37,18 @@ from typing import Any, Literal
 
 from qadvisor.derive.estimates import boolean_literal, parse_index_predicate
 from qadvisor.derive.predicates import operand_values
+from qadvisor.derive.states import (
+    ARCHIVE_WORDS,
+    INFLIGHT_WORDS,
+    LIVE_WORDS,
+    not_waiting,
+    status_like,
+)
 from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
 from qadvisor.sql.dequeue import Predicate, literal_value, nullness_arms
 from qadvisor.sql.printing import ident, literal, predicate_sql, qualified
 from qadvisor.units import human_share
 
-# Status values that mean "waiting to be claimed", in the order they are preferred.
-LIVE_WORDS = (
-    "pending", "queued", "available", "ready", "todo", "new", "enqueued", "waiting",
-    "scheduled", "created", "retry", "retryable", "runnable", "open",
-)  # fmt: skip
-# Status values of finished rows: the archive.
-ARCHIVE_WORDS = frozenset(
-    """
-    done completed complete succeeded success successful finished failed failure
-    cancelled canceled discarded archived dead expired aborted processed error errored
-    exception
-    """.split()  # noqa: SIM905
-)
-# Status values of rows a worker holds: neither waiting nor finished.
-INFLIGHT_WORDS = frozenset(
-    """
-    active running executing doing processing started picked locked claimed working busy
-    in_progress inprogress
-    """.split()  # noqa: SIM905
-)
 STATUS_TYPES = ("text", "character varying", "character", "smallint", "integer", "USER-DEFINED")
 # Words in a nullable timestamp's name that mark a finished job: ``finished_at IS NULL`` is
 # the live set; ``locked_at IS NULL`` in the same claim is a second condition, not the set.
@@ -106,11 +93,6 @@ class CandidateColumn:
         """Every value the catalog holds for the column (``seen_values`` says where each
         comes from)."""
         return tuple(v.value for v in seen_values(self))
-
-
-def status_like(column: str) -> bool:
-    """A column named as a status (``status``, ``state``, ``job_state``...)."""
-    return column.lower().endswith(("status", "state", "statename"))
 
 
 @dataclass(frozen=True)
@@ -748,11 +730,6 @@ def _inferred(
     return None, f"none of the values the catalog holds for {col.column} reads as waiting"
 
 
-# A value holding at least this share of the rows ANALYZE saw, beside others, is the archive
-# (a live set is the small, steady part of a queue table), unless it reads as waiting.
-ARCHIVE_SHARE = 0.99
-
-
 def waiting_value(
     seen: Sequence[SeenValue], sets: Iterable[str] = ()
 ) -> tuple[SeenValue | None, str]:
@@ -765,20 +742,10 @@ def waiting_value(
     written = set(sets)
     marked: dict[str, str] = {}
     for v in seen:
-        word = v.value.lower()
-        if v.value in written:
-            marked[v.value] = "the claim itself sets it"
-        elif word in ARCHIVE_WORDS:
-            marked[v.value] = "a finished state"
-        elif word in INFLIGHT_WORDS:
-            marked[v.value] = "a running state"
-        elif (
-            v.share is not None
-            and v.share >= ARCHIVE_SHARE
-            and len(seen) > 1
-            and word not in LIVE_WORDS
-        ):
-            marked[v.value] = f"{human_share(v.share)} of the rows ANALYZE saw: the archive"
+        why = "the claim itself sets it" if v.value in written else None
+        marked_as = why or not_waiting(v.value, v.share, len(seen))
+        if marked_as:
+            marked[v.value] = marked_as
     rest = [v for v in seen if v.value not in marked]
     waiting = _waiting_values(v.value for v in rest)
     chosen = next((v for v in rest if waiting and v.value == waiting[0]), None)

@@ -19,7 +19,7 @@ from qadvisor.model import (
 )
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import PQ_TABLE, assert_quiet, qadvisor
+from tests.helpers import PQ_TABLE, assert_quiet, build_stale_statistics_queue, qadvisor
 from tests.shapes import Shape
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -146,9 +146,15 @@ def test_what_cannot_be_dated_is_a_skip() -> None:
     )
     (s,) = judged(undated)
     assert isinstance(s, Skip) and "no finish or creation timestamp" in s.reason
+    # Without a live predicate, the status's finished common values still bound the archive
+    # (at least 'done''s share of the rows); without them, the live set is unknown.
     unlive = table(days_ago(40))
     snap = replace(S.snapshot(unlive, live=None), server=ServerInfo("18.6", 180006, "a", "m"))
-    (s,) = S.run("QA204", snap)
+    (f,) = S.run("QA204", snap)
+    assert isinstance(f, Finding) and f.evidence["archive_rows_at_least"] is True
+    no_status = replace(unlive, column_stats=unlive.column_stats[1:])
+    assert [c.column for c in no_status.column_stats] == ["created_at", "finished_at"]
+    (s,) = S.run("QA204", replace(snap, tables=(no_status,)))
     assert isinstance(s, Skip) and "live set unknown" in s.reason
 
 
@@ -446,3 +452,29 @@ def test_an_integer_of_epoch_milliseconds_dates_the_archive_in_its_own_unit() ->
         replace(s, lower_bound="1234") if s.column == "completed_at" else s
         for s in t.column_stats)))  # fmt: skip
     assert isinstance(s, Skip) and "no finish or creation timestamp" in s.reason
+
+
+def test_statistics_that_predate_the_waiting_rows_still_date_the_archive(shape: Shape) -> None:
+    # ANALYZE saw only finished jobs (29 days of them); 500 waiting ones arrived since, and
+    # nothing the catalog holds names the value the claim waits for. The finished common
+    # values still say how much of the table is archive, at least.
+    shape.dba.execute("CREATE EXTENSION pg_stat_statements")
+    build_stale_statistics_queue(shape.db)
+    run = shape.check()
+    (queue,) = run.report["queues"]
+    assert queue["live_predicate"] is None, queue["reason"]
+    (f,) = run.findings("QA204")
+    assert f["severity"] == "warning", f["message"]
+    ev = f["evidence"]
+    assert ev["archive_rows_at_least"] is True and ev["archive_rows"] >= 299_000
+    assert f["message"].startswith(f"Queue table {shape.queue} keeps its finished rows: at least")
+    assert ev["dated_by"] == "finished_at" and 28 < ev["oldest_row_age_days"] <= 29.1
+    shape.apply_fix(f, review=True)
+    left = shape.dba.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE status = 'waiting') FROM {shape.queue}"
+    )
+    # About 7 of the 29 days are kept, and no waiting job is deleted.
+    ((count, waiting),) = left
+    assert waiting == 500 and count < 0.3 * 300_000
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check(), "QA204", shape.queue, live=False)

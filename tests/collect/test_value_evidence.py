@@ -17,6 +17,7 @@ from qadvisor.model import Snapshot, Statement
 from tests.collect.test_hidden_values import recorded_on, run_bound
 from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB, flush_stats
+from tests.helpers import analyzed
 
 # Sidequest's jobs table as its migrations make it (varchar state, no default, no index on
 # it), 29 days of completed jobs, one failed and one waiting. The state's statistics target
@@ -49,7 +50,6 @@ SELECT 'default', 'completed', t, t, t + interval '1 second'
 INSERT INTO sidequest_jobs (queue, state, failed_at) VALUES ('default', 'failed', now());
 INSERT INTO sidequest_jobs (queue, state) VALUES ('default', 'waiting');
 ALTER TABLE sidequest_jobs ALTER COLUMN state SET STATISTICS 10000;
-ANALYZE sidequest_jobs;
 """
 
 # Its claim (claimPendingJob, through Knex): every value bound by the driver.
@@ -62,6 +62,7 @@ SIDEQUEST_CLAIM = (
 def sidequest(db: TestDB, archive: int = 29_998) -> None:
     """Sidequest's table, its statistics, and its claim run a few times."""
     db.execute(SIDEQUEST.format(archive=archive))
+    analyzed(db, "sidequest_jobs")
     run_bound(db, SIDEQUEST_CLAIM, ["waiting", "default", datetime.now(UTC), 10])
 
 

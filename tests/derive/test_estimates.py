@@ -19,6 +19,7 @@ from qadvisor.derive.estimates import (
     btree_bytes,
     column_width,
     distinct_values,
+    live_bound,
     live_index,
     live_rows,
     parse_index_predicate,
@@ -593,3 +594,47 @@ def test_a_claim_proves_a_union_when_each_arm_proves_a_part(
     parsed = analyse(f"SELECT id FROM jobs WHERE {claim_where} LIMIT 1 FOR UPDATE SKIP LOCKED")
     assert parsed is not None
     assert predicate_implies(parsed.predicates, WAITING_OR_LOCKED).implies is implied
+
+
+# --- the live set when the statistics cannot count it ---------------------------------------
+
+
+def test_stale_statistics_bound_the_live_set_by_the_archive_s_share_and_the_changes_since() -> None:
+    table = S.jobs_table(reltuples=1_000_000, pending_freq=0.0006)
+    fresh = live_rows(table, S.PENDING)
+    assert fresh.stale == "" and fresh.bound is None
+    stale = dataclasses.replace(table, stats=TableStats(n_mod_since_analyze=5_000))
+    est = live_rows(stale, S.PENDING)
+    assert est.rows == pytest.approx(600) and est.stale
+    assert est.bound is not None
+    # 'done' held 99.94 % of the rows ANALYZE saw: 600 were not finished then, and each of
+    # the 5,000 rows changed since may have become live.
+    assert est.bound.at_analyze == pytest.approx(600)
+    assert est.bound.rows == pytest.approx(5_600)
+    assert "the finished common values of status (done 99.94%)" in est.bound.text
+
+
+def test_without_a_live_predicate_the_finished_values_of_a_status_still_bound_it() -> None:
+    table = dataclasses.replace(
+        S.jobs_table(reltuples=1_000_000, pending_freq=None),
+        column_stats=(ColumnStats("status", 0.0, 2.0, 9, ("completed", "failed"), (0.999, 0.001)),),
+        stats=TableStats(n_mod_since_analyze=500),
+    )
+    bound = live_bound(table, None)
+    assert bound is not None and bound.at_analyze == pytest.approx(0) and bound.rows == 500
+    # A status that holds no finished value bounds nothing.
+    running = dataclasses.replace(
+        table, column_stats=(ColumnStats("status", 0.0, 2.0, 9, ("running", "new"), (0.5, 0.5)),)
+    )
+    assert live_bound(running, None) is None
+
+
+def test_a_finish_time_bounds_a_live_set_that_waits_while_it_is_null() -> None:
+    table = dataclasses.replace(
+        S.jobs_table(reltuples=1_000_000, pending_freq=None),
+        column_stats=(ColumnStats("finished_at", 0.002, -0.9, 8),),
+        stats=TableStats(n_mod_since_analyze=300),
+    )
+    bound = live_bound(table, LivePredicate("finished_at", "is null"))
+    assert bound is not None and bound.rows == pytest.approx(2_300)
+    assert "the rows with finished_at set" in bound.source
