@@ -74,9 +74,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     Give the table a fixed trigger: `autovacuum_vacuum_scale_factor = 0` and an
     `autovacuum_vacuum_threshold` sized by throughput, about 30 s of dead tuples (2,000
     claims/s make 50,000 dead tuples in 25 s). With `--sample` the threshold is computed from
-    the measured rate, rounded up to a readable number (the note says by how much). `ALTER
-    TABLE ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or
-    ANALYZE of the table, not for reads or writes).
+    the measured rate, else it is 10x the live set; either is rounded to the nearest 1, 2 or
+    5 times a power of ten, and the note says from what and which figures give the same
+    threshold (31,623 to 70,710 give 50,000). The same table ANALYZEd again prints the same
+    fix: four ANALYZEs of one unchanged table estimated 4,071 to 6,246 live rows, which
+    rounding up had printed as 50,000 or 100,000 by turns. `ALTER TABLE ... SET` takes a
+    SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or ANALYZE of the table, not
+    for reads or writes).
 
     With `--sample`, the time until autovacuum fires is predicted from the measured rates: more
     than `critical_wait_s`, or a trigger that recedes as fast as dead tuples grow (dead

@@ -14,12 +14,13 @@ from qadvisor.engine import run_checks
 from qadvisor.model import Finding, Sample, Severity, TableStats
 from qadvisor.registry import load_checks
 from tests import snapshots as S
-from tests.conftest import flush_stats
+from tests.conftest import TestDB, flush_stats
 from tests.helpers import (
     analyzed,
     assert_quiet,
     build_archive_queue,
     build_stale_statistics_queue,
+    check,
 )
 from tests.shapes import Shape
 
@@ -78,9 +79,9 @@ def test_sample_sizes_the_fix_from_the_rate_and_predicts_the_wait() -> None:
     assert f.evidence["dead_tuples_per_s"] == 2000.0
     # (2,000,050 - 1,000,000) / (2,000 - 0.2 x 2,000) = 625 s
     assert f.evidence["seconds_to_autovacuum"] == 625
-    assert "autovacuum_vacuum_threshold = 100000" in f.fix.statements[0]
+    assert "autovacuum_vacuum_threshold = 50000" in f.fix.statements[0]
     assert (
-        "30 s of dead tuples at the measured 2,000 dead tuples/s is 60,000, rounded up to 100,000"
+        "30 s of dead tuples at the measured 2,000 dead tuples/s is 60,000, rounded to 50,000"
         in f.fix.notes
     )
     assert f.severity is Severity.WARNING
@@ -117,13 +118,30 @@ def test_a_sample_that_saw_no_work_keeps_the_severity_and_says_so() -> None:
 
 
 def test_the_fix_note_says_how_the_threshold_was_rounded() -> None:
-    # 5,292 live rows: 10x is 52,920, and 100,000 (19x) only after rounding up.
+    # 5,292 live rows: 10x is 52,920, rounded to the nearest readable 50,000 (9.4x), not up
+    # to 100,000 (19x); the note says which figures give the same threshold.
     table = S.jobs_table(pending_freq=5_292 / 10_000_000)
     (f,) = S.run("QA201", S.snapshot(table))
     assert isinstance(f, Finding) and f.fix is not None
     assert f.evidence["live_rows"] == 5_292
-    assert "autovacuum_vacuum_threshold = 100000" in f.fix.statements[0]
-    assert "10x the live set of 5,292 rows is 52,920, rounded up to 100,000" in f.fix.notes
+    assert "autovacuum_vacuum_threshold = 50000" in f.fix.statements[0]
+    assert (
+        "10x the live set of 5,292 rows is 52,920, rounded to 50,000 (the nearest of 1, 2 and 5 "
+        "times a power of ten: any figure from 31,623 to 70,710 gives it)"
+    ) in f.fix.notes
+
+
+@pytest.mark.parametrize("live", [4_071, 4_351, 5_123, 6_246])
+def test_the_live_set_four_analyzes_of_one_table_gave_prints_one_threshold(live: int) -> None:
+    # Four ANALYZEs of an unchanged table (about 5,000 jobs waiting among 2 M) estimated
+    # 4,071 to 6,246 live rows: every one prints the same fix.
+    table = S.jobs_table(reltuples=2_000_000, pending_freq=live / 2_000_000)
+    (f,) = S.run("QA201", S.snapshot(table))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.fix.statements == (
+        "ALTER TABLE public.jobs SET (autovacuum_vacuum_scale_factor = 0, "
+        "autovacuum_vacuum_threshold = 50000);",
+    )
 
 
 @pytest.mark.parametrize(
@@ -349,3 +367,24 @@ def test_statistics_that_predate_the_waiting_rows_judge_on_a_bound(shape: Shape)
     shape.apply_fix(f)
     # The fixed trigger is under min_trigger: quiet before the live set is weighed.
     assert_quiet(shape.check(), "QA201", shape.queue, live=False)
+
+
+@pytest.mark.judges("QA201")
+def test_analyzing_an_unchanged_table_again_prints_the_same_fix(db: TestDB) -> None:
+    # The archive-index seed's shape: 2 M finished jobs and 5,000 waiting. Each ANALYZE
+    # samples 30,000 rows and estimates the live set anew (about 75 waiting rows in the
+    # sample: a fifth up or down); the printed threshold stays where it is.
+    build_archive_queue(db, archive=2_000_000, live=5_000)
+    fixes, live = set(), set()
+    for _ in range(5):
+        db.execute("ANALYZE jobs")
+        (f,) = check(db).findings("QA201")
+        fixes.add(tuple(f["fix"]["statements"]))
+        live.add(f["evidence"]["live_rows"])
+    assert len(live) > 1, f"every ANALYZE estimated the same live set ({live}): nothing moved"
+    assert fixes == {
+        (
+            "ALTER TABLE public.jobs SET (autovacuum_vacuum_scale_factor = 0, "
+            "autovacuum_vacuum_threshold = 50000);",
+        )
+    }, sorted(live)
