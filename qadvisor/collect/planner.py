@@ -492,8 +492,12 @@ class _Planner:
         $3 END`` resolves the CASE to text; ``run_at < now() - $2`` makes $2 a timestamp)
         the application's driver or its literal had given the type: the types the error
         names are tried on the parameters left to the server, one parameter at a time, each
-        attempt in a savepoint, at most MAX_TYPE_TRIES. True when a type was declared so
-        (then only PREPARE can plan the text generically); the first error when none plans.
+        attempt in a savepoint, at most MAX_TYPE_TRIES. A try the server refuses for another
+        reason is a wrong guess, not the answer: a parameter in ``= ANY($1)`` on another
+        table takes an array type the server infers itself, and declaring it a timestamp
+        makes "op ANY/ALL (array) requires array on right side". True when a type was
+        declared so (then only PREPARE can plan the text generically); the first error when
+        none plans.
         """
         try:
             with self.conn.transaction():
@@ -517,8 +521,8 @@ class _Planner:
                         self._prepare(text, attempt)
                     return True
                 except PlanError as exc:
-                    if exc.sqlstate not in _TYPE_ERRORS:
-                        raise
+                    if exc.sqlstate is None:
+                        raise  # not the server's refusal: a timeout, a lock
         raise first
 
     def _parameter_types(self) -> list[_TypeInfo]:
