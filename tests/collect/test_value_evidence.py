@@ -11,59 +11,13 @@ archive is never the one it waits for, and never the one its plans are made with
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import pytest
 
 from qadvisor.model import Snapshot, Statement
 from tests.collect.test_hidden_values import recorded_on, run_bound
 from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB, flush_stats
-from tests.helpers import analyzed
-
-# Sidequest's jobs table as its migrations make it (varchar state, no default, no index on
-# it), 29 days of completed jobs, one failed and one waiting. The state's statistics target
-# makes ANALYZE read every row, so its result is the same every time: a value held by one
-# row is no common value, and two such values make the histogram ({failed,waiting}), as a
-# sample of a larger table shows values it saw once or twice.
-SIDEQUEST = """
-CREATE EXTENSION pg_stat_statements;
-CREATE TABLE sidequest_jobs (
-    id bigserial PRIMARY KEY,
-    queue varchar(255) NOT NULL,
-    state varchar(255) NOT NULL,
-    script varchar(255) NOT NULL DEFAULT 'jobs.js',
-    class varchar(255) NOT NULL DEFAULT 'Job',
-    args jsonb NOT NULL DEFAULT '[]',
-    attempt integer NOT NULL DEFAULT 0,
-    inserted_at timestamptz NOT NULL DEFAULT now(),
-    available_at timestamptz NOT NULL DEFAULT now(),
-    completed_at timestamptz,
-    failed_at timestamptz,
-    canceled_at timestamptz,
-    claimed_by varchar(255),
-    claimed_at timestamptz
-);
-CREATE INDEX sidequest_jobs_queue_index ON sidequest_jobs (queue);
-INSERT INTO sidequest_jobs (queue, state, inserted_at, available_at, completed_at)
-SELECT 'default', 'completed', t, t, t + interval '1 second'
-  FROM generate_series(1, {archive}) AS g,
-       LATERAL (SELECT now() - interval '29 days' + g * interval '2 seconds' AS t) AS at;
-INSERT INTO sidequest_jobs (queue, state, failed_at) VALUES ('default', 'failed', now());
-INSERT INTO sidequest_jobs (queue, state) VALUES ('default', 'waiting');
-ALTER TABLE sidequest_jobs ALTER COLUMN state SET STATISTICS 10000;
-"""
-
-# Its claim (claimPendingJob, through Knex): every value bound by the driver.
-SIDEQUEST_CLAIM = (
-    'select * from "sidequest_jobs" where "state" = %s and "queue" = %s '
-    'and "available_at" <= %s order by "inserted_at" asc limit %s for update skip locked'
-)
-
-
-def sidequest(db: TestDB, archive: int = 29_998) -> None:
-    """Sidequest's table, its statistics, and its claim run a few times."""
-    db.execute(SIDEQUEST.format(archive=archive))
-    analyzed(db, "sidequest_jobs")
-    run_bound(db, SIDEQUEST_CLAIM, ["waiting", "default", datetime.now(UTC), 10])
+from tests.helpers import build_rare_waiting_queue
 
 
 def _claim(snap: Snapshot, table: str = "public.jobs") -> Statement:
@@ -74,20 +28,20 @@ def _claim(snap: Snapshot, table: str = "public.jobs") -> Statement:
 
 
 def test_a_waiting_value_too_rare_to_be_common_is_read_from_the_histogram(db: TestDB) -> None:
-    sidequest(db)
+    # Sidequest's shape: nothing but the values ANALYZE saw names the claim's 'waiting'.
+    build_rare_waiting_queue(db, db, archive=29_998)
     ((common, rare),) = db.execute(
         "SELECT most_common_vals::text, histogram_bounds::text FROM pg_stats "
-        "WHERE tablename = 'sidequest_jobs' AND attname = 'state'"
+        "WHERE tablename = 'jobs' AND attname = 'status'"
     )
     assert (common, rare) == ("{completed}", "{failed,waiting}")
     snap = take_snapshot(db)
     (queue,) = snap.queues
     assert queue.live is not None, queue.reason
-    assert (queue.live.column, queue.live.op, queue.live.values) == ("state", "in", ("waiting",))
-    assert "the pg_stats histogram bounds of state ('waiting'" in queue.live.source
-    stmt = _claim(snap, "public.sidequest_jobs")
+    assert (queue.live.column, queue.live.op, queue.live.values) == ("status", "in", ("waiting",))
+    assert "the pg_stats histogram bounds of status ('waiting'" in queue.live.source
     # Planned as the application runs it, with the value it waits for.
-    assert stmt.custom_values["1"] == "'waiting'", stmt.custom_values
+    assert _claim(snap).custom_values["1"] == "'waiting'"
 
 
 NO_WAITING_ROW = """
@@ -105,29 +59,30 @@ ANALYZE jobs;
 CLAIM = "SELECT id FROM jobs WHERE status = %s ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED"
 
 
-def test_the_default_is_the_state_a_new_row_waits_in(db: TestDB) -> None:
-    # ANALYZE saw no waiting row (the workers had taken them all): the default says which
-    # value a new row waits in.
-    db.execute(NO_WAITING_ROW.format(constraint="DEFAULT 'pending'"))
-    run_bound(db, CLAIM, ["pending"])
+@pytest.mark.parametrize(
+    ("constraint", "value", "source"),
+    [
+        # ANALYZE saw no waiting row (the workers had taken them all): the default says which
+        # value a new row waits in.
+        ("DEFAULT 'pending'", "pending", "the default of status (a new row's value)"),
+        (
+            "CHECK (status IN ('queued', 'running', 'done', 'failed'))",
+            "queued",
+            "the CHECK constraint on status",
+        ),
+    ],
+)
+def test_the_default_or_the_check_constraint_names_the_state_no_row_showed(
+    db: TestDB, constraint: str, value: str, source: str
+) -> None:
+    db.execute(NO_WAITING_ROW.format(constraint=constraint))
+    run_bound(db, CLAIM, [value])
     snap = take_snapshot(db)
     (queue,) = snap.queues
     assert queue.live is not None, queue.reason
-    assert queue.live.values == ("pending",)
-    assert "the default of status (a new row's value) ('pending'" in queue.live.source
-    assert _claim(snap).custom_values["1"] == "'pending'"
-
-
-def test_a_check_constraint_lists_the_states(db: TestDB) -> None:
-    states = "CHECK (status IN ('queued', 'running', 'done', 'failed'))"
-    db.execute(NO_WAITING_ROW.format(constraint=states))
-    run_bound(db, CLAIM, ["queued"])
-    snap = take_snapshot(db)
-    (queue,) = snap.queues
-    assert queue.live is not None, queue.reason
-    assert queue.live.values == ("queued",)
-    assert "the CHECK constraint on status ('queued'" in queue.live.source
-    assert _claim(snap).custom_values["1"] == "'queued'"
+    assert queue.live.values == (value,)
+    assert f"{source} ('{value}'" in queue.live.source
+    assert _claim(snap).custom_values["1"] == f"'{value}'"
 
 
 def test_an_archive_value_is_never_bound_and_the_claim_says_why_it_is_not_planned(
