@@ -97,7 +97,8 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     now (normal on an aged queue: autoanalyze waits for a tenth of the table to change):
     the evidence and the fix say so, and the table is judged on a bound instead, at most
     the rows that were not finished when ANALYZE ran (what the finished common values of
-    the live column leave, or the rows whose finish time is not set) plus every row changed
+    the live column leave, the rows whose finish time is not set, or those a union over
+    timestamps can take, at most, by their columns' NULL shares) plus every row changed
     since; the message says "at least" of the ratio (`live_rows_at_most`). The same bound
     judges a queue whose claim's value is hidden behind `$n` with nothing in the catalog
     naming it, from the status column whose finished common values hold the most rows.

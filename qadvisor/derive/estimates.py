@@ -215,7 +215,9 @@ def _archive_share(table: Table, live: LivePredicate | None) -> tuple[float | No
         if stats is None:
             return None, ""
         return 1.0 - stats.null_frac, f"the rows with {live.column} set (pg_stats null_frac)"
-    if live is not None and live.op != "or" and not live.whole_table:
+    if live is not None and live.op == "or":
+        return _union_archive_share(table, live)
+    if live is not None and not live.whole_table:
         columns = [live.column]
     elif live is None:
         columns = [c.name for c in table.columns if status_like(c.name)]
@@ -266,7 +268,25 @@ def _union_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
     rows = min(rows, table.reltuples)
     frac = rows / table.reltuples if table.reltuples > 0 else None
     source = "at most the sum of " + ", ".join(sources) + _as_of(table, vacuum=True)
-    return LiveEstimate(rows, source, frac, _stale(table, rows))
+    return _with_bound(table, live, LiveEstimate(rows, source, frac))
+
+
+def _union_archive_share(table: Table, live: LivePredicate) -> tuple[float | None, str]:
+    """The share of the rows a union of one-column NULL conditions does not take, at least:
+    each part fails on a share pg_stats' null_frac gives, and rows failing every part are at
+    least the sum of those shares less one for each part beyond the first (the least they
+    can overlap)."""
+    failing = []
+    for part in live.parts:
+        stats = table.stats_of(part.column)
+        if stats is None or part.op not in ("is null", "is not null"):
+            return None, ""
+        failing.append(stats.null_frac if part.op == "is not null" else 1.0 - stats.null_frac)
+    share = max(sum(failing) - (len(failing) - 1), 0.0)
+    if share <= 0:
+        return None, ""
+    columns = " and ".join(p.column for p in live.parts)
+    return share, f"the rows the union cannot take ({columns} by pg_stats null_frac)"
 
 
 def part_index(table: Table, part: LivePredicate) -> Index | None:

@@ -635,3 +635,25 @@ def test_a_finish_time_bounds_a_live_set_that_waits_while_it_is_null() -> None:
     bound = live_bound(table, LivePredicate("finished_at", "is null"))
     assert bound is not None and bound.rows == pytest.approx(2_300)
     assert "the rows with finished_at set" in bound.source
+
+
+def test_a_union_over_timestamps_is_bounded_by_the_rows_it_can_take_at_most() -> None:
+    # Agenda's live set: next_run_at or locked_at set. 99.98 % of the rows have each NULL,
+    # so at least 99.96 % have both NULL (the archive): at most 0.04 % were live at ANALYZE.
+    live = LivePredicate.any_of(
+        (LivePredicate("locked_at", "is not null"), LivePredicate("next_run_at", "is not null"))
+    )
+    table = dataclasses.replace(
+        S.jobs_table(reltuples=1_000_000, pending_freq=None),
+        column_stats=(
+            ColumnStats("locked_at", 0.9998, -0.0002, 8),
+            ColumnStats("next_run_at", 0.9998, -0.0002, 8),
+        ),
+        stats=TableStats(n_mod_since_analyze=3_000),
+    )
+    bound = live_bound(table, live)
+    assert bound is not None and bound.at_analyze == pytest.approx(400)
+    assert bound.rows == pytest.approx(3_400)
+    assert "locked_at and next_run_at by pg_stats null_frac" in bound.source
+    est = live_rows(table, live)
+    assert est.stale and est.bound == bound
