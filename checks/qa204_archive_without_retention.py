@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from qadvisor.api import (
@@ -76,7 +76,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     the last ANALYZE than they hold, or a claim whose value is hidden behind `$n` with
     nothing in the catalog naming it), the archive is at least what the finished common
     values of the status (or the rows whose finish time is set) held then, less every row
-    changed since: the message says "at least" (`archive_rows_at_least`).
+    changed since: the message says "at least" (`archive_rows_at_least`). Where that bound
+    cannot confirm it (as many rows changed since as a pruner would have deleted) and only
+    the statistics' older count does, the finding is info (`live_rows_stale` says why), until
+    an ANALYZE settles it.
 
     ## Why it matters
     A queue's finished rows are kept for a while to be looked at; kept forever they are most
@@ -120,12 +123,14 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
         live = bound.rows if bound is not None else est.rows or 0.0
-        archive_rows = max(table.reltuples - live, 0.0)
-        share = archive_rows / table.reltuples if table.reltuples > 0 else 0.0
-        large = (
-            at_least(archive_rows, options.min_archive_rows, options.margin),
-            at_least(share, options.min_archive_fraction, options.margin),
-        )
+        archive_rows, share, large = _archive(table, live, options)
+        stale_only = False
+        if False in large and bound is not None and est.rows is not None:
+            # The bound cannot confirm it (the rows changed since may all have been deleted
+            # from the archive): only the statistics' count, older than those changes, says
+            # the archive is large, so the finding is info until an ANALYZE settles it.
+            archive_rows, share, large = _archive(table, est.rows, options)
+            bound, stale_only = None, True
         if False in large:
             continue
         live_source = est.source if bound is None else f"{bound.text}; {est.source}"
@@ -144,12 +149,31 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             archive_rows,
             share,
             live_source,
-            None in large,
+            None in large or stale_only,
             options,
             at_least_rows=bound is not None,
         )
+        if isinstance(found, Finding) and stale_only:
+            found = replace(found, evidence={**found.evidence, "live_rows_stale": est.stale})
         if found is not None:
             yield found
+
+
+def _archive(
+    table: Table, live: float, options: Options
+) -> tuple[float, float, tuple[bool | None, bool | None]]:
+    """The rows outside a live set of ``live`` rows, their share of the table, and whether
+    each is past its threshold (None: within the margin)."""
+    archive_rows = max(table.reltuples - live, 0.0)
+    share = archive_rows / table.reltuples if table.reltuples > 0 else 0.0
+    return (
+        archive_rows,
+        share,
+        (
+            at_least(archive_rows, options.min_archive_rows, options.margin),
+            at_least(share, options.min_archive_fraction, options.margin),
+        ),
+    )
 
 
 def _judge(

@@ -427,7 +427,7 @@ def build_archive_queue(
     if partial:
         db.execute("CREATE INDEX jobs_pending_created_at ON jobs (created_at) "
                    "WHERE status = 'pending'")  # fmt: skip
-    db.execute("VACUUM (ANALYZE) jobs")
+    analyzed(db, "jobs", "VACUUM (ANALYZE)")
 
 
 # A queue in Sidequest's shape: a varchar status with no default, no CHECK and no index on
@@ -521,10 +521,11 @@ def judged_without_its_value(run: Run, code: str) -> dict[str, Any]:
     return finding
 
 
-def analyzed(db: TestDB, table: str) -> None:
-    """ANALYZE ``table`` as autovacuum would, once the writes of the sessions before have
-    been counted, so that it leaves no change since it (an ANALYZE in the writing session is
-    followed by that session's counts, as if they had come after it)."""
+def analyzed(db: TestDB, table: str, command: str = "ANALYZE") -> None:
+    """ANALYZE ``table`` (or VACUUM (ANALYZE) it) as autovacuum would, once the writes of the
+    sessions before have been counted, so that it leaves no change since it: an ANALYZE in
+    the writing session, or one that runs before a finished session's counts arrive, is
+    followed by them, as if every row had changed since."""
     db.wait_for_stats(table, lambda r: r["n_mod_since_analyze"] > 0)
-    db.execute(f"ANALYZE {table}")
+    db.execute(f"{command} {table}")
     db.wait_for_stats(table, lambda r: r["n_mod_since_analyze"] == 0)

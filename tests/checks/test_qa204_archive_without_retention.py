@@ -21,6 +21,7 @@ from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import (
     PQ_TABLE,
+    analyzed,
     assert_quiet,
     build_stale_statistics_queue,
     judged_without_its_value,
@@ -75,6 +76,24 @@ def test_an_old_unpruned_archive_warns_with_a_key_range_delete() -> None:
     assert "WHERE id >= _from AND id < _from + 10000" in step.sql
     assert "AND finished_at < now() - interval '7 days';" in step.sql
     assert "COMMIT;" in step.sql
+
+
+def test_stale_statistics_say_at_least_or_give_info_where_the_bound_cannot_confirm() -> None:
+    # 10,000 waiting of 1 M at the last ANALYZE, 20,000 rows changed since: the archive is at
+    # least what 'done''s share leaves less those 20,000.
+    t = table(days_ago(40))
+    some = replace(t, stats=replace(t.stats, n_mod_since_analyze=20_000))
+    (f,) = judged(some)
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING
+    assert f.evidence["archive_rows_at_least"] is True and f.evidence["archive_rows"] == 970_000
+    assert "keeps its finished rows: at least 970,000 of" in f.message
+    # As many rows changed since as a pruner would have deleted: the bound says nothing, and
+    # only the statistics' older count says the archive is large: info, saying why.
+    pruned = replace(t, stats=replace(t.stats, n_mod_since_analyze=980_000))
+    (f,) = judged(pruned)
+    assert isinstance(f, Finding) and f.severity == Severity.INFO
+    assert "archive_rows_at_least" not in f.evidence and f.evidence["archive_rows"] == 990_000
+    assert f.evidence["live_rows_stale"].startswith("980,000 rows were inserted, updated or")
 
 
 def test_with_sample_the_evidence_gives_the_archive_s_growth() -> None:
@@ -190,9 +209,9 @@ def build(shape: Shape, finished_over_days: int) -> None:
                   FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
          ORDER BY t;
         INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, {PENDING});
-        ANALYZE jobs;
         """
     )
+    analyzed(shape.db, "jobs")
 
 
 def test_an_unpruned_archive_is_found_pruned_as_printed_and_gone(shape: Shape) -> None:
@@ -234,9 +253,9 @@ def test_an_archive_dated_by_the_live_predicate_s_timestamp_is_pruned_as_printed
                   FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
          ORDER BY t;
         INSERT INTO jobs (q_name, data) SELECT 'jobs', '{{}}' FROM generate_series(1, {PENDING});
-        ANALYZE jobs;
         """
     )
+    analyzed(shape.db, "jobs")
     claim = (
         "SELECT * FROM jobs WHERE q_name = 'jobs' AND dequeued_at IS NULL "
         "ORDER BY schedule_at NULLS FIRST, expected_at NULLS LAST, id "
@@ -286,9 +305,9 @@ def build_epoch(db: TestDB) -> None:
                   FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
          ORDER BY t;
         INSERT INTO jobs (status) SELECT 'ENQUEUED' FROM generate_series(1, {PENDING});
-        ANALYZE jobs;
         """
     )
+    analyzed(db, "jobs")
 
 
 def test_an_archive_dated_in_epoch_milliseconds_is_pruned_as_printed(shape: Shape) -> None:
@@ -328,8 +347,9 @@ def test_a_queue_that_deletes_on_completion_is_quiet(shape: Shape) -> None:
     build(shape, finished_over_days=60)
     shape.db.execute(
         "DELETE FROM jobs WHERE status = 'done' AND id % 10 <> 0; "
-        "INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, 10000); ANALYZE jobs"
+        "INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, 10000)"
     )
+    analyzed(shape.db, "jobs")
     assert_quiet(shape.check(), "QA204", shape.queue)
 
 
