@@ -59,7 +59,8 @@ SIDEQUEST = Library(
         """,
     ),
     workload=Workload((("default", 1600), ("emails", 200), ("reports", 100)), scheduled=100),
-    # A backlog of a few hundred jobs due in an hour, as the issue measured (590 waiting).
+    # A backlog of several hundred jobs due in an hour (about 590 waiting were measured on
+    # such a table).
     rerun=Workload((("default", 320), ("emails", 50), ("reports", 30)), scheduled=500),
     # On the aged table every claim reads the whole table (no index on state): about 0.8 s
     # each, so the worker takes minutes for what it does in seconds on the fresh one.
