@@ -11,6 +11,7 @@ from qadvisor.api import (
     NOISE_MARGIN,
     Finding,
     Fix,
+    LiveBound,
     LiveEstimate,
     LivePredicate,
     Rates,
@@ -26,6 +27,7 @@ from qadvisor.api import (
     human_count,
     human_seconds,
     judgeable_queues,
+    live_bound,
     live_rows,
     rates,
     series,
@@ -76,9 +78,13 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     Give the table a fixed trigger: `autovacuum_vacuum_scale_factor = 0` and an
     `autovacuum_vacuum_threshold` sized by throughput, about 30 s of dead tuples (2,000
     claims/s make 50,000 dead tuples in 25 s). With `--sample` the threshold is computed from
-    the measured rate, rounded up to a readable number (the note says by how much). `ALTER
-    TABLE ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or
-    ANALYZE of the table, not for reads or writes).
+    the measured rate, else it is 10x the live set; either is rounded to the nearest 1, 2 or
+    5 times a power of ten, and the note says from what and which figures give the same
+    threshold (31,623 to 70,710 give 50,000). The same table ANALYZEd again prints the same
+    fix: four ANALYZEs of one unchanged table estimated 4,071 to 6,246 live rows, which
+    rounding up had printed as 50,000 or 100,000 by turns. `ALTER TABLE ... SET` takes a
+    SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or ANALYZE of the table, not
+    for reads or writes).
 
     With `--history DIR`, where no `--sample` is taken, the rates are measured between the
     first earlier snapshot whose counters run on into this one's and this one (the evidence
@@ -97,8 +103,18 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     re-estimates it from the sample pg_stats is taken from, and a VACUUM that scans it
     counts it), else from pg_stats of the live column; the evidence says which, and as of
     which VACUUM or ANALYZE. When more rows were inserted, updated or deleted since the
-    table's last ANALYZE than that estimate holds, the evidence and the fix say the live
-    set is stale, and that an ANALYZE gives a current one.
+    table's last ANALYZE than that estimate holds, the statistics cannot count the live set
+    now (normal on an aged queue: autoanalyze waits for a tenth of the table to change):
+    the evidence and the fix say so, and the table is judged on a bound instead, at most
+    the rows that were not finished when ANALYZE ran (what the finished common values of
+    the live column leave, the rows whose finish time is not set, or those a union over
+    timestamps can take, at most, by their columns' NULL shares) plus every row changed
+    since; the message says "at least" of the ratio (`live_rows_at_most`). The same bound
+    judges a queue whose claim's value is hidden behind `$n` with nothing in the catalog
+    naming it, from the status column whose finished common values hold the most rows.
+    Where only the stale count, not the bound, puts the ratio past `min_ratio`, the finding
+    is info. The fix's threshold is sized from what the statistics counted, not from the
+    bound: most rows changed since are claims, not a larger live set.
 
     A partitioned queue table has no trigger of its own: autovacuum vacuums each partition
     on its own, from the partition's reltuples and reloptions (PostgreSQL's docs, "The
@@ -134,13 +150,30 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         if trigger.scaled_part <= trigger.threshold or trigger.value < options.min_trigger:
             continue
         est = live_rows(table, queue.live)
-        if est.rows is None:
-            why = est.source if queue.live is not None else queue.reason
-            yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
+        if est.rows is not None and not est.stale:
+            ratio = trigger.value / max(est.rows, 1.0)
+            if ratio >= options.min_ratio:
+                yield _finding(snapshot, table, trigger, est, ratio, options)
             continue
-        judged = _judge(snapshot, table, est, options)
-        if judged is not None:
-            yield _finding(snapshot, table, judged.trigger, est, judged.ratio, options)
+        # The statistics cannot count the live set now (they predate the rows changed
+        # since, or the value the claim waits for is unknown): judged on at most how many
+        # rows it can hold, from the archive's share of the rows ANALYZE saw.
+        bound = est.bound if est.rows is not None else live_bound(table, queue.live)
+        if bound is None:
+            if est.rows is None:
+                why = est.source if queue.live is not None else queue.reason
+                yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
+                continue
+            ratio = trigger.value / max(est.rows, 1.0)
+            if ratio >= options.min_ratio:
+                yield _finding(snapshot, table, trigger, est, ratio, options)
+            continue
+        least = trigger.value / max(bound.rows, 1.0)
+        stale_ratio = trigger.value / max(est.rows, 1.0) if est.rows is not None else None
+        if least >= options.min_ratio or (
+            stale_ratio is not None and stale_ratio >= options.min_ratio
+        ):
+            yield _finding(snapshot, table, trigger, est, least, options, bound)
 
 
 @dataclass(frozen=True)
@@ -249,12 +282,14 @@ def _finding(
     live: LiveEstimate,
     ratio: float,
     options: Options,
+    bound: LiveBound | None = None,
 ) -> Finding:
     """A table whose trigger the archive sets, ``ratio`` times its live rows (``live``: how
     many, how that was estimated, and whether the statistics are older than the table's
-    changes since); with --sample, when autovacuum fires."""
+    changes since); with ``bound``, at least ``ratio`` times them, the live set being at
+    most ``bound.rows``; with --sample, when autovacuum fires."""
     stats = table.stats
-    rows, source = live.rows or 0.0, live.source
+    source = live.source
     evidence: dict[str, object] = {
         "n_dead_tup": stats.n_dead_tup,
         "vacuum_trigger": round(trigger.value),
@@ -263,9 +298,18 @@ def _finding(
         "settings_source": trigger.scale_factor_source,
         "reltuples": round(trigger.reltuples),
         "autovacuum_vacuum_max_threshold": trigger.max_threshold,
-        "live_rows": round(rows),
+        "live_rows": None if live.rows is None else round(live.rows),
         "live_rows_source": source,
         **({"live_rows_stale": live.stale} if live.stale else {}),
+        **(
+            {
+                "live_rows_at_most": round(bound.rows),
+                "live_rows_at_most_from": bound.text,
+                "judged_on": "the bound on the live set: the statistics cannot count it now",
+            }
+            if bound is not None
+            else {}
+        ),
         "trigger_to_live_ratio": round(ratio, 1),
         "autovacuum_count": stats.autovacuum_count,
         "last_autovacuum": stats.last_autovacuum,
@@ -278,7 +322,11 @@ def _finding(
     sampled = (
         _Sampled({}, None, "") if r is None else _sampled(r, trigger, stats.n_dead_tup, options)
     )
-    n, basis = suggested_vacuum_threshold(snapshot, table, rows)
+    # The threshold is sized from what the statistics counted (the live set not yet
+    # finished when ANALYZE ran, where they no longer count it now), not from the bound:
+    # the rows changed since are mostly claims, not a larger live set.
+    counted = live.rows if live.rows is not None else bound.at_analyze if bound else 0.0
+    n, basis = suggested_vacuum_threshold(snapshot, table, counted)
     evidence["proposed_vacuum_trigger"] = n
     over_time = series(
         snapshot,
@@ -297,10 +345,24 @@ def _finding(
         )
         if at_least(value, limit, m) is None
     ]
+    if bound is not None and ratio < options.min_ratio:
+        # Only the statistics' count, which predates the changes since, puts the ratio past
+        # min_ratio: the bound does not confirm it.
+        near.append(
+            f"only the statistics' count ({human_count(counted)} live rows) puts the trigger "
+            f"past min_ratio; at most {human_count(bound.rows)} rows may be live now"
+        )
     severity = sampled.severity
     if near and severity is None:
         severity = Severity.INFO
         evidence["near_threshold"] = "; ".join(near)
+    if bound is None:
+        times = f"{ratio:,.0f}x its {human_count(live.rows or 0.0)} live rows"
+    else:
+        times = (
+            f"at least {ratio:,.0f}x its live rows ({bound.text}: the statistics cannot count "
+            "them now)"
+        )
     return Finding(
         target=Target("table", table.schema, table.name, table.name),
         severity=severity,
@@ -308,8 +370,7 @@ def _finding(
             f"Autovacuum of {table.qualified} waits for "
             f"{human_count(trigger.value)} dead tuples ({trigger.scale_factor:g} x "
             f"{human_count(trigger.reltuples)} rows + {trigger.threshold:g}), "
-            f"{ratio:,.0f}x its {human_count(rows)} live rows; "
-            f"{human_count(stats.n_dead_tup)} dead tuples now, "
+            f"{times}; {human_count(stats.n_dead_tup)} dead tuples now, "
             f"{stats.autovacuum_count} autovacuum runs so far.{sampled.text}"
         ),
         evidence=evidence | sampled.evidence,
@@ -320,6 +381,12 @@ def _finding(
         fix=Fix(
             notes=f"Threshold {n:,}: {basis}. "
             + (f"The live set is an estimate: {live.stale}. " if live.stale else "")
+            + (
+                f"The live set is not known ({live.source}): it is taken as the rows not "
+                f"finished when ANALYZE ran, by {bound.source}. "
+                if live.rows is None and bound is not None
+                else ""
+            )
             + "Autovacuum picks the new trigger up on its next round"
             + _dead_now(table.qualified, stats.n_dead_tup, n),
             safety="safe",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from qadvisor.api import (
@@ -32,6 +32,7 @@ from qadvisor.api import (
     human_count,
     ident,
     judgeable_queues,
+    live_bound,
     live_rows,
     qualified,
     rates,
@@ -89,7 +90,14 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     reads as a date since 2001 in one of those units; the DELETE compares it in that unit.
     With `--sample`, or `--history DIR` between earlier snapshots and this one, the evidence
     gives the rows the table gains a day (inserts less deletes) and over which interval; with
-    `--history`, the table's live tuples at each snapshot too.
+    `--history`, the table's live tuples at each snapshot too. When the statistics cannot count
+    the live set now (more rows changed since the last ANALYZE than they hold, or a claim whose
+    value is hidden behind `$n` with nothing in the catalog naming it), the archive is at least
+    what the finished common values of the status (or the rows whose finish time is set) held
+    then, less every row changed since: the message says "at least" (`archive_rows_at_least`).
+    Where that bound cannot confirm it (as many rows changed since as a pruner would have
+    deleted) and only the statistics' older count does, the finding is info (`live_rows_stale`
+    says why), until an ANALYZE settles it.
 
     ## Why it matters
     A queue's finished rows are kept for a while to be looked at; kept forever they are most
@@ -131,27 +139,35 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     row is younger than `max_age_days` and the margin: a pruner that keeps `max_age_days` and
     runs daily stays quiet. An archive near a size threshold (within `margin`) gives info,
     since the estimates move between runs. It reports that it could not judge a queue whose
-    live set is unknown, a table with no finish or creation timestamp, or one whose timestamp
-    has no statistics yet.
+    live set is unknown and whose statistics show no finished rows to bound it, a table with
+    no finish or creation timestamp, or one whose timestamp has no statistics yet.
     """
     for queue, table in judgeable_queues(snapshot):
         if table.reltuples < options.min_archive_rows * (1 - options.margin):
             continue  # too few rows for an archive this size, whatever the live set
-        if queue.live is None:
-            yield Skip(f"{table.qualified}: live set unknown: {queue.reason}", table.qualified)
-            continue
         est = live_rows(table, queue.live)
-        if est.rows is None:
-            yield Skip(f"{table.qualified}: live set unknown: {est.source}", table.qualified)
+        # Statistics that cannot count the live set now (they predate the rows changed
+        # since, or the value the claim waits for is unknown) still bound it: the archive
+        # is at least what the archive's share of the rows ANALYZE saw leaves.
+        bound = None
+        if est.rows is None or est.stale:
+            bound = est.bound if est.rows is not None else live_bound(table, queue.live)
+        if est.rows is None and bound is None:
+            why = est.source if queue.live is not None else queue.reason
+            yield Skip(f"{table.qualified}: live set unknown: {why}", table.qualified)
             continue
-        archive_rows = max(table.reltuples - est.rows, 0.0)
-        share = archive_rows / table.reltuples
-        large = (
-            at_least(archive_rows, options.min_archive_rows, options.margin),
-            at_least(share, options.min_archive_fraction, options.margin),
-        )
+        live = bound.rows if bound is not None else est.rows or 0.0
+        archive_rows, share, large = _archive(table, live, options)
+        stale_only = False
+        if False in large and bound is not None and est.rows is not None:
+            # The bound cannot confirm it (the rows changed since may all have been deleted
+            # from the archive): only the statistics' count, older than those changes, says
+            # the archive is large, so the finding is info until an ANALYZE settles it.
+            archive_rows, share, large = _archive(table, est.rows, options)
+            bound, stale_only = None, True
         if False in large:
             continue
+        live_source = est.source if bound is None else f"{bound.text}; {est.source}"
         dating = dating_column(table, queue.live, recorded_updates(snapshot, table)[0])
         if dating is None:
             yield Skip(
@@ -167,24 +183,45 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
             dating,
             archive_rows,
             share,
-            est.source,
-            None in large,
+            live_source,
+            None in large or stale_only,
             options,
+            at_least_rows=bound is not None,
         )
+        if isinstance(found, Finding) and stale_only:
+            found = replace(found, evidence={**found.evidence, "live_rows_stale": est.stale})
         if found is not None:
             yield found
+
+
+def _archive(
+    table: Table, live: float, options: Options
+) -> tuple[float, float, tuple[bool | None, bool | None]]:
+    """The rows outside a live set of ``live`` rows, their share of the table, and whether
+    each is past its threshold (None: within the margin)."""
+    archive_rows = max(table.reltuples - live, 0.0)
+    share = archive_rows / table.reltuples if table.reltuples > 0 else 0.0
+    return (
+        archive_rows,
+        share,
+        (
+            at_least(archive_rows, options.min_archive_rows, options.margin),
+            at_least(share, options.min_archive_fraction, options.margin),
+        ),
+    )
 
 
 def _judge(
     snapshot: Snapshot,
     table: Table,
-    live: LivePredicate,
+    live: LivePredicate | None,
     dating: DatingColumn,
     archive_rows: float,
     share: float,
     live_source: str,
     near: bool,
     options: Options,
+    at_least_rows: bool = False,
 ) -> Finding | Skip | None:
     stats = table.stats_of(dating.name)
     if stats is None:
@@ -230,6 +267,7 @@ def _judge(
         zone = f", read as {unit} since the epoch ({dating.type})"
     evidence: dict[str, object] = {
         "archive_rows": round(archive_rows),
+        **({"archive_rows_at_least": True} if at_least_rows else {}),
         "archive_share": round(share, 4),
         "table_rows": round(table.reltuples),
         "live_rows_from": live_source,
@@ -254,7 +292,9 @@ def _judge(
     over_time = series(snapshot, table, table_rows=lambda r: r.stats.n_live_tup)
     if over_time:
         evidence["table_rows_series"] = over_time
-    retention = _retention(snapshot, table, live, options)
+    # Without a live predicate (a claim's value hidden behind $n, judged on a bound) no
+    # partition can be read for a waiting row: the batched DELETE prunes them.
+    retention = None if live is None else _retention(snapshot, table, live, options)
     if retention is not None:
         evidence |= retention.evidence()
     return Finding(
@@ -262,6 +302,7 @@ def _judge(
         severity=severity,
         message=(
             f"Queue table {table.qualified} keeps its finished rows: "
+            f"{'at least ' if at_least_rows else ''}"
             f"{human_count(archive_rows)} of {human_count(table.reltuples)} rows "
             f"({share:.1%}) are outside the live set, and the oldest {what} by "
             f"{dating.name} was {_age(age_days)} old when the statistics were gathered "
@@ -274,7 +315,7 @@ def _judge(
             "every vacuum of it and every count of it grows with the history, not the queue."
         ),
         fix=_fix(table, dating, options)
-        if retention is None or not retention.drop
+        if retention is None or not retention.drop or live is None
         else _drop_fix(snapshot, table, live, dating, retention, options),
     )
 

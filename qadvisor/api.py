@@ -25,12 +25,14 @@ from qadvisor.derive.archive_dates import DatingColumn, dating_column, parse_bou
 from qadvisor.derive.discover import selects_waiting
 from qadvisor.derive.estimates import (
     MIN_SAMPLE_ROWS,
+    LiveBound,
     LiveEstimate,
     Rates,
     VacuumTrigger,
     autovacuum_enabled,
     btree_bytes,
     distinct_values,
+    live_bound,
     live_index,
     live_rows,
     parse_index_predicate,
@@ -219,15 +221,18 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "queue_tables",
     "selects_waiting",
     "tenant_facts",
-    # 4. estimates. LiveEstimate, Rates and VacuumTrigger are what live_rows, rates and
-    # vacuum_trigger return (for a pack's annotations); live_index is promised by the guide.
+    # 4. estimates. LiveEstimate, LiveBound, Rates and VacuumTrigger are what live_rows,
+    # live_bound, rates and vacuum_trigger return (for a pack's annotations); live_index is
+    # promised by the guide.
     "MIN_SAMPLE_ROWS",
+    "LiveBound",
     "LiveEstimate",
     "Rates",
     "VacuumTrigger",
     "autovacuum_enabled",
     "btree_bytes",
     "distinct_values",
+    "live_bound",
     "live_index",
     "live_rows",
     "parse_index_predicate",

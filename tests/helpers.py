@@ -29,7 +29,7 @@ from qadvisor.model import Finding, Report
 from qadvisor.render.json import fix_dict, report_dict
 from qadvisor.settings.resolve import ENV_VARIABLES
 from qadvisor.sql.dequeue import value_placeholder
-from tests.conftest import TestDB
+from tests.conftest import TestDB, flush_stats
 from tests.json_schemas import assert_valid_report
 
 
@@ -427,4 +427,105 @@ def build_archive_queue(
     if partial:
         db.execute("CREATE INDEX jobs_pending_created_at ON jobs (created_at) "
                    "WHERE status = 'pending'")  # fmt: skip
-    db.execute("VACUUM (ANALYZE) jobs")
+    analyzed(db, "jobs", "VACUUM (ANALYZE)")
+
+
+# A queue in Sidequest's shape: a varchar status with no default, no CHECK and no index on
+# it, whose claim binds it as a parameter (pg_stat_statements shows $1).
+UNINDEXED_STATUS_TABLE = """
+CREATE TABLE jobs (
+    id           bigserial    PRIMARY KEY,
+    queue        varchar(255) NOT NULL,
+    status       varchar(255) NOT NULL,
+    inserted_at  timestamptz  NOT NULL DEFAULT now(),
+    available_at timestamptz  NOT NULL DEFAULT now(),
+    finished_at  timestamptz
+);
+CREATE INDEX jobs_queue_index ON jobs (queue);
+"""
+UNINDEXED_STATUS_CLAIM = (
+    "SELECT * FROM jobs WHERE status = %s AND queue = %s AND available_at <= now() "
+    "ORDER BY inserted_at LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+
+
+def _finished_jobs(db: TestDB, rows: int, days: int, failed_every: int = 0) -> None:
+    """``rows`` finished jobs of the unindexed-status table over the last ``days`` days, one in
+    ``failed_every`` failed (none with 0)."""
+    failed = f"g % {failed_every} = 0" if failed_every else "false"
+    db.execute(
+        f"""
+        INSERT INTO jobs (queue, status, inserted_at, available_at, finished_at)
+        SELECT 'default', CASE WHEN {failed} THEN 'failed' ELSE 'completed' END, t, t,
+               t + interval '1 second'
+          FROM generate_series(1, {rows}) AS g,
+               LATERAL (SELECT now() - (g::float8 / {rows}) * interval '{days} days' AS t) AS at
+        """
+    )
+
+
+def _claims_bound(db: TestDB) -> None:
+    """The unindexed-status queue's claim, its values bound by the driver, three times."""
+    with psycopg.connect(db.dsn) as conn:
+        for _ in range(3):
+            conn.execute(UNINDEXED_STATUS_CLAIM, ["waiting", "default", 10])
+            conn.commit()
+        flush_stats(conn)
+
+
+def build_rare_waiting_queue(db: TestDB, dba: TestDB, *, archive: int = 299_998) -> None:
+    """An aged queue whose waiting value ANALYZE saw too rarely to count as common: the
+    histogram holds it. ``archive`` completed jobs over 29 days, one failed, one waiting; the
+    status's statistics target makes ANALYZE read every row, so the result is the same every
+    time (a value held by one row is no common value, and two of them make the histogram
+    {failed,waiting}, as a sample of a larger table shows values it saw once or twice)."""
+    dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    db.execute(UNINDEXED_STATUS_TABLE)
+    _finished_jobs(db, archive, 29)
+    db.execute(
+        "INSERT INTO jobs (queue, status, finished_at) VALUES ('default', 'failed', now());"
+        "INSERT INTO jobs (queue, status) VALUES ('default', 'waiting');"
+        "ALTER TABLE jobs ALTER COLUMN status SET STATISTICS 10000;"
+    )
+    analyzed(db, "jobs")
+    _claims_bound(db)
+
+
+def build_stale_statistics_queue(
+    db: TestDB, dba: TestDB, *, archive: int = 300_000, waiting: int = 500, days: int = 29
+) -> None:
+    """An aged queue whose statistics predate its waiting rows: ``archive`` jobs finished
+    over the last ``days`` days (one in a thousand failed), ANALYZEd; then ``waiting`` jobs
+    arrive, far fewer than autoanalyze waits for (10 % of the table), and the claim runs with
+    its status bound by the driver. pg_stats has never seen the waiting value."""
+    dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    db.execute(UNINDEXED_STATUS_TABLE)
+    _finished_jobs(db, archive, days, failed_every=1000)
+    analyzed(db, "jobs")
+    db.execute(
+        f"INSERT INTO jobs (queue, status) SELECT 'default', 'waiting' "
+        f"FROM generate_series(1, {waiting})"
+    )
+    _claims_bound(db)
+    db.wait_for_stats("jobs", lambda r: r["n_mod_since_analyze"] >= waiting)
+
+
+def judged_without_its_value(run: Run, code: str) -> dict[str, Any]:
+    """The one finding of ``code`` in a report of the stale-statistics queue, whose one queue
+    has no live predicate: nothing the catalog holds names the value its claim waits for."""
+    (queue,) = run.report["queues"]
+    assert queue["live_predicate"] is None, queue["reason"]
+    (f,) = run.findings(code)
+    assert f["severity"] == "warning", f["message"]
+    finding: dict[str, Any] = f
+    return finding
+
+
+def analyzed(db: TestDB, table: str, command: str = "ANALYZE") -> None:
+    """ANALYZE ``table`` (or VACUUM (ANALYZE) it) as autovacuum would, once the writes of the
+    sessions before have been counted, so that it leaves no change since it: an ANALYZE in
+    the writing session, or one that runs before a finished session's counts arrive, is
+    followed by them, as if every row had changed since."""
+    db.wait_for_stats(table, lambda r: r["n_mod_since_analyze"] > 0)
+    db.execute(f"{command} {table}")
+    db.wait_for_stats(table, lambda r: r["n_mod_since_analyze"] == 0)

@@ -58,9 +58,11 @@ from qadvisor.derive.estimates import parse_index_predicate
 from qadvisor.derive.plans.explain_json import PartitionNames, parse_explain, partition_names
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
 from qadvisor.derive.predicates import index_predicate_columns
+from qadvisor.derive.states import status_like
 from qadvisor.model import (
     Binding,
     Column,
+    ColumnStats,
     HiddenFact,
     LivePredicate,
     PlanNode,
@@ -515,8 +517,12 @@ class _Planner:
         $3 END`` resolves the CASE to text; ``run_at < now() - $2`` makes $2 a timestamp)
         the application's driver or its literal had given the type: the types the error
         names are tried on the parameters left to the server, one parameter at a time, each
-        attempt in a savepoint, at most MAX_TYPE_TRIES. True when a type was declared so
-        (then only PREPARE can plan the text generically); the first error when none plans.
+        attempt in a savepoint, at most MAX_TYPE_TRIES. A try the server refuses for another
+        reason is a wrong guess, not the answer: a parameter in ``= ANY($1)`` on another
+        table takes an array type the server infers itself, and declaring it a timestamp
+        makes "op ANY/ALL (array) requires array on right side". True when a type was
+        declared so (then only PREPARE can plan the text generically); the first error when
+        none plans.
         """
         try:
             with self.conn.transaction():
@@ -540,8 +546,8 @@ class _Planner:
                         self._prepare(text, attempt)
                     return True
                 except PlanError as exc:
-                    if exc.sqlstate not in _TYPE_ERRORS:
-                        raise
+                    if exc.sqlstate is None:
+                        raise  # not the server's refusal: a timeout, a lock
         raise first
 
     def _parameter_types(self) -> list[_TypeInfo]:
@@ -837,11 +843,42 @@ def _value(
         return _default(column.type)
     stats = table.stats_of(column.name)
     mcv = stats.most_common_vals if stats is not None else None
+    if op in _HYPOTHESISED_OPS and status_like(column.name):
+        # A status the queue's live predicate does not cover: a claim waits for no finished
+        # or running state, nor for the archive's bulk, so the most common value is no
+        # binding; without another one the claim is not planned, rather than planned as a
+        # query the application never runs.
+        waiting = _status_value(column, stats)
+        return array_literal((waiting,)) if op == "any" else _lit(waiting)
     if mcv:
         return array_literal(mcv[:1]) if op == "any" else _lit(mcv[0])
     if op == "any":
         return "'{}'" if not column.enum_labels else array_literal(column.enum_labels[:1])
     return _default(column.type, column)
+
+
+def _status_value(column: Column, stats: ColumnStats | None) -> str:
+    """The value a claim's status parameter waits for, from the common values and enum
+    labels (discover.waiting_value); PlanError when they name none."""
+    common = (stats.most_common_vals or ()) if stats is not None else ()
+    freqs = (stats.most_common_freqs or ()) if stats is not None else ()
+    seen = [
+        discover.SeenValue(v, f"the pg_stats common values of {column.name}", share)
+        for v, share in zip(common, [*freqs, *[None] * len(common)], strict=False)
+    ]
+    seen += [
+        discover.SeenValue(v, f"the enum labels of {column.name}")
+        for v in column.enum_labels
+        if v not in common
+    ]
+    chosen, why = discover.waiting_value(seen)
+    if chosen is None:
+        raise PlanError(
+            f"not planned: no value it waits for on {column.name} is known, and a value no "
+            f"waiting row holds would plan a query the application never runs ("
+            f"{why or 'the catalog holds none'})"
+        )
+    return chosen.value
 
 
 def _typed_default(resolved: _TypeInfo, queue: Queue | None) -> str:

@@ -201,7 +201,12 @@ SENT: tuple[Sent, ...] = (
     _file("candidate_columns", "collection",
           "Status-like and timestamp columns that can mark a row as waiting, of the tables "
           "that can be queues (claimed, named, with a partial index on a status-like column, "
-          "a library's shape or an indexed status whose values read as waiting).", NO_LOCK,
+          "a library's shape or an indexed status whose values read as waiting), with every "
+          "value the catalog holds for them (enum labels, pg_stats common values and "
+          "histogram bounds, the default, CHECK constraints).",
+          "ACCESS SHARE on each such table with a CHECK constraint on one column while it is "
+          "read (pg_get_expr); a table another session's lock would make it wait for is left "
+          "without them",
           "none beyond CONNECT (by OID)", facts=("discovery",)),
     _file("partial_indexes", "collection",
           "Partial index predicates of the tables the candidate query kept (and the claimed "

@@ -449,8 +449,10 @@ def _discover(
             raise TableNotFound(f"{what} is a system catalog of PostgreSQL, not a queue table")
         explicit.append((t.schema, t.table, t.relid))
     named = [relid for _, _, relid in explicit]
-    candidates = q.rows(conn, "candidate_columns", discover.candidate_filter(claimed, named))
-    columns = [_candidate(r) for r in candidates]
+    candidates = q.rows(
+        conn, "candidate_columns", discover.candidate_filter(claimed, named, blocked)
+    )
+    columns = [candidate_column(r) for r in candidates]
     all_columns = {r["relid"]: frozenset(r["table_columns"]) for r in candidates}
     read = sorted({*all_columns, *claimed, *named})
     partials = [
@@ -469,7 +471,8 @@ def _system_schema(schema: str) -> bool:
     return schema in ("pg_catalog", "information_schema") or schema.startswith("pg_toast")
 
 
-def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
+def candidate_column(r: dict[str, Any]) -> discover.CandidateColumn:
+    """A row of candidate_columns.sql as discovery reads it."""
     return discover.CandidateColumn(
         schema=r["schema"],
         table=r["table"],
@@ -479,9 +482,15 @@ def _candidate(r: dict[str, Any]) -> discover.CandidateColumn:
         not_null=r["not_null"],
         enum_labels=tuple(r["enum_labels"]) if r["enum_labels"] is not None else None,
         indexed=r["indexed"],
-        common_values=tuple(r["common_values"]) if r["common_values"] is not None else None,
+        common_values=_tuple(r["common_values"]),
         readable=r["readable"],
         partitioned=bool(r.get("partitioned")),
+        common_freqs=_tuple(r["common_freqs"]),
+        rare_values=_tuple(r["rare_values"]),
+        default=r["default"],
+        checks=tuple(r["checks"] or ()),
+        null_frac=r["null_frac"] or 0.0,
+        n_distinct=r["n_distinct"] or 0.0,
     )
 
 

@@ -40,6 +40,7 @@ from qadvisor.model import LeftOut, Statement
 from qadvisor.sql import dequeue
 from qadvisor.sql.function_claims import FunctionClaim
 from qadvisor.sql.recorded_statements import called_functions, match_nested
+from qadvisor.sql.updates import update_targets
 
 # pg_stat_statements keeps a SQL-level PREPARE with its statement: "PREPARE s(text) AS ...".
 _PREPARE_PREFIX = re.compile(
@@ -296,9 +297,20 @@ def _judge(
             parsed.unconditional,
             parsed.by_value,
             tuple(o.column for o in parsed.order_by),
-            parsed.due,
+            due=parsed.due,
+            sets=_sets(parsed.text, resolved, rel.qualified),
         )
     )
+
+
+def _sets(text: str, resolved: dict[str, str], table: str) -> tuple[tuple[str, str], ...]:
+    """The values the statement's UPDATEs of ``table`` write as literals (``SET status =
+    'running'``): states a row leaves the live set for."""
+    out: list[tuple[str, str]] = []
+    for target in update_targets(text) or ():
+        if resolved.get(_written(target.schema, target.table)) == table:
+            out += target.literals
+    return tuple(dict.fromkeys(out))
 
 
 def _combined(a: Statement, b: Statement) -> Statement:

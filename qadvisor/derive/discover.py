@@ -42,30 +42,18 @@ from typing import Any, Literal
 
 from qadvisor.derive.estimates import boolean_literal, parse_index_predicate
 from qadvisor.derive.predicates import operand_values
+from qadvisor.derive.states import (
+    ARCHIVE_WORDS,
+    INFLIGHT_WORDS,
+    LIVE_WORDS,
+    not_waiting,
+    status_like,
+)
 from qadvisor.model import LiveOp, LivePredicate, Rejected, live_op
-from qadvisor.sql.dequeue import Predicate, nullness_arms
-from qadvisor.sql.printing import ident, predicate_sql, qualified
+from qadvisor.sql.dequeue import Predicate, literal_value, nullness_arms
+from qadvisor.sql.printing import ident, literal, predicate_sql, qualified
+from qadvisor.units import human_share
 
-# Status values that mean "waiting to be claimed", in the order they are preferred.
-LIVE_WORDS = (
-    "pending", "queued", "available", "ready", "todo", "new", "enqueued", "waiting",
-    "scheduled", "created", "retry", "retryable", "runnable", "open",
-)  # fmt: skip
-# Status values of finished rows: the archive.
-ARCHIVE_WORDS = frozenset(
-    """
-    done completed complete succeeded success successful finished failed failure
-    cancelled canceled discarded archived dead expired aborted processed error errored
-    exception
-    """.split()  # noqa: SIM905
-)
-# Status values of rows a worker holds: neither waiting nor finished.
-INFLIGHT_WORDS = frozenset(
-    """
-    active running executing doing processing started picked locked claimed working busy
-    in_progress inprogress
-    """.split()  # noqa: SIM905
-)
 STATUS_TYPES = ("text", "character varying", "character", "smallint", "integer", "USER-DEFINED")
 # Words in a nullable timestamp's name that mark a finished job: ``finished_at IS NULL`` is
 # the live set; ``locked_at IS NULL`` in the same claim is a second condition, not the set.
@@ -88,15 +76,74 @@ class CandidateColumn:
     readable: bool = True
     # A partitioned table: it has no rows of its own, its partitions do.
     partitioned: bool = False
+    # The shares of the common values in ANALYZE's sample, in their order.
+    common_freqs: tuple[float, ...] | None = None
+    # pg_stats histogram bounds of a text or enum column: values ANALYZE saw too rarely to
+    # count as common.
+    rare_values: tuple[str, ...] | None = None
+    # The column's default as pg_get_expr prints it (``'pending'::text``): a new row's value.
+    default: str | None = None
+    # Its CHECK constraints on this column alone, as pg_get_expr prints them.
+    checks: tuple[str, ...] = ()
+    # pg_stats null_frac and n_distinct: the share of the rows each rare value holds.
+    null_frac: float = 0.0
+    n_distinct: float = 0.0
 
     @property
     def is_status(self) -> bool:
-        name = self.column.lower()
-        return name.endswith(("status", "state", "statename"))
+        return status_like(self.column)
 
     @property
     def values(self) -> tuple[str, ...]:
-        return self.enum_labels or self.common_values or ()
+        """Every value the catalog holds for the column (``seen_values`` says where each
+        comes from)."""
+        return tuple(v.value for v in seen_values(self))
+
+
+@dataclass(frozen=True)
+class SeenValue:
+    """A value of a column the catalog holds, where it was found, and the share of the rows
+    ANALYZE saw holding it (None where the evidence gives none)."""
+
+    value: str
+    source: str
+    share: float | None = None
+
+
+def seen_values(col: CandidateColumn) -> list[SeenValue]:
+    """The values the catalog holds for a column, each once, from its first source in the
+    order they are weighed: the enum's labels, the CHECK constraints that list values, the
+    values ANALYZE saw (the common ones with their shares, then the histogram bounds: a value
+    seen too rarely to count as common is there, sharing what the common values leave), and
+    the default (the value a new row starts with)."""
+    out: dict[str, SeenValue] = {}
+
+    def add(value: str, source: str, share: float | None = None) -> None:
+        out.setdefault(value, SeenValue(value, source, share))
+
+    name = col.column
+    for label in col.enum_labels or ():
+        add(label, f"the enum labels of {name} ({col.type})")
+    for check in col.checks:
+        listed = parse_index_predicate(check)
+        if listed is not None and listed.column == name and listed.op == "in":
+            for value in listed.values:
+                add(value, f"the CHECK constraint on {name}")
+    common = col.common_values or ()
+    freqs = col.common_freqs or ()
+    for i, value in enumerate(common):
+        add(value, f"the pg_stats common values of {name}", freqs[i] if i < len(freqs) else None)
+    rare = [v for v in dict.fromkeys(col.rare_values or ()) if v not in common]
+    # As the planner shares it: what the common values and NULLs leave, spread evenly over
+    # the other distinct values (a negative n_distinct, a share of the rows, says no count).
+    others = col.n_distinct - len(common)
+    left = max(1.0 - col.null_frac - sum(freqs), 0.0) / others if others >= 1 else None
+    for value in rare:
+        add(value, f"the pg_stats histogram bounds of {name}", left)
+    default = literal_value(col.default) if col.default else None
+    if default is not None:
+        add(default, f"the default of {name} (a new row's value)")
+    return list(out.values())
 
 
 @dataclass(frozen=True)
@@ -130,6 +177,9 @@ class Claim:
     # The columns whose time it waits to come (DequeueStatement.due): a row waits for it, is
     # taken when it comes and, taken, waits again (a visibility timeout pushed forward).
     due: tuple[str, ...] = ()
+    # (column, value) its own UPDATE writes as a literal (``SET status = 'running'``): a
+    # value a row takes when claimed, never one the claim waits for.
+    sets: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -163,11 +213,14 @@ LIBRARIES = (
 )  # fmt: skip
 
 
-def candidate_filter(claimed: Sequence[int], named: Sequence[int] = ()) -> dict[str, Any]:
+def candidate_filter(
+    claimed: Sequence[int], named: Sequence[int] = (), blocked: Sequence[int] = ()
+) -> dict[str, Any]:
     """What the candidate-column query needs to leave out, on the server, the tables that
     cannot be queues: the claimed tables and those named with ``--table`` (kept whatever they
     look like), each library's columns (its live column first, so one index probe rules most
-    tables out) and the status words that read as waiting."""
+    tables out) and the status words that read as waiting; and the tables another session's
+    lock keeps it from opening (``blocked``: their CHECK constraints are not read)."""
     shapes = [
         ",".join([lib.live.column, *sorted(lib.columns - {lib.live.column})]) for lib in LIBRARIES
     ]
@@ -176,6 +229,7 @@ def candidate_filter(claimed: Sequence[int], named: Sequence[int] = ()) -> dict[
         "named": list(named),
         "shapes": shapes,
         "live_words": list(LIVE_WORDS),
+        "blocked": list(blocked),
     }
 
 
@@ -552,7 +606,8 @@ def _claim_values(
         written = _index_written_for(ev, col.column, claim)
         if written is not None:
             return written
-    return _inferred(ev, col, op, all_columns, single=pred.op in ("=", "<>"))
+    sets = frozenset(v for c, v in claim.sets if c == col.column)
+    return _inferred(ev, col, op, all_columns, single=pred.op in ("=", "<>"), sets=sets)
 
 
 def _index_written_for(
@@ -663,9 +718,10 @@ def _inferred(
     op: LiveOp,
     all_columns: dict[int, frozenset[str]] | None,
     single: bool = False,
+    sets: frozenset[str] = frozenset(),
 ) -> tuple[LivePredicate | None, str]:
     """Values for a claim that compares ``col`` with a parameter (``single``: one value,
-    ``=`` or ``<>``, not a list)."""
+    ``=`` or ``<>``, not a list; ``sets``: the values the claim itself writes to it)."""
     if op in ("in", "not in"):
         for p, live in ev.partials:
             if live.column != col.column or live.op != "in" or _waiting(live) != (op == "in"):
@@ -676,19 +732,25 @@ def _inferred(
         lib = _library(ev, all_columns)
         if lib is not None and lib.live.column == col.column and op == "in":
             return LivePredicate(col.column, "in", lib.live.values), f"the {lib.name} shape"
-    values = col.values
-    what = "enum labels" if col.enum_labels else "most common values"
-    if not values:
+    seen = seen_values(col)
+    if not seen:
         hidden = _hidden_status(ev)
-        return None, hidden or f"no partial index on {col.column} and no statistics of it"
+        return None, hidden or (
+            f"no partial index on {col.column}, and the catalog holds no value of it (no "
+            "statistics, default, CHECK constraint or enum)"
+        )
     if op == "in":
-        waiting = _waiting_values(values)
-        if waiting:
-            return LivePredicate(col.column, "in", (waiting[0],)), f"the {what} of {col.column}"
+        chosen, why = waiting_value(seen, sets)
+        if chosen is not None:
+            return LivePredicate(col.column, "in", (chosen.value,)), why
+        return None, (
+            f"none of the values the catalog holds for {col.column} reads as waiting ({why})"
+        )
     if op == "not in":
-        finished = [v for v in values if v.lower() in ARCHIVE_WORDS]
+        finished = [v for v in seen if v.value.lower() in ARCHIVE_WORDS]
         if finished:
-            return LivePredicate(col.column, op, tuple(finished)), f"the {what} of {col.column}"
+            sources = ", ".join(dict.fromkeys(v.source for v in finished))
+            return LivePredicate(col.column, op, tuple(v.value for v in finished)), sources
     if op in ("<", "<=") and col.enum_labels:
         # An enum whose order is the life cycle: the live range ends before the first label
         # of a job that is running or finished.
@@ -701,7 +763,49 @@ def _inferred(
                 f"the order of enum {col.type} (the first running or finished label is "
                 f"{labels[cut]})"
             )
-    return None, f"none of the {what} of {col.column} reads as waiting"
+    return None, f"none of the values the catalog holds for {col.column} reads as waiting"
+
+
+def waiting_value(
+    seen: Sequence[SeenValue], sets: Iterable[str] = ()
+) -> tuple[SeenValue | None, str]:
+    """The value a claim that compares a column with a parameter waits for, among the values
+    the catalog holds for it (``seen_values``), and where it came from; (None, why each value
+    was not taken) when the evidence names none. Never a value the claim itself writes
+    (``sets``), a finished or running state, or one holding ``ARCHIVE_SHARE`` of the rows: of
+    the rest, the first that reads as waiting, else the default (a new row's value), else the
+    only one left."""
+    written = set(sets)
+    marked: dict[str, str] = {}
+    for v in seen:
+        why = "the claim itself sets it" if v.value in written else None
+        marked_as = why or not_waiting(v.value, v.share, len(seen))
+        if marked_as:
+            marked[v.value] = marked_as
+    rest = [v for v in seen if v.value not in marked]
+    waiting = _waiting_values(v.value for v in rest)
+    chosen = next((v for v in rest if waiting and v.value == waiting[0]), None)
+    # A value that reads as waiting is its own reason; the others say what was ruled out.
+    named = chosen is not None
+    if chosen is None:
+        chosen = next((v for v in rest if v.source.startswith("the default of")), None)
+    if chosen is None and len(rest) == 1:
+        chosen = rest[0]
+    ruled_out = {
+        v: why for v, why in marked.items() if not named or why == "the claim itself sets it"
+    }
+    not_it = "; ".join(f"not {_quoted(v)}: {why}" for v, why in ruled_out.items())
+    if chosen is None:
+        left = [f"{_quoted(v.value)}: reads as no state" for v in rest]
+        return None, "; ".join([*left, not_it] if not_it else left)
+    share = f", {human_share(chosen.share)} of the rows ANALYZE saw" if chosen.share else ""
+    return chosen, f"{chosen.source} ({_quoted(chosen.value)}{share}" + (
+        f"; {not_it})" if not_it else ")"
+    )
+
+
+def _quoted(value: str) -> str:
+    return literal(value).strip()
 
 
 def _library(ev: _Evidence, all_columns: dict[int, frozenset[str]] | None) -> Library | None:

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Literal
 
 from qadvisor.derive.predicates import operand_values
+from qadvisor.derive.states import archived, status_like
 from qadvisor.model import (
     ColumnStats,
     Index,
@@ -23,7 +24,7 @@ from qadvisor.model import (
 )
 from qadvisor.sql.dequeue import Predicate, StatementError, condition_predicates
 from qadvisor.sql.printing import RANGE_OPS, qualified
-from qadvisor.units import nice_ceil
+from qadvisor.units import human_share, nice_round
 
 PAGE_BYTES = 8192
 # A btree page keeps 24 bytes of page header and 16 of btree special space.
@@ -47,6 +48,28 @@ _TYPE_WIDTH = {
 
 
 @dataclass(frozen=True)
+class LiveBound:
+    """At most how many rows are live now, from what the statistics do know when they cannot
+    count the live set: the archive's share of the rows ANALYZE saw (the common values that
+    read as finished, or the rows whose finish time is set) leaves at most ``at_analyze``
+    rows that were not finished then, and every row that became live since is among the
+    ``changed`` rows inserted, updated or deleted since."""
+
+    rows: float
+    at_analyze: float
+    changed: int
+    source: str  # where the archive's share came from
+
+    @property
+    def text(self) -> str:
+        """The bound in words, for a message."""
+        return (
+            f"at most {self.rows:,.0f} ({self.at_analyze:,.0f} not finished when ANALYZE ran, "
+            f"by {self.source}, plus the {self.changed:,} rows changed since)"
+        )
+
+
+@dataclass(frozen=True)
 class LiveEstimate:
     rows: float | None
     source: str  # how it was estimated, or why it could not be
@@ -54,6 +77,8 @@ class LiveEstimate:
     # Said when the statistics are older than the table's changes since: more rows were
     # inserted, updated or deleted since its last ANALYZE than the estimate holds.
     stale: str = ""
+    # With stale statistics, at most how many rows are live now (None: nothing bounds them).
+    bound: LiveBound | None = None
 
     @property
     def known(self) -> bool:
@@ -153,10 +178,72 @@ def live_rows(table: Table, live: LivePredicate | None) -> LiveEstimate:
         other = by_stats.rows
         if other is not None and not _agree(idx.reltuples, other):
             source += f"; pg_stats of {live.column} says {other:,.0f}"
-        return LiveEstimate(idx.reltuples, source, frac, _stale(table, idx.reltuples))
+        return _with_bound(table, live, LiveEstimate(idx.reltuples, source, frac))
     if by_stats.rows is not None:
-        return dataclasses.replace(by_stats, stale=_stale(table, by_stats.rows))
+        return _with_bound(table, live, by_stats)
     return by_stats
+
+
+def _with_bound(table: Table, live: LivePredicate, est: LiveEstimate) -> LiveEstimate:
+    """The estimate, said to be stale (with the bound on the live set now) when more rows
+    changed since the last ANALYZE than it holds."""
+    stale = _stale(table, est.rows or 0.0)
+    if not stale:
+        return est
+    return dataclasses.replace(est, stale=stale, bound=live_bound(table, live))
+
+
+def live_bound(table: Table, live: LivePredicate | None) -> LiveBound | None:
+    """At most how many rows are live now, from the archive's share alone (see LiveBound);
+    without a live predicate, from the status-like column whose finished values hold the
+    most rows. None when no statistics show an archive."""
+    if table.reltuples < 0:
+        return None
+    share, source = _archive_share(table, live)
+    if share is None:
+        return None
+    at_analyze = max(1.0 - share, 0.0) * table.reltuples
+    changed = table.stats.n_mod_since_analyze
+    return LiveBound(at_analyze + changed, at_analyze, changed, source)
+
+
+def _archive_share(table: Table, live: LivePredicate | None) -> tuple[float | None, str]:
+    """The share of the rows ANALYZE saw that are finished, and where it came from: of a
+    live predicate ``x IS NULL``, the rows with ``x`` set; else the common values of the
+    live column (of every status-like column, without one) that a claim never waits for."""
+    if live is not None and live.op == "is null":
+        stats = table.stats_of(live.column)
+        if stats is None:
+            return None, ""
+        return 1.0 - stats.null_frac, f"the rows with {live.column} set (pg_stats null_frac)"
+    if live is not None and live.op == "or":
+        return _union_archive_share(table, live)
+    if live is not None and not live.whole_table:
+        columns = [live.column]
+    elif live is None:
+        columns = [c.name for c in table.columns if status_like(c.name)]
+    else:
+        return None, ""
+    best: tuple[float, str] | None = None
+    for column in columns:
+        stats = table.stats_of(column)
+        if stats is None or not stats.most_common_vals or not stats.most_common_freqs:
+            continue
+        waiting = set(live.values) if live is not None and live.op == "in" else set()
+        # A lone common value beside rarer ones is still one of several.
+        values = max(len(stats.most_common_vals), 2 if stats.n_distinct != 1 else 1)
+        finished = [
+            (v, f)
+            for v, f in zip(stats.most_common_vals, stats.most_common_freqs, strict=False)
+            if v not in waiting and archived(v, f, values) is not None
+        ]
+        if not finished:
+            continue
+        share = sum(f for _, f in finished)
+        if best is None or share > best[0]:
+            listed = ", ".join(f"{v} {human_share(f)}" for v, f in finished)
+            best = (share, f"the finished common values of {column} ({listed})")
+    return (best[0], best[1]) if best is not None else (None, "")
 
 
 def _union_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
@@ -182,7 +269,25 @@ def _union_estimate(table: Table, live: LivePredicate) -> LiveEstimate:
     rows = min(rows, table.reltuples)
     frac = rows / table.reltuples if table.reltuples > 0 else None
     source = "at most the sum of " + ", ".join(sources) + _as_of(table, vacuum=True)
-    return LiveEstimate(rows, source, frac, _stale(table, rows))
+    return _with_bound(table, live, LiveEstimate(rows, source, frac))
+
+
+def _union_archive_share(table: Table, live: LivePredicate) -> tuple[float | None, str]:
+    """The share of the rows a union of one-column NULL conditions does not take, at least:
+    each part fails on a share pg_stats' null_frac gives, and rows failing every part are at
+    least the sum of those shares less one for each part beyond the first (the least they
+    can overlap)."""
+    failing = []
+    for part in live.parts:
+        stats = table.stats_of(part.column)
+        if stats is None or part.op not in ("is null", "is not null"):
+            return None, ""
+        failing.append(stats.null_frac if part.op == "is not null" else 1.0 - stats.null_frac)
+    share = max(sum(failing) - (len(failing) - 1), 0.0)
+    if share <= 0:
+        return None, ""
+    columns = " and ".join(p.column for p in live.parts)
+    return share, f"the rows the union cannot take ({columns} by pg_stats null_frac)"
 
 
 def part_index(table: Table, part: LivePredicate) -> Index | None:
@@ -457,33 +562,42 @@ def suggested_vacuum_threshold(
     snapshot: Snapshot, table: Table, live: float | None
 ) -> tuple[int, str]:
     """A fixed autovacuum_vacuum_threshold for a queue table and how it was derived: the
-    basis, then the rounding to a readable number, said as it is."""
+    basis, then the rounding to a readable number, said as it is.
+
+    The basis is rounded to the nearest 1, 2 or 5 times a power of ten (nice_round), not up:
+    a live set that a new ANALYZE's sample puts 20 % higher or lower (4,071 to 6,246 rows
+    around 5,000 waiting, on one unchanged table) then prints the same threshold, where
+    rounding up flipped it between 50,000 and 100,000."""
     r = rates(snapshot, table)
     if r is not None and r.dead_measured:
         raw = r.dead_per_s * VACUUM_WINDOW_S
-        n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
+        n, low, high = nice_round(max(raw, MIN_VACUUM_THRESHOLD))
         basis = (
             f"{VACUUM_WINDOW_S} s of dead tuples at the measured {r.dead_per_s:,.0f} dead tuples/s"
         )
         over = f", measured over {r.source}" if r.from_history else ""
-        return n, basis + _rounded(raw, n) + over
+        return n, basis + _rounded(raw, n, low, high) + over
     rows = live or 0.0
     raw = rows * 10
-    n = nice_ceil(max(raw, MIN_VACUUM_THRESHOLD))
+    n, low, high = nice_round(max(raw, MIN_VACUUM_THRESHOLD))
     return n, (
-        f"10x the live set of {rows:,.0f} rows{_rounded(raw, n)} (no rate was measured, by "
-        f"--sample or between --history snapshots: size it from your dead tuples/s, about "
-        f"{VACUUM_WINDOW_S} s worth)"
+        f"10x the live set of {rows:,.0f} rows{_rounded(raw, n, low, high)} (no rate was "
+        f"measured, by --sample or between --history snapshots: size it from your dead "
+        f"tuples/s, about {VACUUM_WINDOW_S} s worth)"
     )
 
 
-def _rounded(raw: float, n: int) -> str:
-    """How ``n`` was made from ``raw``: said, since the rounding can more than double it."""
+def _rounded(raw: float, n: int, low: float, high: float) -> str:
+    """How ``n`` was made from ``raw``, and which figures give the same ``n``: said, since
+    the rounding can move it by half."""
     if n == round(raw):
         return ""
     if raw < MIN_VACUUM_THRESHOLD:
         return f" is {raw:,.0f}, raised to the floor of {n:,}"
-    return f" is {raw:,.0f}, rounded up to {n:,}"
+    return (
+        f" is {raw:,.0f}, rounded to {n:,} (the nearest of 1, 2 and 5 times a power of ten: "
+        f"any figure from {math.ceil(low):,} to {math.floor(high):,} gives it)"
+    )
 
 
 def vacuum_threshold_sql(table: Table, n: int) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from qadvisor.sql.dequeue import StatementError, parse
+from qadvisor.sql.dequeue import StatementError, literal_value, parse
 from qadvisor.sql.scope import folded_name, table_name
 
 
@@ -23,6 +23,9 @@ class UpdateTarget:
     schema: str | None
     table: str
     columns: tuple[str, ...]
+    # (column, value) for each ``SET column = <literal>``: the value a row takes (a claim's
+    # ``SET status = 'running'``, which is then no value the claim waits for).
+    literals: tuple[tuple[str, str], ...] = ()
 
 
 def update_targets(text: str) -> tuple[UpdateTarget, ...] | None:
@@ -37,6 +40,7 @@ def update_targets(text: str) -> tuple[UpdateTarget, ...] | None:
         if not isinstance(node, exp.Update) or not isinstance(node.this, exp.Table):
             continue
         columns: list[str] = []
+        literals: list[tuple[str, str]] = []
         for assignment in node.expressions or []:
             if not isinstance(assignment, exp.EQ):
                 return None  # a SET form not read here: what it sets is unknown
@@ -45,7 +49,12 @@ def update_targets(text: str) -> tuple[UpdateTarget, ...] | None:
                 name = folded_name(column.this)
                 if name is not None and name not in columns:
                     columns.append(name)
+            if isinstance(assignment.this, exp.Column):
+                name = folded_name(assignment.this.this)
+                value = literal_value(assignment.expression.sql(dialect="postgres"))
+                if name is not None and value is not None:
+                    literals.append((name, value))
         target = node.this
         schema = folded_name(target.args.get("db"))
-        found.append(UpdateTarget(schema, table_name(target), tuple(columns)))
+        found.append(UpdateTarget(schema, table_name(target), tuple(columns), tuple(literals)))
     return tuple(found)

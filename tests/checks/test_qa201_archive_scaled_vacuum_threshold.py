@@ -14,8 +14,15 @@ from qadvisor.engine import run_checks
 from qadvisor.model import Finding, Sample, Severity, TableStats
 from qadvisor.registry import load_checks
 from tests import snapshots as S
-from tests.conftest import flush_stats
-from tests.helpers import assert_quiet, build_archive_queue
+from tests.conftest import TestDB, flush_stats
+from tests.helpers import (
+    assert_quiet,
+    build_archive_queue,
+    build_rare_waiting_queue,
+    build_stale_statistics_queue,
+    check,
+    judged_without_its_value,
+)
 from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
@@ -74,9 +81,9 @@ def test_sample_sizes_the_fix_from_the_rate_and_predicts_the_wait() -> None:
     assert f.evidence["dead_tuples_per_s"] == 2000.0
     # (2,000,050 - 1,000,000) / (2,000 - 0.2 x 2,000) = 625 s
     assert f.evidence["seconds_to_autovacuum"] == 625
-    assert "autovacuum_vacuum_threshold = 100000" in f.fix.statements[0]
+    assert "autovacuum_vacuum_threshold = 50000" in f.fix.statements[0]
     assert (
-        "30 s of dead tuples at the measured 2,000 dead tuples/s is 60,000, rounded up to 100,000"
+        "30 s of dead tuples at the measured 2,000 dead tuples/s is 60,000, rounded to 50,000"
         in f.fix.notes
     )
     assert f.severity is Severity.WARNING
@@ -113,13 +120,30 @@ def test_a_sample_that_saw_no_work_keeps_the_severity_and_says_so() -> None:
 
 
 def test_the_fix_note_says_how_the_threshold_was_rounded() -> None:
-    # 5,292 live rows: 10x is 52,920, and 100,000 (19x) only after rounding up.
+    # 5,292 live rows: 10x is 52,920, rounded to the nearest readable 50,000 (9.4x), not up
+    # to 100,000 (19x); the note says which figures give the same threshold.
     table = S.jobs_table(pending_freq=5_292 / 10_000_000)
     (f,) = S.run("QA201", S.snapshot(table))
     assert isinstance(f, Finding) and f.fix is not None
     assert f.evidence["live_rows"] == 5_292
-    assert "autovacuum_vacuum_threshold = 100000" in f.fix.statements[0]
-    assert "10x the live set of 5,292 rows is 52,920, rounded up to 100,000" in f.fix.notes
+    assert "autovacuum_vacuum_threshold = 50000" in f.fix.statements[0]
+    assert (
+        "10x the live set of 5,292 rows is 52,920, rounded to 50,000 (the nearest of 1, 2 and 5 "
+        "times a power of ten: any figure from 31,623 to 70,710 gives it)"
+    ) in f.fix.notes
+
+
+@pytest.mark.parametrize("live", [4_071, 4_351, 5_123, 6_246])
+def test_the_live_set_four_analyzes_of_one_table_gave_prints_one_threshold(live: int) -> None:
+    # Four ANALYZEs of an unchanged table (about 5,000 jobs waiting among 2 M) estimated
+    # 4,071 to 6,246 live rows: every one prints the same fix.
+    table = S.jobs_table(reltuples=2_000_000, pending_freq=live / 2_000_000)
+    (f,) = S.run("QA201", S.snapshot(table))
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.fix.statements == (
+        "ALTER TABLE public.jobs SET (autovacuum_vacuum_scale_factor = 0, "
+        "autovacuum_vacuum_threshold = 50000);",
+    )
 
 
 @pytest.mark.parametrize(
@@ -260,6 +284,9 @@ def test_a_live_set_from_statistics_older_than_the_backlog_is_said_to_be_stale(
     )
     assert ev["live_rows_stale"].startswith("2,000 rows were inserted, updated or deleted")
     assert "The live set is an estimate: 2,000 rows were" in f["fix"]["notes"]
+    # Judged on at most the ~100 rows not finished at the ANALYZE and the 2,000 since.
+    assert 2000 <= ev["live_rows_at_most"] <= 2300, ev["live_rows_at_most_from"]
+    assert "at least" in f["message"] and ev["trigger_to_live_ratio"] >= 30
 
     db.execute("ANALYZE jobs")
     # 14's collector takes the ANALYZE's reset of the count in its own time, and a reader
@@ -309,3 +336,57 @@ def test_a_table_partitioned_by_day_is_not_judged_by_its_whole_archive(shape: Sh
     # 50 + 0.2 x 300,500, 120x the live set; each partition's is 3,050 at most.
     build_daily(shape.db, days=20, per_day=15_000, waiting=500)
     assert_quiet(shape.check("--query", DAILY_CLAIM), "QA201", shape.queue)
+
+
+def test_a_waiting_value_only_the_histogram_holds_is_found_fixed_and_gone(shape: Shape) -> None:
+    # A Sidequest-shaped queue (a varchar status with no default and no index on it, bound by
+    # the driver): pg_stats holds its waiting value in the histogram alone.
+    build_rare_waiting_queue(shape.db, shape.dba)
+    run = shape.check()
+    (queue,) = run.report["queues"]
+    assert queue["live_predicate"] == "status = 'waiting'", queue["reason"]
+    assert "the pg_stats histogram bounds of status ('waiting'" in queue["reason"]
+    (f,) = run.findings("QA201")
+    assert f["severity"] == "warning", f["message"]
+    assert 60_000 <= f["evidence"]["vacuum_trigger"] <= 60_100  # 50 + 0.2 x 300,000
+    assert f["evidence"]["live_rows"] <= 2
+    shape.apply_fix(f)
+    assert_quiet(shape.check(), "QA201", shape.queue)
+
+
+def test_statistics_that_predate_the_waiting_rows_judge_on_a_bound(shape: Shape) -> None:
+    # ANALYZE saw only finished jobs; 500 waiting ones arrived since. Nothing the catalog
+    # holds names the value the claim waits for, but the finished common values say at most
+    # how many rows were not finished then, and the 500 rows changed since bound the rest.
+    build_stale_statistics_queue(shape.db, shape.dba)
+    f = judged_without_its_value(shape.check(), "QA201")
+    ev = f["evidence"]
+    assert ev["live_rows"] is None
+    assert 500 <= ev["live_rows_at_most"] <= 600, ev["live_rows_at_most_from"]
+    assert "the finished common values of status (completed" in ev["live_rows_at_most_from"]
+    assert ev["trigger_to_live_ratio"] >= 100  # 60,050 / at most ~520
+    assert "at least" in f["message"] and "the statistics cannot count them now" in f["message"]
+    shape.apply_fix(f)
+    # The fixed trigger is under min_trigger: quiet before the live set is weighed.
+    assert_quiet(shape.check(), "QA201", shape.queue, live=False)
+
+
+@pytest.mark.judges("QA201")
+def test_analyzing_an_unchanged_table_again_prints_the_same_fix(db: TestDB) -> None:
+    # The archive-index seed's shape: 2 M finished jobs and 5,000 waiting. Each ANALYZE
+    # samples 30,000 rows and estimates the live set anew (about 75 waiting rows in the
+    # sample: a fifth up or down); the printed threshold stays where it is.
+    build_archive_queue(db, archive=2_000_000, live=5_000)
+    fixes, live = set(), set()
+    for _ in range(5):
+        db.execute("ANALYZE jobs")
+        (f,) = check(db).findings("QA201")
+        fixes.add(tuple(f["fix"]["statements"]))
+        live.add(f["evidence"]["live_rows"])
+    assert len(live) > 1, f"every ANALYZE estimated the same live set ({live}): nothing moved"
+    assert fixes == {
+        (
+            "ALTER TABLE public.jobs SET (autovacuum_vacuum_scale_factor = 0, "
+            "autovacuum_vacuum_threshold = 50000);",
+        )
+    }, sorted(live)

@@ -23,7 +23,14 @@ from qadvisor.model import (
 )
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import PQ_TABLE, assert_quiet, qadvisor
+from tests.helpers import (
+    PQ_TABLE,
+    analyzed,
+    assert_quiet,
+    build_stale_statistics_queue,
+    judged_without_its_value,
+    qadvisor,
+)
 from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
@@ -74,6 +81,24 @@ def test_an_old_unpruned_archive_warns_with_a_key_range_delete() -> None:
     assert "WHERE id >= _from AND id < _from + 10000" in step.sql
     assert "AND finished_at < now() - interval '7 days';" in step.sql
     assert "COMMIT;" in step.sql
+
+
+def test_stale_statistics_say_at_least_or_give_info_where_the_bound_cannot_confirm() -> None:
+    # 10,000 waiting of 1 M at the last ANALYZE, 20,000 rows changed since: the archive is at
+    # least what 'done''s share leaves less those 20,000.
+    t = table(days_ago(40))
+    some = replace(t, stats=replace(t.stats, n_mod_since_analyze=20_000))
+    (f,) = judged(some)
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING
+    assert f.evidence["archive_rows_at_least"] is True and f.evidence["archive_rows"] == 970_000
+    assert "keeps its finished rows: at least 970,000 of" in f.message
+    # As many rows changed since as a pruner would have deleted: the bound says nothing, and
+    # only the statistics' older count says the archive is large: info, saying why.
+    pruned = replace(t, stats=replace(t.stats, n_mod_since_analyze=980_000))
+    (f,) = judged(pruned)
+    assert isinstance(f, Finding) and f.severity == Severity.INFO
+    assert "archive_rows_at_least" not in f.evidence and f.evidence["archive_rows"] == 990_000
+    assert f.evidence["live_rows_stale"].startswith("980,000 rows were inserted, updated or")
 
 
 def test_with_sample_the_evidence_gives_the_archive_s_growth() -> None:
@@ -151,9 +176,15 @@ def test_what_cannot_be_dated_is_a_skip() -> None:
     )
     (s,) = judged(undated)
     assert isinstance(s, Skip) and "no finish or creation timestamp" in s.reason
+    # Without a live predicate, the status's finished common values still bound the archive
+    # (at least 'done''s share of the rows); without them, the live set is unknown.
     unlive = table(days_ago(40))
     snap = replace(S.snapshot(unlive, live=None), server=ServerInfo("18.6", 180006, "a", "m"))
-    (s,) = S.run("QA204", snap)
+    (f,) = S.run("QA204", snap)
+    assert isinstance(f, Finding) and f.evidence["archive_rows_at_least"] is True
+    no_status = replace(unlive, column_stats=unlive.column_stats[1:])
+    assert [c.column for c in no_status.column_stats] == ["created_at", "finished_at"]
+    (s,) = S.run("QA204", replace(snap, tables=(no_status,)))
     assert isinstance(s, Skip) and "live set unknown" in s.reason
 
 
@@ -183,9 +214,9 @@ def build(shape: Shape, finished_over_days: int) -> None:
                   FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
          ORDER BY t;
         INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, {PENDING});
-        ANALYZE jobs;
         """
     )
+    analyzed(shape.db, "jobs")
 
 
 def test_an_unpruned_archive_is_found_pruned_as_printed_and_gone(shape: Shape) -> None:
@@ -227,9 +258,9 @@ def test_an_archive_dated_by_the_live_predicate_s_timestamp_is_pruned_as_printed
                   FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
          ORDER BY t;
         INSERT INTO jobs (q_name, data) SELECT 'jobs', '{{}}' FROM generate_series(1, {PENDING});
-        ANALYZE jobs;
         """
     )
+    analyzed(shape.db, "jobs")
     claim = (
         "SELECT * FROM jobs WHERE q_name = 'jobs' AND dequeued_at IS NULL "
         "ORDER BY schedule_at NULLS FIRST, expected_at NULLS LAST, id "
@@ -279,9 +310,9 @@ def build_epoch(db: TestDB) -> None:
                   FROM generate_series(1, {ROWS - PENDING}) AS g) AS s
          ORDER BY t;
         INSERT INTO jobs (status) SELECT 'ENQUEUED' FROM generate_series(1, {PENDING});
-        ANALYZE jobs;
         """
     )
+    analyzed(db, "jobs")
 
 
 def test_an_archive_dated_in_epoch_milliseconds_is_pruned_as_printed(shape: Shape) -> None:
@@ -321,8 +352,9 @@ def test_a_queue_that_deletes_on_completion_is_quiet(shape: Shape) -> None:
     build(shape, finished_over_days=60)
     shape.db.execute(
         "DELETE FROM jobs WHERE status = 'done' AND id % 10 <> 0; "
-        "INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, 10000); ANALYZE jobs"
+        "INSERT INTO jobs (payload) SELECT 'new' FROM generate_series(1, 10000)"
     )
+    analyzed(shape.db, "jobs")
     assert_quiet(shape.check(), "QA204", shape.queue)
 
 
@@ -634,3 +666,24 @@ def test_a_table_partitioned_by_queue_is_pruned_through_the_parent(shape: Shape)
 def test_a_partitioned_queue_that_keeps_a_few_days_is_quiet(shape: Shape) -> None:
     build_daily(shape.db, days=5, per_day=4_000, waiting=500)
     assert_quiet(shape.check("--query", DAILY_CLAIM), "QA204", shape.queue)
+
+
+def test_statistics_that_predate_the_waiting_rows_still_date_the_archive(shape: Shape) -> None:
+    # ANALYZE saw only finished jobs (29 days of them); 500 waiting ones arrived since, and
+    # nothing the catalog holds names the value the claim waits for. The finished common
+    # values still say how much of the table is archive, at least.
+    build_stale_statistics_queue(shape.db, shape.dba)
+    f = judged_without_its_value(shape.check(), "QA204")
+    ev = f["evidence"]
+    assert ev["archive_rows_at_least"] is True and ev["archive_rows"] >= 299_000
+    assert f["message"].startswith(f"Queue table {shape.queue} keeps its finished rows: at least")
+    assert ev["dated_by"] == "finished_at" and 28 < ev["oldest_row_age_days"] <= 29.1
+    shape.apply_fix(f, review=True)
+    left = shape.dba.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE status = 'waiting') FROM {shape.queue}"
+    )
+    # About 7 of the 29 days are kept, and no waiting job is deleted.
+    ((count, waiting),) = left
+    assert waiting == 500 and count < 0.3 * 300_000
+    shape.dba.execute(f"ANALYZE {shape.queue}")
+    assert_quiet(shape.check(), "QA204", shape.queue, live=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
@@ -25,6 +25,7 @@ from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.locks import Locks, read_locks
 from qadvisor.collect.planner import PlanForm
+from qadvisor.collect.snapshot import candidate_column
 from qadvisor.derive import discover
 from qadvisor.model import HiddenFact, Index, LivePredicate, Queue, Statement, Table, TableStats
 from qadvisor.sql.dequeue import DequeueStatement, analyse, locking_level, without_locks
@@ -167,7 +168,6 @@ def candidates(who: RoleDB) -> list[discover.CandidateColumn]:
     """The candidate columns the collector reads, as ``who`` reads them (candidate_columns.sql),
     with every table of the shop named as ``--table`` names one: some of them have no index and
     no claim, and discovery alone would not read their columns."""
-    wanted = {f.name for f in fields(discover.CandidateColumn)}
     with connect(who.dsn, SessionLimits()) as conn:
         named = conn.execute(
             "SELECT array_agg(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -175,13 +175,7 @@ def candidates(who: RoleDB) -> list[discover.CandidateColumn]:
         ).fetchone()
         assert named is not None
         rows = q.rows(conn, "candidate_columns", discover.candidate_filter([], named[0]))
-    out = []
-    for r in rows:
-        values: dict[str, Any] = {k: v for k, v in r.items() if k in wanted}
-        for key in ("enum_labels", "common_values"):
-            values[key] = tuple(r[key]) if r[key] is not None else None
-        out.append(discover.CandidateColumn(**values))
-    return out
+    return [candidate_column(r) for r in rows]
 
 
 # --- what the role may read ------------------------------------------------------------------

@@ -94,3 +94,26 @@ def test_text_that_cannot_be_read_is_left_out_with_why(db: TestDB) -> None:
     snap = take_snapshot(db)
     (o,) = [o for o in snap.left_out if "USING <" in o.text]
     assert o.source.startswith("pg_stat_statements") and "not analysed" in o.reason
+
+
+# A claim that picks its queues from another table by a list the driver binds as an array
+# (``q.name = ANY($1)``), before a delay it binds as an interval (``now() - $2``): the
+# server types the array itself, and only the delay needs a type named.
+QUEUES_BY_ARRAY_CLAIM = (
+    "SELECT id FROM jobs WHERE state = %s AND attempts < 5 AND locked_at IS NULL "
+    "AND run_at IN (SELECT j.run_at FROM jobs j JOIN queues q ON q.name = j.state "
+    "WHERE q.name = ANY(%s)) AND run_at < now() - %s "
+    "ORDER BY run_at LIMIT 1 FOR UPDATE SKIP LOCKED"
+)
+
+
+def test_a_parameter_in_any_on_another_table_is_typed_by_the_server(db: TestDB) -> None:
+    db.execute(TYPED)
+    db.execute("CREATE TABLE queues (name text PRIMARY KEY); INSERT INTO queues VALUES ('pending')")
+    run_bound(db, QUEUES_BY_ARRAY_CLAIM, ["pending", ["pending"], timedelta(seconds=1)])
+    snap = take_snapshot(db)
+    (stmt,) = recorded_on(snap)
+    assert "ANY($2)" in stmt.text and "now() - $3" in stmt.text
+    # Not "PREPARE failed: op ANY/ALL (array) requires array on right side".
+    assert stmt.plan_error is None, stmt.plan_error
+    assert stmt.custom_plan is not None and stmt.generic_plan is not None

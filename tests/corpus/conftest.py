@@ -2,10 +2,12 @@
 
 A test class names its `library` (a `tests.corpus.library.Library`); its tests take
 `observed`, what qadvisor said about that library's database in one `stage`: ``fresh`` (the
-library's own migrations, enqueue and worker) or ``aged`` (a clone with an archive of about
-1 M finished rows). The first test that needs one builds every collected library's databases
-on that server, a few at a time, and every test of the session shares them; a build that
-failed fails its tests with the same message.
+library's own migrations, enqueue and worker), ``aged`` (a clone with an archive of about
+1 M finished rows) or ``stale`` (a clone of the aged one whose statistics predate a fresh
+batch of waiting rows; only the tests marked for it ask for it). The first test that needs one
+builds every collected library's fresh and aged databases on that server, a few at a time,
+and every test of the session shares them; a stale one is built when a test first asks for
+it; a build that failed fails its tests with the same message.
 """
 
 from __future__ import annotations
@@ -22,9 +24,19 @@ import pytest
 from qadvisor.demo.pgserver import LocalServer
 from tests.conftest import _bin_dirs
 from tests.corpus import envs
-from tests.corpus.library import Library, Observed, build_aged, build_fresh, observe
+from tests.corpus.library import (
+    Library,
+    Observed,
+    build_aged,
+    build_fresh,
+    build_stale,
+    observe,
+)
 
 STAGES = ("fresh", "aged")
+# The aged database again, once a fresh batch of waiting rows has arrived after its last
+# ANALYZE (library.build_stale): built only for the tests that ask for it.
+STALE = "stale"
 # Every library on two servers takes twice the time: PostgreSQL 18 unless this names more.
 MAJORS_ENV = "QADVISOR_CORPUS_PG"
 
@@ -78,6 +90,12 @@ class _Corpus:
             pytest.fail(self.failed[key], pytrace=False)
         if key not in self.observed:
             self._build(server, lib)  # not collected with the others (a -k selection)
+        if key not in self.observed and stage == STALE:
+            with self.lock:
+                building = self.building.setdefault((major, lib.name), threading.Lock())
+            with building:
+                if key not in self.observed and key not in self.failed:
+                    self._build_stale(server, lib, major)
         if key in self.failed:
             pytest.fail(self.failed[key], pytrace=False)
         return self.observed[key]
@@ -123,6 +141,26 @@ class _Corpus:
             total = time.monotonic() - started
             with self.lock:
                 self.timings.append(f"{lib.name} {stage} pg{major}: {total:.1f} s ({parts})")
+
+    def _build_stale(self, server: LocalServer, lib: Library, major: int) -> None:
+        key = (major, lib.name, STALE)
+        aged = (major, lib.name, "aged")
+        if aged in self.failed:
+            self.failed[key] = self.failed[aged]
+            return
+        started = time.monotonic()
+        try:
+            seconds = build_stale(server, lib, self._install(lib))
+            self.observed[key] = observe(
+                server, f"{lib.name}_stale", f"{lib.name}-{STALE}-pg{major}", seconds
+            )
+        except (Exception, pytest.fail.Exception) as exc:
+            self.failed[key] = f"building {lib.name} ({STALE}, pg{major}): {exc}"
+            return
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in seconds.items())
+        total = time.monotonic() - started
+        with self.lock:
+            self.timings.append(f"{lib.name} {STALE} pg{major}: {total:.1f} s ({parts})")
 
     def _install(self, lib: Library) -> envs.Installed:
         name = lib.env.name

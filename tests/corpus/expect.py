@@ -21,6 +21,7 @@ import sqlglot
 from sqlglot import exp
 
 from qadvisor.demo.pgserver import LocalServer
+from qadvisor.sql.dequeue import Predicate, analyse, disjuncts
 from tests.corpus.fixwalk import foreign_literals, used_indexes_dropped, verdicts
 from tests.corpus.library import Library, Observed
 from tests.helpers import qadvisor
@@ -207,7 +208,7 @@ class Expect:
     not_queues: dict[str, str]  # tables that look like queues but are not, with why
     claims: tuple[Claim, ...]
     not_claims: tuple[NotClaim, ...]
-    codes: dict[str, Codes]  # by stage
+    codes: dict[str, Codes]  # by stage; the stale stage takes the aged stage's unless named
     # Findings that must name this target (code -> "schema.name" of the index or table).
     targets: dict[str, dict[str, str]] = field(default_factory=dict)  # by stage
     # Tables whose status as a queue is arguable either way (why): neither required nor wrong.
@@ -220,12 +221,20 @@ class Expect:
     skips: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
+# The stages a test judges when it also judges the aged database with statistics older than
+# its waiting rows (conftest.STALE): what must hold however stale the statistics are.
+WITH_STALE = pytest.mark.parametrize("stage", ["fresh", "aged", "stale"], indirect=True)
+
+
 class CorpusSuite:
-    """The corpus tests, run for each stage (fresh, aged) of one library's database."""
+    """The corpus tests, run for each stage (fresh, aged) of one library's database; those
+    marked WITH_STALE also on the aged database once a fresh batch of waiting rows arrived
+    after its last ANALYZE (stale)."""
 
     library: ClassVar[Library]
     expect: ClassVar[Expect]
 
+    @WITH_STALE
     def test_queue_tables(self, observed: Observed) -> None:
         found = set(observed.queues())
         wrong = sorted(found & set(self.expect.not_queues))
@@ -240,6 +249,7 @@ class CorpusSuite:
         extra = sorted(canonical - set(self.expect.queues) - set(self.expect.optional))
         assert not extra, f"tables taken for queues that are not: {extra}" + _context(observed)
 
+    @WITH_STALE
     def test_live_predicates(self, observed: Observed) -> None:
         queues = observed.queues()
         wrong = []
@@ -253,6 +263,7 @@ class CorpusSuite:
                     wrong.append(f"{name}: {printed!r}, expected {live.describe()}")
         assert not wrong, "wrong live predicates: " + "; ".join(wrong) + _context(observed)
 
+    @WITH_STALE
     def test_claims_found_and_planned(self, observed: Observed) -> None:
         statements = observed.statements()
         problems = []
@@ -276,6 +287,7 @@ class CorpusSuite:
             f"{n.why}: {_squash(s['text'])[:160]}" for n, s in judged
         )
 
+    @WITH_STALE
     def test_no_check_skipped(self, observed: Observed) -> None:
         # Run as a superuser on a database the library built and worked: every check has what
         # it needs, so a skip is a claim not found or not planned, or a table wrongly taken.
@@ -289,6 +301,61 @@ class CorpusSuite:
         assert not skipped, "checks skipped: " + "; ".join(
             f"{s['code']} ({s.get('queue')}): {s['reason']}" for s in skipped
         )
+
+    @WITH_STALE
+    def test_no_claim_is_planned_with_the_archive_s_value(self, observed: Observed) -> None:
+        # A status the claim's text hides ($n) is bound from the evidence; a value that is
+        # not live and holds most of the table's rows (the archive, by pg_stats) is never it:
+        # plans of a query the application never runs would be judged.
+        problems = []
+        checked = 0
+        for stmt in observed.statements():
+            queue = stmt.get("queue") or ""
+            live = self.expect.queues.get(self.expect.aliases.get(queue, queue))
+            if not isinstance(live, Live) or not live.column:
+                continue
+            # A backlog may be most of a fresh table: its values are the live ones.
+            bulk = _bulk_values(observed.snapshot, queue).get(live.column, set()) - live.values
+            parsed = analyse(stmt["text"]) if stmt.get("custom_values") else None
+            if not bulk or parsed is None or stmt.get("plan_error"):
+                continue
+            for pred in _equalities(parsed.predicates):
+                values = bulk if pred.column == live.column else None
+                for operand in pred.operands:
+                    if values is None or operand.kind != "parameter" or operand.index is None:
+                        continue
+                    checked += 1
+                    bound = stmt["custom_values"].get(str(operand.index), "")
+                    hit = sorted(v for v in values if f"'{v}'" in bound or f'"{v}"' in bound)
+                    if hit:
+                        problems.append(
+                            f"{pred.text} planned with {bound} ({', '.join(hit)} holds most of "
+                            f"the rows): {_squash(stmt['text'])[:160]}"
+                        )
+        assert not problems, "\n".join(problems) + f"\n({checked} bound values checked)"
+
+    @pytest.mark.parametrize("stage", ["stale"], indirect=True)
+    def test_the_statistics_predate_the_batch(self, observed: Observed) -> None:
+        # The stale tier's premise: no ANALYZE ran on a queue table since the clone (its
+        # counters started at zero), unless its changes since passed autoanalyze's threshold
+        # (a table of a few hundred rows), and the changes since are counted.
+        found = {f"{t['schema']}.{t['name']}": t for t in observed.snapshot["tables"]}
+        problems, stale = [], 0
+        for name in sorted(found):
+            t = found[name]
+            counters = t["stats"]
+            analyzed = counters["analyze_count"] + counters["autoanalyze_count"]
+            changed = counters["n_mod_since_analyze"]
+            reloption = t["reloptions"]
+            threshold = float(reloption.get("autovacuum_analyze_threshold", 50)) + float(
+                reloption.get("autovacuum_analyze_scale_factor", 0.1)
+            ) * max(t["reltuples"], 0)
+            if analyzed == 0 and changed > 0:
+                stale += 1
+            elif analyzed and changed + 1 < threshold:
+                problems.append(f"{name} was analyzed although only {changed} rows changed")
+        assert not problems, "\n".join(problems)
+        assert stale or not found, f"no queue table's statistics are stale: {sorted(found)}"
 
     def test_statements_read_as_postgresql_reads_them(self, observed: Observed) -> None:
         # Every statement the library ran that qadvisor kept (claims, maintenance, the other
@@ -330,8 +397,9 @@ class CorpusSuite:
         ]
         assert not problems, "\n".join(problems) + _findings(observed)
 
+    @WITH_STALE
     def test_codes(self, observed: Observed, stage: str) -> None:
-        codes = self.expect.codes[stage]
+        codes = self.expect.codes.get(stage) or self.expect.codes["aged"]
         found = observed.codes()
         report = observed.report
         problems = [
@@ -362,7 +430,10 @@ class CorpusSuite:
                     problems.append(
                         f"{code} skipped, so its silence says nothing: {skip['reason']}"
                     )
-        for code, target in self.expect.targets.get(stage, {}).items():
+        targets = self.expect.targets.get(stage) or (
+            self.expect.targets.get("aged", {}) if stage == "stale" else {}
+        )
+        for code, target in targets.items():
             named = {
                 f"{f['target']['schema']}.{f['target']['name'] or f['target']['table']}"
                 for f in observed.check.findings(code)
@@ -370,6 +441,31 @@ class CorpusSuite:
             if code in found and target not in named:
                 problems.append(f"{code} must name {target}, named {sorted(named)}")
         assert not problems, "\n".join(problems) + _findings(observed)
+
+
+def _bulk_values(snapshot: dict[str, Any], queue: str | None) -> dict[str, set[str]]:
+    """Column -> the values pg_stats says hold half the queue table's rows or more."""
+    out: dict[str, set[str]] = {}
+    for t in snapshot.get("tables") or ():
+        if f"{t['schema']}.{t['name']}" != queue:
+            continue
+        for c in t.get("column_stats") or ():
+            pairs = zip(
+                c.get("most_common_vals") or (), c.get("most_common_freqs") or (), strict=False
+            )
+            bulk = {v for v, f in pairs if f >= 0.5}
+            if bulk:
+                out[c["column"]] = bulk
+    return out
+
+
+def _equalities(predicates: Sequence[Predicate]) -> list[Predicate]:
+    """The conditions that compare a column with values for equality, an OR's arms included."""
+    out = []
+    for pred in predicates:
+        arms = disjuncts(pred.text) if pred.op == "other" else (pred,)
+        out += [a for a in arms if a.op in ("=", "in", "any")]
+    return out
 
 
 def _evaluate(

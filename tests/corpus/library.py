@@ -8,7 +8,8 @@ its real worker until most due jobs are done. `build_aged` clones that database 
 copy: data and pg_stats, but not the cumulative statistics that pg_stat_statements and
 pg_stat_user_tables keep per database), adds an archive of finished rows in the library's own
 row shape, runs the worker again on the aged table (so its claims are in pg_stat_statements
-under the clone) and ANALYZEs. `observe` then runs qadvisor as a user would.
+under the clone) and ANALYZEs. `build_stale` clones the aged database again and lets a fresh
+batch of waiting rows arrive after that ANALYZE. `observe` then runs qadvisor as a user would.
 
 Our own sessions (the done-count polls, the aging inserts, ANALYZE) run with
 ``pg_stat_statements.track = none``, so pg_stat_statements holds the library's statements only
@@ -176,6 +177,52 @@ def build_aged(
     seconds["work"] = _work(server, lib, installed, aged, lib.rerun.due, already=before)
     _analyze(server, aged)
     return seconds
+
+
+def build_stale(server: LocalServer, lib: Library, installed: envs.Installed) -> dict[str, float]:
+    """A clone of the library's aged database whose statistics predate its waiting rows, as
+    in production between two autoanalyzes: the clone keeps the aged database's pg_stats and
+    reltuples (a template copies the catalog, not the counters, so no change since ANALYZE is
+    counted yet and pg_stat_statements starts empty); the library's worker works through a
+    batch as before (its claims are recorded), then a fresh batch arrives and waits. No
+    ANALYZE runs: a few thousand changes are far from the tenth of a 1 M-row table that
+    autoanalyze waits for, and the tests check the statistics stayed as they were."""
+    stale = f"{lib.name}_stale"
+    seconds: dict[str, float] = {}
+    with admin(server) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(_ident(stale)))
+        started = time.monotonic()
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {} OWNER {}").format(
+                _ident(stale), _ident(f"{lib.name}_aged"), _ident(APP_ROLE)
+            )
+        )
+        seconds["clone"] = time.monotonic() - started
+    _set_track(server, stale, lib.track)
+    with admin(server, stale) as conn:
+        before = _count(conn, lib.done_sql)
+    _driver(server, lib, installed, stale, "enqueue", lib.rerun)
+    seconds["work"] = _work(server, lib, installed, stale, lib.rerun.due, already=before)
+    started = time.monotonic()
+    _driver(server, lib, installed, stale, "enqueue", lib.rerun)
+    seconds["batch"] = time.monotonic() - started
+    with admin(server, stale) as conn:
+        _settled(conn)
+    return seconds
+
+
+def _settled(conn: psycopg.Connection[Any], timeout: float = 10.0) -> None:
+    """Wait until the changes the driver's sessions made are counted: a session reports its
+    counters as it ends, a moment after its client has gone."""
+    query = "SELECT coalesce(sum(n_mod_since_analyze), 0) FROM pg_stat_user_tables"
+    deadline = time.monotonic() + timeout
+    last = -1
+    while time.monotonic() < deadline:
+        now = _count(conn, query)
+        if now > 0 and now == last:
+            return
+        last = now
+        time.sleep(0.3)
 
 
 def observe(

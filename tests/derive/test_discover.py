@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from qadvisor.derive import discover
@@ -747,3 +749,63 @@ def test_a_status_condition_outranks_an_or_over_timestamps() -> None:
     ]
     (d,) = discover.decide(columns, [], [claim("jobs", sql)])
     assert d.live == LivePredicate("status", "in", ("queued",), d.live.source if d.live else "")
+
+
+# --- every value the catalog holds ---------------------------------------------------------
+
+SIDEQUEST_CLAIM = (
+    'select * from "sidequest_jobs" where "state" = $1 and "queue" = $2 '
+    'and "available_at" <= $3 order by "inserted_at" asc limit $4 for update skip locked'
+)
+
+
+def test_a_value_seen_too_rarely_to_be_common_is_read_from_the_histogram() -> None:
+    state = col("sidequest_jobs", "state", ("completed",), common_freqs=(0.9997,),
+                rare_values=("failed", "waiting"), n_distinct=3.0)  # fmt: skip
+    (d,) = discover.decide([state], [], [claim("sidequest_jobs", SIDEQUEST_CLAIM)])
+    assert d.live is not None and d.live.values == ("waiting",)
+    # The rare values share what the common one leaves: 0.03 % between two of them.
+    assert "the pg_stats histogram bounds of state ('waiting', 0.015% of the rows" in d.live.source
+
+
+def test_each_value_is_named_with_where_it_was_found_in_the_order_it_is_weighed() -> None:
+    state = col("jobs", "status", ("done", "running"), common_freqs=(0.9, 0.05),
+                rare_values=("failed", "queued"), default="'queued'::text",
+                checks=("(status = ANY (ARRAY['queued'::text, 'running'::text, 'done'::text, "
+                        "'failed'::text, 'held'::text]))",))  # fmt: skip
+    seen = {v.value: v.source for v in discover.seen_values(state)}
+    assert list(seen) == ["queued", "running", "done", "failed", "held"]
+    assert set(seen.values()) == {"the CHECK constraint on status"}
+    without_check = discover.seen_values(replace(state, checks=()))
+    assert [(v.value, v.source.split(" of ")[0], v.share) for v in without_check] == [
+        ("done", "the pg_stats common values", 0.9),
+        ("running", "the pg_stats common values", 0.05),
+        ("failed", "the pg_stats histogram bounds", None),  # n_distinct unknown: no share
+        ("queued", "the pg_stats histogram bounds", None),
+    ]
+
+
+def test_no_finished_running_or_archive_value_nor_one_the_claim_writes_is_waited_for() -> None:
+    def seen(value: str, share: float | None = None, source: str = "x") -> discover.SeenValue:
+        return discover.SeenValue(value, source, share)
+
+    chosen, why = discover.waiting_value([seen("completed"), seen("claimed"), seen("waiting")])
+    assert chosen is not None and chosen.value == "waiting"
+    # A value of no known word holding the bulk of the rows is the archive.
+    chosen, why = discover.waiting_value([seen("ok", 0.995), seen("new_job", 0.005)])
+    assert chosen is not None and chosen.value == "new_job"
+    assert "not 'ok': 99.50% of the rows ANALYZE saw: the archive" in why
+    # The value the claim writes is a state it moves rows into, not one it waits for.
+    chosen, why = discover.waiting_value([seen("available"), seen("scheduled")], {"available"})
+    assert chosen is not None and chosen.value == "scheduled"
+    assert "not 'available': the claim itself sets it" in why
+    # Of values that read as nothing, the default says where a new row starts.
+    default = seen("fresh", source="the default of status (a new row's value)")
+    chosen, _ = discover.waiting_value([seen("done"), seen("held"), default])
+    assert chosen is default
+    # Nothing left: no value, and why each was not taken.
+    chosen, why = discover.waiting_value([seen("done", 0.99), seen("held"), seen("parked")])
+    assert chosen is None
+    assert why == (
+        "'held': reads as no state; 'parked': reads as no state; not 'done': a finished state"
+    )

@@ -8,16 +8,25 @@
 -- A table no claim reads can be a queue only through a partial index on a status-like
 -- column, a known library's shape (%(shapes)s: each library's column names, comma-separated,
 -- its live column first), or an indexed status column whose values read as waiting
--- (%(live_words)s, compared in lower case; or values this role may not read, which discovery
+-- (%(live_words)s, compared in lower case, among the values ANALYZE saw, common or in the
+-- histogram, and the column's default; or values this role may not read, which discovery
 -- reports). Every other table is left out here, on the server, before the per-column work
 -- (statistics, enum labels, the table's columns): 10,000 tables with an unindexed updated_at,
 -- an indexed active/inactive status or a soft delete's partial index cost one scan of
 -- pg_attribute and one pg_stats probe per indexed status column.
+--
+-- Every value the catalog holds for a kept column is read with it, for discovery to weigh
+-- when a claim compares the column with a parameter: the enum labels, the values ANALYZE saw
+-- (common ones with their shares, and the histogram bounds of a text or enum column: a value
+-- seen too rarely to count as common is there), the default (a new row's state, read with
+-- no relation given: a default names no column) and the CHECK constraints on the column
+-- alone. pg_get_expr of a CHECK opens the table (ACCESS SHARE): the tables another
+-- session's lock would make it wait for (%(blocked)s) are left without them.
 WITH candidate AS MATERIALIZED (
     SELECT * FROM (
         SELECT c.oid AS relid, n.nspname AS schema, c.relname AS table,
                c.relkind = 'p' AS partitioned, c.oid = ANY (%(claimed)s::oid[]) AS claimed,
-               a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull,
+               a.attnum, a.attname, a.atttypid, a.atttypmod, a.attnotnull, a.attgenerated,
                -- The name's last characters are a cheap pre-filter for the patterns: a
                -- regular expression on each of the catalog's columns costs more than the
                -- rest of the scan.
@@ -78,11 +87,20 @@ WITH candidate AS MATERIALIZED (
                              WHERE t.oid = k.atttypid
                                AND lower(e.enumlabel::text) = ANY (%(live_words)s::text[]))
                  OR EXISTS (SELECT 1 FROM pg_stats s,
-                                   unnest(s.most_common_vals::text::text[]) AS v
+                                   unnest(coalesce(s.most_common_vals::text::text[], '{}')
+                                          || coalesce(s.histogram_bounds::text::text[], '{}'))
+                                     AS v
                              WHERE s.schemaname = k.schema AND s.tablename = k.table
                                AND s.attname = k.attname AND s.inherited = k.partitioned
                                AND s.avg_width <= 64
-                               AND lower(v) = ANY (%(live_words)s::text[]))))
+                               AND lower(v) = ANY (%(live_words)s::text[]))
+                 OR EXISTS (SELECT 1 FROM pg_attrdef d
+                             WHERE d.adrelid = k.relid AND d.adnum = k.attnum
+                               -- A generated column's expression names columns.
+                               AND lower(substring(CASE WHEN k.attgenerated = ''
+                                                        THEN pg_get_expr(d.adbin, 0) END
+                                                   FROM '^''([^'']*)'''))
+                                   = ANY (%(live_words)s::text[]))))
 )
 SELECT k.schema, k.table, k.relid, k.partitioned,
        k.attname AS column,
@@ -94,10 +112,14 @@ SELECT k.schema, k.table, k.relid, k.partitioned,
        END AS enum_labels,
        EXISTS (SELECT 1 FROM pg_index x
                 WHERE x.indrelid = k.relid AND k.attnum = ANY (x.indkey::int2[])) AS indexed,
-       (SELECT s.most_common_vals::text::text[] FROM pg_stats s
-         WHERE s.schemaname = k.schema AND s.tablename = k.table
-           AND s.attname = k.attname AND s.inherited = k.partitioned AND s.avg_width <= 64
-         LIMIT 1) AS common_values,
+       st.most_common_vals AS common_values, st.most_common_freqs AS common_freqs,
+       st.histogram_bounds AS rare_values, st.null_frac, st.n_distinct,
+       (SELECT CASE WHEN k.attgenerated = '' THEN pg_get_expr(d.adbin, 0) END
+          FROM pg_attrdef d WHERE d.adrelid = k.relid AND d.adnum = k.attnum) AS default,
+       ARRAY(SELECT pg_get_expr(c.conbin, c.conrelid) FROM pg_constraint c
+              WHERE c.conrelid = k.relid AND c.contype = 'c' AND c.conkey = ARRAY[k.attnum]
+                AND NOT k.relid = ANY (%(blocked)s::oid[])
+              ORDER BY c.conname) AS checks,
        ARRAY(SELECT b.attname::text FROM pg_attribute b
               WHERE b.attrelid = k.relid AND b.attnum > 0 AND NOT b.attisdropped) AS table_columns
   FROM candidate k
@@ -105,4 +127,16 @@ SELECT k.schema, k.table, k.relid, k.partitioned,
   JOIN pg_type t ON t.oid = k.atttypid
   -- The enum a domain is over counts as the column's enum.
   JOIN pg_type et ON et.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+  LEFT JOIN LATERAL (
+       SELECT s.most_common_vals::text::text[] AS most_common_vals,
+              s.most_common_freqs::float8[] AS most_common_freqs,
+              -- The histogram of a text or enum column lists values; a number's or a
+              -- time's, ranges (and it is long).
+              CASE WHEN et.typcategory IN ('S', 'E') THEN s.histogram_bounds::text::text[]
+              END AS histogram_bounds,
+              s.null_frac::float8 AS null_frac, s.n_distinct::float8 AS n_distinct
+         FROM pg_stats s
+        WHERE s.schemaname = k.schema AND s.tablename = k.table
+          AND s.attname = k.attname AND s.inherited = k.partitioned AND s.avg_width <= 64
+        LIMIT 1) AS st ON true
  ORDER BY 1, 2, k.attnum
