@@ -29,7 +29,7 @@ from qadvisor.sql.dequeue.levels import (
     unique,
     unwrap,
 )
-from qadvisor.sql.dequeue.maintenance import Maintenance, recognise
+from qadvisor.sql.dequeue.maintenance import Maintenance, recognise, write_level
 from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
@@ -145,6 +145,9 @@ class DequeueStatement:
     # queue table compare a column with values (``queue_name = $1``, ``kind = ANY($2)``):
     # it picks which queue's (or key's) next rows to take, not which rows wait.
     by_value: bool = False
+    # False for an UPDATE or DELETE without FOR UPDATE / FOR SHARE (:func:`analyse_write`):
+    # ``lock`` is then the row lock the write itself takes, and it waits.
+    locking_clause: bool = True
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -486,6 +489,53 @@ def analyse(sql: str) -> DequeueStatement | None:
     )
 
 
+def analyse_write(sql: str) -> DequeueStatement | None:
+    """The maintenance shape of an UPDATE or DELETE that has no locking clause (a purge of
+    old rows, a reset of stale ones: :mod:`qadvisor.sql.dequeue.maintenance`), or None: for a
+    statement that locks rows (:func:`analyse` reads it), that writes no table, or whose
+    conditions do not make it maintenance. Raises StatementError as check_plannable does.
+
+    Its ``lock`` is the row lock the write takes of the rows it changes (FOR UPDATE for a
+    DELETE, FOR NO KEY UPDATE for an UPDATE that sets no key column, the usual case), with
+    no wait policy: the write waits for a row another session holds.
+    """
+    tree = parse(sql)
+    if locking_select(tree) is not None:
+        return None
+    found = write_level(tree)
+    if found is None:
+        return None
+    level, table = found
+    predicates = tuple(_predicates(level, source_key(table)))
+    if not predicates:
+        return None  # no condition chooses its rows: it reads them all by design
+    what = recognise(tree, level, table, predicates)
+    if what is None:
+        return None
+    write = table.parent
+    ctes = cte_names(tree)
+    return DequeueStatement(
+        text=sql,
+        kind=_kind(main_statement(tree)),
+        schema=folded_name(table.args.get("db")),
+        table=table_name(table),
+        alias=folded_name(table.args.get("alias")),
+        predicates=predicates,
+        order_by=(),
+        limit=None,
+        limit_is_parameter=False,
+        lock=LockClause("no key update" if isinstance(write, exp.Update) else "update", None, ()),
+        lock_level="top" if write is main_statement(tree) else "cte",
+        locked_tables=(table_name(table),),
+        has_window=False,
+        lateral=None,
+        parameters=tuple(sorted({parameter_index(p) for p in tree.find_all(exp.Parameter)})),
+        relations=_relations(tree, ctes),
+        maintenance=what,
+        locking_clause=False,
+    )
+
+
 def _unconditional(select: exp.Select, owner: exp.Select, key: str) -> bool:
     """No condition chooses among the queue table's rows: none at its own level mentions its
     columns (a join equality aside; ``NOT q.paused`` is about the joined table's rows), and
@@ -701,9 +751,7 @@ _OPS: dict[type[exp.Binary], tuple[PredicateOp, PredicateOp]] = {
 }
 
 
-def _predicates(
-    select: exp.Select, key: str, *, only_qualified: bool = False
-) -> Iterator[Predicate]:
+def _predicates(select: exp.Expr, key: str, *, only_qualified: bool = False) -> Iterator[Predicate]:
     """The filters of ``select`` about the FROM item called ``key``.
 
     An unqualified column is taken to be the queue table's (no catalog here to say which
