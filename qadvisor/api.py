@@ -85,6 +85,7 @@ from qadvisor.fixes.builders import (
     IndexKey,
     IndexMatch,
     analyze,
+    comparable_index,
     covering_index,
     drop_index,
     existing_index,
@@ -97,6 +98,7 @@ from qadvisor.fixes.builders import (
     reindex,
     review,
     rewrite,
+    set_rows_index,
     table_setting,
 )
 from qadvisor.fixes.round_robin import (
@@ -305,6 +307,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "drop_index",
     "existing_index",
     "covering_index",
+    "comparable_index",
+    "set_rows_index",
     "index_users_note",
     "matching_statements",
     "IndexMatch",

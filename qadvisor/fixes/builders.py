@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from qadvisor.derive.estimates import parse_index_predicate, same_predicate
+from qadvisor.derive.estimates import parse_index_predicate, part_index, same_predicate
 from qadvisor.derive.predicates import operand_values, predicate_implies
 from qadvisor.derive.statement_queues import statement_label, statement_queue
 from qadvisor.model import (
@@ -25,7 +25,13 @@ from qadvisor.model import (
     Table,
     live_op,
 )
-from qadvisor.sql.dequeue import OrderItem, Predicate
+from qadvisor.sql.dequeue import (
+    OrderItem,
+    Predicate,
+    StatementError,
+    condition_predicates,
+    disjuncts,
+)
 from qadvisor.sql.printing import (
     ident,
     index_name,
@@ -212,6 +218,27 @@ def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) 
     return IndexFix(table, tuple(keys), index_where(live), tuple(live_words(live)))
 
 
+def set_rows_index(table: Table, column: str) -> IndexFix:
+    """The index a comparison of ``column`` with a bound (``completed_at < $1``) can use in
+    any plan: of the rows where the column is set when it may be NULL (no NULL passes the
+    comparison, so the planner proves the predicate whatever the bound), of every row when
+    it is NOT NULL."""
+    found = table.column(column)
+    if found is not None and found.not_null:
+        return IndexFix(table, (IndexKey(column),))
+    return IndexFix(table, (IndexKey(column),), f"{ident(column)} IS NOT NULL")
+
+
+def comparable_index(table: Table, column: str) -> Index | None:
+    """A valid index led by ``column`` that a comparison of it with a bound can use in any
+    plan: one without a predicate, or one of the rows where ``column`` is set."""
+    for idx in table.indexes:
+        if idx.is_valid and idx.columns[:1] == (column,) and idx.predicate is None:
+            return idx
+    found = part_index(table, LivePredicate(column, "is not null"))
+    return found if found is not None and found.columns[:1] == (column,) else None
+
+
 def implies(narrow: LivePredicate, wide: LivePredicate) -> bool:
     """Every row ``narrow`` admits, ``wide`` admits too (the simple forms PostgreSQL's
     predicate test proves): the same predicate, an IN list inside another, an IN list that
@@ -286,37 +313,102 @@ def covering_index(build: IndexFix) -> Index | None:
 class IndexMatch:
     """A recorded statement whose own text the new index matches; ``planned_values`` when
     its predicate proves the index's only with the values qadvisor planned its parameters
-    with (pg_stat_statements shows literals as $n)."""
+    with (pg_stat_statements shows literals as $n); ``arm`` when the index serves one arm of
+    an OR in its WHERE (``completed_at < $1``): the planner reads one index per arm and
+    combines them (a BitmapOr), so each arm needs its own."""
 
     statement: Statement
     planned_values: bool
+    arm: str | None = None
+
+
+# Comparisons that no NULL passes: each implies ``column IS NOT NULL`` (PostgreSQL's
+# predicate test proves it from the operator's strictness, whatever the compared value).
+_STRICT = ("=", "<>", "<", "<=", ">", ">=", "in", "any", "is not null")
 
 
 def matching_statements(snapshot: Snapshot, build: IndexFix) -> tuple[IndexMatch, ...]:
-    """The recorded statements on ``build``'s table whose WHERE and ORDER BY, as parsed from
-    their text, the index matches: their WHERE implies its predicate (it has none, or one
-    column's condition qadvisor reads) and its keys, after the ones they compare with one
-    value, give their ORDER BY (forward or backward), or they have none. A derivation from
-    text, not a plan: the index does not exist, so no planner has chosen it."""
+    """The recorded statements on ``build``'s table (claims and maintenance) whose WHERE and
+    ORDER BY, as parsed from their text, the index matches: their WHERE implies its predicate
+    (it has none, one column's condition qadvisor reads, or ``column IS NOT NULL``, which a
+    comparison of that column implies), and its keys, after the ones they compare with one
+    value, give their ORDER BY (forward or backward); a statement without ORDER BY compares
+    the index's first column (in its WHERE, or in one arm of an OR there), or its WHERE
+    implies the index's predicate. A derivation from text, not a plan: the index does not
+    exist, so no planner has chosen it."""
     target = parse_index_predicate(build.where) if build.where else None
-    if build.where is not None and target is None:
+    set_column = _set_column(build.where) if build.where else None
+    if build.where is not None and target is None and set_column is None:
         return ()
     found = []
-    for stmt in snapshot.statements:
+    for stmt in (*snapshot.statements, *snapshot.maintenance):
         parsed = stmt.parsed
         on = statement_queue(snapshot, stmt) if parsed is not None else None
         if parsed is None or on is None:
             continue
         if (on[1].schema, on[1].name) != (build.table.schema, build.table.name):
             continue
-        planned = False
-        if target is not None and not _proves(parsed.predicates, target, {}):
-            if not _proves(parsed.predicates, target, stmt.custom_values):
-                continue
-            planned = True
-        if _supplies_order(build.keys, parsed.order_by, parsed.predicates):
-            found.append(IndexMatch(stmt, planned))
+        match = _match(build, target, set_column, stmt, parsed.predicates, parsed.order_by)
+        if match is not None:
+            found.append(match)
     return tuple(found)
+
+
+def _match(
+    build: IndexFix,
+    target: LivePredicate | None,
+    set_column: str | None,
+    stmt: Statement,
+    predicates: Sequence[Predicate],
+    order: Sequence[OrderItem],
+) -> IndexMatch | None:
+    planned = False
+    if target is not None and not _proves(predicates, target, {}):
+        if not _proves(predicates, target, stmt.custom_values):
+            return None
+        planned = True
+    lead = build.keys[0].column if build.keys else None
+    arm = _arm_comparing(predicates, lead) if lead is not None else None
+    if set_column is not None and not _compares(predicates, set_column):
+        # Only an arm of an OR compares the column: the index serves that arm.
+        if lead != set_column or arm is None:
+            return None
+        return IndexMatch(stmt, planned, arm)
+    if order:
+        return IndexMatch(stmt, planned) if _supplies_order(build.keys, order, predicates) else None
+    if lead is not None and _compares(predicates, lead):
+        return IndexMatch(stmt, planned)
+    if arm is not None:
+        return IndexMatch(stmt, planned, arm)
+    return IndexMatch(stmt, planned) if build.where is not None else None
+
+
+def _set_column(where: str) -> str | None:
+    """``completed_at`` of an index predicate ``completed_at IS NOT NULL``, else None."""
+    try:
+        conditions = condition_predicates(where)
+    except StatementError:
+        return None
+    if len(conditions) == 1 and conditions[0].op == "is not null":
+        return conditions[0].column
+    return None
+
+
+def _compares(predicates: Sequence[Predicate], column: str) -> bool:
+    """A condition of the WHERE compares ``column`` in a way no NULL passes."""
+    return any(p.column == column and p.op in _STRICT for p in predicates)
+
+
+def _arm_comparing(predicates: Sequence[Predicate], column: str) -> str | None:
+    """The arm of an OR in the WHERE (every arm a comparison of one column) that compares
+    ``column`` in a way no NULL passes, as SQL; None when there is none."""
+    for pred in predicates:
+        if pred.op != "other":
+            continue
+        for arm in disjuncts(pred.text):
+            if arm.column == column and arm.op in _STRICT:
+                return arm.text
+    return None
 
 
 def _proves(predicates: Sequence[Predicate], target: LivePredicate, values: dict[str, str]) -> bool:
@@ -382,11 +474,12 @@ def index_users_note(snapshot: Snapshot, build: IndexFix) -> str:
     listed = "; ".join(
         statement_label(m.statement)
         + (" (with the values qadvisor planned its parameters with)" if m.planned_values else "")
+        + (f" (the arm {m.arm} of its OR)" if m.arm is not None else "")
         for m in matches[:5]
     )
     more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
     return (
-        f"Statements whose WHERE implies {build.name}'s predicate and whose ORDER BY its keys "
-        f"supply: {listed}{more}. This is derived from their text, not from a plan (the index "
-        "does not exist yet): check with EXPLAIN once it is built."
+        f"Statements whose WHERE implies {build.name}'s predicate and whose conditions or "
+        f"ORDER BY its keys serve: {listed}{more}. This is derived from their text, not from a "
+        "plan (the index does not exist yet): check with EXPLAIN once it is built."
     )
