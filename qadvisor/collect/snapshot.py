@@ -574,6 +574,7 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 idx_tup_read=r["idx_tup_read"],
                 idx_tup_fetch=r["idx_tup_fetch"],
                 include_columns=tuple(r["include_columns"]),
+                descending=tuple(r["descending"] or ()),
                 bytes_source=_estimated(locks, r["index_relid"], role)
                 if r["bytes_estimated"]
                 else None,
