@@ -540,7 +540,7 @@ def _fix(snapshot: Snapshot, d: Dequeue) -> Fix:
             safety="safe",
             steps=(analyze(table),),
         )
-    return Fix(notes=" ".join(notes), steps=(build.step(snapshot),))
+    return Fix(notes=" ".join(notes), steps=(build.step(snapshot, d.statement),))
 
 
 def _build(d: Dequeue, keys: tuple[IndexKey, ...]) -> tuple[IndexFix, str]:

@@ -472,7 +472,7 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
         )
     build = live_set_index(table, live, keys)
     steps, notes = _old_index(snapshot, d, column, old)
-    steps.insert(0, build.step(snapshot))
+    steps.insert(0, build.step(snapshot, stmt))
     notes.insert(
         0,
         f"The claim reads {build.name} from its first waiting row in ORDER BY order: the "

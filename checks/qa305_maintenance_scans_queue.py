@@ -148,7 +148,7 @@ def _judge(snapshot: Snapshot, queue: Queue, table: Table, stmt: Statement) -> F
     deletes = what.action != "reset"
     if _served(table, alone, arms, states, deletes):
         return None
-    steps, notes = _fix(snapshot, table, alone[:1] or arms, states, deletes)
+    steps, notes = _fix(snapshot, stmt, table, alone[:1] or arms, states, deletes)
     calls = stmt.calls or 0
     mean = stmt.mean_exec_ms
     return Finding(
@@ -205,7 +205,12 @@ def _served(
 
 
 def _fix(
-    snapshot: Snapshot, table: Table, columns: list[str], states: list[Predicate], deletes: bool
+    snapshot: Snapshot,
+    stmt: Statement,
+    table: Table,
+    columns: list[str],
+    states: list[Predicate],
+    deletes: bool,
 ) -> tuple[tuple[FixStep, ...], list[str]]:
     """The indexes that serve the statement: on its age column (each arm's, for an OR of
     ages) under its state condition; on a state column when it has no age."""
@@ -231,7 +236,7 @@ def _fix(
         pred, values = literal[0]
         state = LivePredicate(pred.column, "in", tuple(values))
         builds = [live_set_index(table, state, (IndexKey(c),)) for c in columns]
-        return tuple(b.step(snapshot) for b in builds), [
+        return tuple(b.step(snapshot, stmt) for b in builds), [
             f"An index on {', '.join(columns)} of the rows with {pred.text}: each run reads "
             f"the rows it looks for, not the table.{combined}",
             CONCURRENT_BUILD_NOTE,
@@ -258,7 +263,7 @@ def _fix(
         # aged since the last run, a few, whatever the archive holds.
         wanted = [c for c in columns if comparable_index(table, c) is None]
         builds = [set_rows_index(table, c) for c in wanted]
-        return tuple(b.step(snapshot) for b in builds), [
+        return tuple(b.step(snapshot, stmt) for b in builds), [
             f"An index on {', '.join(wanted)}"
             + (" (of the rows where it is set)" if any(b.where for b in builds) else "")
             + ": the statement deletes the rows it selects, so after a run the rows older "

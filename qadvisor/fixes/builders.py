@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from qadvisor.derive.estimates import parse_index_predicate, part_index, same_predicate
 from qadvisor.derive.predicates import operand_values, predicate_implies
-from qadvisor.derive.statement_queues import statement_label, statement_queue
+from qadvisor.derive.statement_queues import statement_id, statement_label, statement_queue
 from qadvisor.model import (
     FixStep,
     Index,
@@ -36,6 +36,7 @@ from qadvisor.sql.printing import (
     ident,
     index_name,
     index_where,
+    literal,
     live_words,
     qualified,
 )
@@ -201,14 +202,18 @@ class IndexFix:
         where = f" WHERE {self.where}" if self.where else ""
         return f"CREATE INDEX CONCURRENTLY {ident(self.name)} ON {on} ({keys}){where};"
 
-    def step(self, snapshot: Snapshot | None = None) -> FixStep:
+    def step(
+        self, snapshot: Snapshot | None = None, serves: Statement | str | None = None
+    ) -> FixStep:
         """The CREATE INDEX CONCURRENTLY step; with the ``snapshot``, its note names the
-        recorded statements the index serves, derived from their text, or says none does."""
+        recorded statements the index serves, derived from their text, or says none does.
+        ``serves`` is what the index is built for: the recorded statement whose WHERE and
+        ORDER BY it was derived from (named first), or what the fix itself prints (a rewrite
+        of the dequeue, which no server has recorded yet)."""
         if snapshot is None:
             return _concurrently(self.statement, CONCURRENT_BUILD_NOTE)
-        return _concurrently(
-            self.statement, f"{index_users_note(snapshot, self)} {CONCURRENT_BUILD_NOTE}"
-        )
+        said = index_users_note(snapshot, self, serves)
+        return _concurrently(self.statement, f"{said} {CONCURRENT_BUILD_NOTE}")
 
 
 def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) -> IndexFix:
@@ -315,11 +320,15 @@ class IndexMatch:
     its predicate proves the index's only with the values qadvisor planned its parameters
     with (pg_stat_statements shows literals as $n); ``arm`` when the index serves one arm of
     an OR in its WHERE (``completed_at < $1``): the planner reads one index per arm and
-    combines them (a BitmapOr), so each arm needs its own."""
+    combines them (a BitmapOr), so each arm needs its own; ``unbound`` when it does only if a
+    parameter qadvisor has no value for holds one the index covers."""
 
     statement: Statement
     planned_values: bool
     arm: str | None = None
+    # Its predicate proves the index's only if a parameter it has no value for (the statement
+    # was not planned: a GRANT the role lacks) holds one the index's predicate admits.
+    unbound: bool = False
 
 
 # Comparisons that no NULL passes: each implies ``column IS NOT NULL`` (PostgreSQL's
@@ -362,25 +371,62 @@ def _match(
     predicates: Sequence[Predicate],
     order: Sequence[OrderItem],
 ) -> IndexMatch | None:
-    planned = False
+    planned = unbound = False
     if target is not None and not _proves(predicates, target, {}):
-        if not _proves(predicates, target, stmt.custom_values):
+        if _proves(predicates, target, stmt.custom_values):
+            planned = True
+        elif _unplanned_claim(stmt) and _proves(
+            predicates, target, _unbound_values(predicates, target, stmt)
+        ):
+            unbound = True
+        else:
             return None
-        planned = True
     lead = build.keys[0].column if build.keys else None
     arm = _arm_comparing(predicates, lead) if lead is not None else None
     if set_column is not None and not _compares(predicates, set_column):
         # Only an arm of an OR compares the column: the index serves that arm.
         if lead != set_column or arm is None:
             return None
-        return IndexMatch(stmt, planned, arm)
+        return IndexMatch(stmt, planned, arm, unbound)
+    whole = IndexMatch(stmt, planned, None, unbound)
     if order:
-        return IndexMatch(stmt, planned) if _supplies_order(build.keys, order, predicates) else None
+        return whole if _supplies_order(build.keys, order, predicates) else None
     if lead is not None and _compares(predicates, lead):
-        return IndexMatch(stmt, planned)
+        return whole
     if arm is not None:
-        return IndexMatch(stmt, planned, arm)
-    return IndexMatch(stmt, planned) if build.where is not None else None
+        return IndexMatch(stmt, planned, arm, unbound)
+    return whole if build.where is not None else None
+
+
+def _unplanned_claim(stmt: Statement) -> bool:
+    """A claim no plan was made of (a GRANT the role lacks, another session's lock): the
+    values of its parameters are unknown. A maintenance statement is never planned, and what
+    it selects is not what workers wait for: no value is supposed for it."""
+    parsed = stmt.parsed
+    return (
+        parsed is not None
+        and parsed.maintenance is None
+        and stmt.custom_plan is None
+        and stmt.generic_plan is None
+    )
+
+
+def _unbound_values(
+    predicates: Sequence[Predicate], target: LivePredicate, stmt: Statement
+) -> dict[str, str]:
+    """The first value ``target`` admits, for each parameter compared with its column that
+    the statement was not planned with: what the statement's predicate would hold if the
+    application sent that value."""
+    if target.op != "in" or not target.values:
+        return {}
+    value = literal(target.values[0])
+    return {
+        str(o.index): value
+        for p in predicates
+        if p.column == target.column
+        for o in p.operands
+        if o.kind == "parameter" and o.index is not None and str(o.index) not in stmt.custom_values
+    }
 
 
 def _set_column(where: str) -> str | None:
@@ -460,13 +506,32 @@ def _nulls_first(descending: bool, given: bool | None) -> bool:
     return descending if given is None else given
 
 
-def index_users_note(snapshot: Snapshot, build: IndexFix) -> str:
+def index_users_note(
+    snapshot: Snapshot, build: IndexFix, serves: Statement | str | None = None
+) -> str:
     """The sentence a CREATE INDEX step adds: which recorded statements the new index serves,
     derived from their text (never claimed from a plan: the index does not exist yet), or
-    that none does."""
+    that none does; ``serves`` (see :meth:`IndexFix.step`) is named first."""
     matches = matching_statements(snapshot, build)
+    built_for = ""
+    if isinstance(serves, Statement):
+        mine = statement_id(serves)
+        if all(statement_id(m.statement) != mine for m in matches):
+            built_for = (
+                f"Built for {statement_label(serves)}, from its WHERE and ORDER BY. "
+                if matches
+                else f"Built for {statement_label(serves)}, from its WHERE and ORDER BY: "
+                "check with EXPLAIN once it is built that its plan reads it."
+            )
+        else:
+            matches = (
+                *(m for m in matches if statement_id(m.statement) == mine),
+                *(m for m in matches if statement_id(m.statement) != mine),
+            )
+    elif serves is not None:
+        built_for = f"Built for {serves}. "
     if not matches:
-        return (
+        return built_for.rstrip() or (
             f"No recorded statement's WHERE and ORDER BY match {build.name} (derived from "
             "their text, not from a plan): check with EXPLAIN that the statement it is for "
             "uses it once it is built."
@@ -474,11 +539,12 @@ def index_users_note(snapshot: Snapshot, build: IndexFix) -> str:
     listed = "; ".join(
         statement_label(m.statement)
         + (" (with the values qadvisor planned its parameters with)" if m.planned_values else "")
+        + (" (if its parameter holds a value the index covers: not planned)" if m.unbound else "")
         + (f" (the arm {m.arm} of its OR)" if m.arm is not None else "")
         for m in matches[:5]
     )
     more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-    return (
+    return built_for + (
         f"Statements whose WHERE implies {build.name}'s predicate and whose conditions or "
         f"ORDER BY its keys serve: {listed}{more}. This is derived from their text, not from a "
         "plan (the index does not exist yet): check with EXPLAIN once it is built."

@@ -196,6 +196,8 @@ LABELS: Mapping[str, str] = {
     "settings_source": "Autovacuum settings from",
     "shared_blks_per_call": "Shared blocks per call",
     "rows_per_call": "Rows per call",
+    "readers_outside_live_set": "Readers of rows outside the live set (maintenance)",
+    "partial_index_serves": "Statements the partial index serves",
     "shared_blocks": "Shared blocks",
     "size_ratio": "Size against the partial index",
     "sort_key": "Sort key",

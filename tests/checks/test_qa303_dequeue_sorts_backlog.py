@@ -163,11 +163,16 @@ def test_found_fixed_and_gone(shape: Shape) -> None:
         "WHERE status = 'queued';"
     ]
     assert_quiet(run, "QA302", shape.queue)
+    (step,) = f["fix"]["steps"]
+    assert "--query 1" in step["note"]  # the statement it serves
 
     shape.apply_fix(f)
     after = shape.check("--query", query)
     for code in ("QA301", "QA302", "QA303"):
         assert_quiet(after, code, shape.queue)
+    # The statement named reads the new index.
+    ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {query}")
+    assert "jobs_queued_tenant_id_id_idx" in str(raw)
 
 
 @pytest.mark.judges("QA303", "QA304")
