@@ -159,6 +159,7 @@ from qadvisor.sql.printing import (
     predicate_sql,
     qualified,
 )
+from qadvisor.sql.recorded_statements import own_parameters, writes_rows
 from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 
 __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents above
@@ -253,6 +254,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "value_placeholder",
     "with_literals",
     "with_placeholders",
+    "own_parameters",
+    "writes_rows",
     "with_lock_outside",
     "with_order_by",
     "with_skip_locked",
