@@ -15,7 +15,7 @@ from qadvisor.demo.pgserver import LocalServer, start_server
 from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor, record_afresh
 from tests.shapes import Shape
 
 MB = 1024 * 1024
@@ -718,8 +718,7 @@ def test_an_index_its_readers_need_for_rows_outside_the_live_set_is_theirs(
     shape: Shape,
 ) -> None:
     build_tidied_queue(shape.db)
-    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    record_afresh(shape.dba)
     with psycopg.connect(shape.db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
         for _ in range(5):
             with conn.transaction():

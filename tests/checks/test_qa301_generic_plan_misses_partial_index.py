@@ -20,7 +20,7 @@ from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S
 from tests.collect.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
 from tests.conftest import TestDB
-from tests.helpers import as_the_application, assert_quiet, rewrite_of
+from tests.helpers import as_the_application, assert_quiet, record_afresh, rewrite_of
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -465,9 +465,7 @@ def test_blocks_a_writing_claim_spends_on_its_writes_are_no_read_of_the_table(
 ) -> None:
     db = shape.db
     build_pgqueuer_shape(db)
-    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    shape.dba.execute(f"ALTER DATABASE {db.name} SET pg_stat_statements.track_planning = on")
-    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    record_afresh(shape.dba, planning_in=db)
     with db.connect() as app:
         for _ in range(100):
             app.execute(PGQ_DEQUEUE, ("default", "w1"), prepare=True)

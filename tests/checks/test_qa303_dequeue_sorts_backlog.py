@@ -18,7 +18,7 @@ from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue
 from tests.conftest import TestDB
-from tests.helpers import PQ_TABLE, assert_quiet
+from tests.helpers import PQ_TABLE, assert_quiet, record_afresh
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -531,8 +531,7 @@ def build_stale_backlog(db: TestDB) -> None:
 def run_stale_claims(shape: Shape) -> float:
     """The claims as the application sends them (literals, as psycopg2 does), recorded
     afresh; their shared blocks per call."""
-    shape.dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    shape.dba.execute("SELECT pg_stat_statements_reset()")
+    record_afresh(shape.dba)
     with psycopg.connect(shape.db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
         for _ in range(STALE_CALLS):
             with conn.transaction():

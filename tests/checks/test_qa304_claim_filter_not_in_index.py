@@ -20,7 +20,7 @@ from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.conftest import TestDB
-from tests.helpers import Run, assert_quiet
+from tests.helpers import Run, assert_quiet, record_afresh
 from tests.shapes import Shape
 
 BIG, SMALL = 40_000, 200
@@ -151,8 +151,7 @@ def build_orm_queue(db: TestDB) -> None:
 
 def run_the_orm(dba: TestDB, db: TestDB, done: str = ORM_DONE) -> float:
     """The worker as the ORM runs it, recorded afresh; the claim's shared blocks per call."""
-    dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    dba.execute("SELECT pg_stat_statements_reset()")
+    record_afresh(dba)
     with psycopg.connect(db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
         for _ in range(ORM_CALLS):
             with conn.transaction():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet
+from tests.helpers import assert_quiet, record_afresh
 from tests.shapes import Shape
 
 FINISHED = 150_000
@@ -233,8 +233,7 @@ def build_purged_queue(db: TestDB, *, indexed: bool = False) -> None:
 def run_the_purging_application(dba: TestDB, db: TestDB) -> None:
     """The claim and the clean-up as the application sends them, the values bound by the
     driver, recorded afresh."""
-    dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-    dba.execute("SELECT pg_stat_statements_reset()")
+    record_afresh(dba)
     with db.connect() as conn:
         for _ in range(5):
             conn.execute(PURGE_CLAIM, ("waiting", 1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import TokenType, exp
 
@@ -466,11 +466,7 @@ def analyse(sql: str) -> DequeueStatement | None:
     level = _lock_level(tree, select)
     predicates = tuple(_predicates(owner, queue_key))
     return DequeueStatement(
-        text=sql,
-        kind=_kind(main_statement(tree)),
-        schema=folded_name(queue_table.args.get("db")),
-        table=table_name(queue_table),
-        alias=folded_name(queue_table.args.get("alias")),
+        **_names(sql, tree, queue_table),
         predicates=predicates,
         order_by=_order_items(select),
         limit=_literal_limit(select),
@@ -515,11 +511,7 @@ def analyse_write(sql: str) -> DequeueStatement | None:
     write = table.parent
     ctes = cte_names(tree)
     return DequeueStatement(
-        text=sql,
-        kind=_kind(main_statement(tree)),
-        schema=folded_name(table.args.get("db")),
-        table=table_name(table),
-        alias=folded_name(table.args.get("alias")),
+        **_names(sql, tree, table),
         predicates=predicates,
         order_by=(),
         limit=None,
@@ -534,6 +526,17 @@ def analyse_write(sql: str) -> DequeueStatement | None:
         maintenance=what,
         locking_clause=False,
     )
+
+
+def _names(sql: str, tree: exp.Expr, queue: exp.Table) -> dict[str, Any]:
+    """The text, the main statement's kind and the queue table's names as written."""
+    return {
+        "text": sql,
+        "kind": _kind(main_statement(tree)),
+        "schema": folded_name(queue.args.get("db")),
+        "table": table_name(queue),
+        "alias": folded_name(queue.args.get("alias")),
+    }
 
 
 def _unconditional(select: exp.Select, owner: exp.Select, key: str) -> bool:
