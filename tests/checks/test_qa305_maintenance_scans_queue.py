@@ -252,7 +252,7 @@ def _purge_counters(dba: TestDB) -> tuple[int, float]:
 
 
 def test_a_purge_without_a_row_lock_that_reads_the_whole_table_found_fixed_and_gone(
-    shape: Shape,
+    shape: Shape, tmp_path: Path
 ) -> None:
     build_purged_queue(shape.db)
     run_the_purging_application(shape.dba, shape.db)
@@ -278,6 +278,13 @@ def test_a_purge_without_a_row_lock_that_reads_the_whole_table_found_fixed_and_g
     for step, column in zip(steps, PURGE_COLUMNS, strict=True):
         assert f"(the arm {column} < $" in step["note"] and "pg_stat_statements" in step["note"]
     assert "BitmapOr" in f["fix"]["notes"]
+    # Given in the application's SQL file, it is the file's statement, at its line, with the
+    # counters pg_stat_statements has for it.
+    sql_file = tmp_path / "cleanup.sql"
+    sql_file.write_text("-- hourly\n" + PURGE.replace("%s", "$1", 1).replace("%s", "$2", 1)
+                        .replace("%s", "$3") + ";\n")  # fmt: skip
+    (g,) = shape.check("--query-file", str(sql_file)).findings("QA305")
+    assert g["evidence"]["statement"] == f"{sql_file}:2" and g["evidence"]["calls"] == PURGE_RUNS
 
     shape.apply_fix(f)  # exactly as printed
     # The clean-up as the application sends it reads the few rows that aged since, through
