@@ -14,6 +14,7 @@ from qadvisor.api import (
     FixStep,
     Index,
     IndexKey,
+    IndexMatch,
     IndexUse,
     LivePredicate,
     Param,
@@ -27,18 +28,22 @@ from qadvisor.api import (
     at_least,
     btree_bytes,
     check,
+    claims_on,
     claims_reading,
     drop_index,
     existing_index,
     human_bytes,
     human_count,
     index_growth,
+    index_keys,
     index_use,
     indexes_used,
     judgeable_queues,
     live_rows,
     live_set_index,
     matching_statements,
+    operand_values,
+    predicate_implies,
     predicate_sql,
     stakeholder_label,
     statement_label,
@@ -132,6 +137,18 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     builds each partition's `CONCURRENTLY` and attaches it (the partitioned table's index is
     valid once all are), and drops the old index with a plain `DROP INDEX` (ACCESS EXCLUSIVE
     on the table and its partitions: with a lock_timeout, at a quiet moment).
+
+    No index without a reader: the partial index takes the old index's other keys, or, when
+    no recorded statement's WHERE and ORDER BY match those, the ORDER BY of a claim that
+    reads the old index planned with its values bound. With the table's claims known, a
+    partial index that no recorded statement matches is not proposed (the note says so); a
+    claim that could not be planned, whose parameter may hold a value the index covers,
+    counts as one it may serve, and says so. Readers that are maintenance statements
+    selecting rows outside the live set (a purge of finished rows, a reaper of stuck ones,
+    recognised from their text unless their condition names a live value) need the rows the
+    index holds beyond the live set: the index is theirs, not bloated by the archive, and the
+    finding is info at most, naming them (`readers_outside_live_set`). A finding with nothing
+    to build or drop is info.
 
     ## When it stays quiet
     The index is partial; the table is mostly live (rows are deleted or moved on completion);
@@ -255,18 +272,24 @@ def _judge(
     sized = scope.index(idx)
     if sized.bytes < options.min_index_bytes:
         return None
-    keys = _replacement_keys(table, idx, live)
+    key_items, matches = _replacement(snapshot, table, idx, live)
+    keys = tuple(k.column for k in key_items)
     estimated = btree_bytes(table, keys, rows)
     ratio = sized.bytes / estimated
     if ratio < options.min_size_ratio:
         return None
     keeps_constraint = idx.is_primary or idx.is_unique or idx.is_constraint
-    existing = existing_index(table, [IndexKey(k) for k in keys], live)
+    existing = existing_index(table, key_items, live)
     use = index_use(snapshot, table, idx.name)
-    build = live_set_index(table, live, (IndexKey(k) for k in keys))
+    build = live_set_index(table, live, key_items)
+    # No index without a reader: with the table's claims known, a partial index whose WHERE
+    # and ORDER BY no recorded statement has is not proposed. (Without a known claim, whether
+    # one would use it cannot be said.)
+    proposed = bool(matches) or not claims_on(snapshot, table)
     # Another claim on the table whose plan reads the index today, and whose WHERE and ORDER
     # BY the partial index does not match (from their text), would lose its path: it stays.
-    moved = {id(m.statement) for m in matching_statements(snapshot, build)}
+    # (One not planned may move to it, or not: it is no evidence either way.)
+    moved = {id(m.statement) for m in matches if not m.unbound}
     readers = [s for s in claims_reading(snapshot, table, idx.name) if id(s) not in moved]
     # A claim whose generic plan alone reads the index, which the server never scanned while
     # the claim ran: its counters say that plan is not what runs (pg_stat_statements shows a
@@ -289,10 +312,14 @@ def _judge(
         return None
     serving = _serving(snapshot, table, existing) if existing is not None else None
     where = predicate_sql(live)
-    notes = [
-        f"The dequeue query must say {where} with a literal, or the planner cannot use the "
-        "partial index (see QA301).",
-    ]
+    notes = (
+        [
+            f"The dequeue query must say {where} with a literal, or the planner cannot use the "
+            "partial index (see QA301).",
+        ]
+        if proposed or existing is not None
+        else []
+    )
     if keeps_constraint:
         notes.insert(0, f"{idx.name} enforces a constraint, so it is kept; the partial index "
                         "takes the dequeue path off it.")  # fmt: skip
@@ -300,7 +327,17 @@ def _judge(
         notes.insert(0, _kept_for(idx.name, use.users))
     elif stuck and existing is None:
         notes.insert(0, _kept_for_claims(idx.name, build.name, stuck))
-    steps: list[FixStep] = [] if existing is not None else [*build.steps(snapshot)]
+    steps: list[FixStep] = [*build.steps(snapshot)] if existing is None and proposed else []
+    if existing is None and not proposed:
+        notes.insert(0, _no_reader(build.name))
+    # Readers that tidy rows no worker waits for (a purge of finished rows, a reaper of
+    # stuck ones) need the rows the index holds beyond the live set: it is theirs.
+    reading_live = [s for s in stuck if _custom_plan_reads(s, table, idx.name, live)]
+    outside = (
+        _outside_live(snapshot, table, use.users, live) if use.users and not reading_live else []
+    )
+    if outside:
+        notes.insert(0, _theirs(idx.name, outside))
     if existing is not None and passed:
         notes.insert(0, _passed_over(existing, idx.name, passed))
     elif existing is not None and serving is not None:
@@ -323,16 +360,24 @@ def _judge(
             drop = dataclasses.replace(drop, kind="review")
         steps.append(drop)
     near = at_least(ratio, options.min_size_ratio, options.margin) is None
+    message = (
+        f"Index {idx.name} on {table.qualified} is {human_bytes(sized.bytes)}{scope.words} "
+        f"but {archive:.2%} of {'their' if scope.words else 'the table' + chr(39) + 's'} "
+        f"{human_count(scope.table.reltuples)} rows are finished: a partial index on the "
+        f"{human_count(rows)} live rows would be about {human_bytes(estimated)} "
+        f"({ratio:,.0f}x smaller)."
+    )
+    if outside:
+        message += (
+            f" Its readers are maintenance statements that select rows outside the live set: "
+            f"it indexes what they ask for ({_listed_readers(outside)})."
+        )
+    elif not steps:
+        message += " Nothing is to be built or dropped: see the notes."
     return Finding(
         target=Target("index", table.schema, table.name, idx.name),
-        severity=Severity.INFO if near else None,
-        message=(
-            f"Index {idx.name} on {table.qualified} is {human_bytes(sized.bytes)}{scope.words} "
-            f"but {archive:.2%} of {'their' if scope.words else 'the table' + chr(39) + 's'} "
-            f"{human_count(scope.table.reltuples)} rows are finished: a partial index on the "
-            f"{human_count(rows)} live rows would be about {human_bytes(estimated)} "
-            f"({ratio:,.0f}x smaller)."
-        ),
+        severity=Severity.INFO if near or outside or not steps else None,
+        message=message,
         evidence={
             "index_bytes": sized.bytes,
             **({"index_bytes_source": sized.bytes_source} if sized.bytes_source else {}),
@@ -357,6 +402,12 @@ def _judge(
             ),
             "statements_checked": len(use.checked),
             "statements_reading_index": [stakeholder_label(s) for s in use.users],
+            **(
+                {"readers_outside_live_set": [f"{stakeholder_label(r)}: {w}" for r, w in outside]}
+                if outside
+                else {}
+            ),
+            "partial_index_serves": [_match_label(m) for m in matches] if proposed else [],
             "claims_reading_index": [statement_label(s) for s in stuck],
             **(
                 {
@@ -395,6 +446,88 @@ def _judge(
         ),
         fix=Fix(notes=" ".join(notes), safety="review", steps=tuple(steps)),
     )
+
+
+def _replacement(
+    snapshot: Snapshot, table: Table, idx: Index, live: LivePredicate
+) -> tuple[tuple[IndexKey, ...], tuple[IndexMatch, ...]]:
+    """The keys of the partial index that replaces ``idx`` on the live rows, with the recorded
+    statements whose WHERE and ORDER BY it matches: ``idx``'s keys after the live columns;
+    when no statement matches those, the ORDER BY of a claim that reads ``idx`` planned with
+    its values bound (the order it reads the live rows in), the first that one matches. (A
+    claim whose generic plan alone reads it compares the live column with a parameter: no
+    partial index serves that plan, QA301's subject.)"""
+    keys = tuple(IndexKey(k) for k in _replacement_keys(table, idx, live))
+    matches = matching_statements(snapshot, live_set_index(table, live, keys))
+    if matches:
+        return keys, matches
+    for claim in claims_reading(snapshot, table, idx.name):
+        if not _custom_plan_reads(claim, table, idx.name, live):
+            continue
+        order = index_keys(claim.parsed.order_by, table) if claim.parsed is not None else None
+        order = tuple(k for k in order or () if k.column not in live.columns)
+        if not order or order == keys:
+            continue
+        found = matching_statements(snapshot, live_set_index(table, live, order))
+        if found:
+            return order, found
+    return keys, matches
+
+
+def _match_label(m: IndexMatch) -> str:
+    said = " (if its parameter holds a value the index covers: not planned)" if m.unbound else ""
+    return statement_label(m.statement) + said + (f" (the arm {m.arm} of its OR)" if m.arm else "")
+
+
+def _no_reader(name: str) -> str:
+    return (
+        f"No recorded statement's WHERE and ORDER BY match {name} (derived from their text), "
+        "so it is not proposed: an index no statement uses costs every write and helps "
+        "nothing."
+    )
+
+
+def _outside_live(
+    snapshot: Snapshot, table: Table, users: tuple[Stakeholder, ...], live: LivePredicate
+) -> list[tuple[Stakeholder, str]]:
+    """Each statement reading the index as the maintenance statement it is, with why the rows
+    it selects are not the live set: a maintenance statement tidies rows no worker waits for
+    (a purge of finished rows, a reset of stuck ones), unless its condition names a live
+    value or implies the live predicate. Empty when one of them is no maintenance or reads
+    the live set."""
+    known = {m.queryid: m for m in snapshot.maintenance if m.queue == table.qualified and m.queryid}
+    out = []
+    for s in users:
+        m = known.get(s.queryid) if s.queryid is not None else None
+        what = m.parsed.maintenance if m is not None and m.parsed is not None else None
+        if m is None or m.parsed is None or what is None:
+            return []
+        named = [
+            v
+            for p in m.parsed.predicates
+            if p.column in live.columns
+            for v in operand_values(p, {}) or ()
+        ]
+        if predicate_implies(m.parsed.predicates, live, {}).implies or set(named) & set(
+            live.values
+        ):
+            return []
+        why = f"a {what.kind} ({what.reason}"
+        why += f"; its condition names {', '.join(named)})" if named else ")"
+        out.append((s, why))
+    return out
+
+
+def _theirs(name: str, readers: list[tuple[Stakeholder, str]]) -> str:
+    return (
+        f"{name} serves maintenance statements that select rows outside the live set "
+        f"({_listed_readers(readers)}): it is not bloated by the archive, it indexes what its "
+        "readers ask for, and it stays."
+    )
+
+
+def _listed_readers(readers: list[tuple[Stakeholder, str]]) -> str:
+    return "; ".join(f"{stakeholder_label(s)}: {why}" for s, why in readers[:3])
 
 
 def _serving(snapshot: Snapshot, table: Table, existing: Index) -> str | None:

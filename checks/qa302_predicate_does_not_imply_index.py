@@ -263,4 +263,4 @@ def _fix(snapshot: Snapshot, d: Dequeue, idx: Index, preds: tuple[Predicate, ...
             "predicate is written so the planner can prove it (a literal, not $n)."
         )
         return Fix(notes=" ".join(notes))
-    return Fix(notes=" ".join(notes), steps=build.steps(snapshot))
+    return Fix(notes=" ".join(notes), steps=build.steps(snapshot, stmt))

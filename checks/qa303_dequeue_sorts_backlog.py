@@ -20,6 +20,7 @@ from qadvisor.api import (
     Skip,
     Snapshot,
     SortInput,
+    Statement,
     Table,
     Target,
     analyze,
@@ -50,6 +51,14 @@ class Options:
     # Rows a claim must read (the sort's input, or the whole table for a Seq Scan) before
     # sorting them is worth an index: below this a top-N sort is a fraction of a millisecond.
     min_rows_read: float = 1_000
+    # Shared blocks per call (pg_stat_statements) at or above this, after min_calls calls,
+    # for a claim whose plan sorts what its scan returns: 8 MiB read per call to return a
+    # few rows is the backlog read and sorted, whatever the planner estimated (statistics
+    # gathered before the backlog arrived put it low). A claim that writes its rows and
+    # their index entries reads tens of blocks per row, far below this.
+    min_blocks_per_call: float = 1_000
+    # ... judged only after this many calls.
+    min_calls: int = 50
     # Row estimates move with ANALYZE's sample: a value this share past a threshold or less
     # is reported as info, not warning, so two runs on the same database agree.
     margin: float = NOISE_MARGIN
@@ -102,9 +111,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     branches each end in `LIMIT n` over an ordered index scan: the Sort above gets at most
     groups x n rows, whatever the inner scan's estimate; a branch with a Sort of its own
     under the LIMIT is judged as any sort); the statement has no ORDER BY or no LIMIT; the
-    sort reads fewer than `min_rows_read` rows. An Incremental Sort whose first group pg_stats
-    cannot size (a presorted column never analyzed, or an expression) is a skip that says
-    so, not a quiet pass: `--analyze` measures the group. A presorted key NULL mostly in the archive
+    sort reads fewer than `min_rows_read` rows by the planner's estimate and the server
+    measured fewer than `min_blocks_per_call` shared blocks per call (or the statement has
+    fewer than `min_calls` calls). An Incremental Sort whose first group pg_stats cannot size
+    (a presorted column never analyzed, or an expression) is a skip that says so, not a
+    quiet pass: `--analyze` measures the group. A presorted key NULL mostly in the archive
     looks, to pg_stats, like one NULL in the backlog: `--analyze` measures it. The rows
     are the planner's estimates, which move with ANALYZE's sample: up to `margin` (20 %)
     past `min_rows_read` the finding is info, so two runs give the same severity.
@@ -149,7 +160,10 @@ def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | Skip |
             unsized = unsized or sorted_input
             continue
         if sorting.rows < options.min_rows_read:
-            continue
+            counted = _measured(stmt, options)
+            if counted is None:
+                continue
+            return _finding(snapshot, d, stmt.custom_plan, sorting, options, counted)
         return _finding(snapshot, d, stmt.custom_plan, sorting, options)
     if unsized is not None:
         # Silence here would be an all-clear nobody earned: the group may be the backlog.
@@ -161,6 +175,24 @@ def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | Skip |
             d.queue.qualified,
         )
     return None
+
+
+def _measured(stmt: Statement, options: Options) -> tuple[str, bool] | None:
+    """What pg_stat_statements measured of a claim whose plan sorts fewer rows than
+    ``min_rows_read`` by the planner's estimate, when it reads ``min_blocks_per_call`` shared
+    blocks per call or more after ``min_calls`` calls: (the sentence that says so, whether it
+    is within the margin of the threshold). None when it did not measure that much."""
+    blocks, calls = stmt.shared_blks_per_call, stmt.calls or 0
+    if blocks is None or not at_least(calls, options.min_calls, options.margin):
+        return None
+    many = at_least(blocks, options.min_blocks_per_call, options.margin)
+    if many is False:
+        return None
+    rows = f" returning {stmt.rows_per_call:,.0f} rows" if stmt.rows_per_call is not None else ""
+    return (
+        f"pg_stat_statements measured {blocks:,.0f} shared blocks per call{rows} over "
+        f"{calls:,} calls"
+    ), many is None
 
 
 @dataclass(frozen=True)
@@ -328,8 +360,11 @@ def _finding(
     custom_plan: PlanNode,
     sorting: _Sorting,
     options: Options,
+    measured: tuple[str, bool] | None = None,
 ) -> Finding:
-    """The custom plan sorts what a scan reads (``sorting``) to return the statement's LIMIT."""
+    """The custom plan sorts what a scan reads (``sorting``) to return the statement's LIMIT;
+    ``measured``: the server's counters, not the planner's estimate, put it past the
+    threshold (what they say, whether it is near the threshold)."""
     stmt, table = d.statement, d.table
     sort, scan, read = sorting.node.sort, sorting.node.scan, sorting.read
     name = statement_id(stmt)
@@ -355,12 +390,28 @@ def _finding(
             f"({sorting.group_source})."
         )
     rows = sorting.rows
-    near = at_least(rows, options.min_rows_read, options.margin) is None
-    if near:
+    if measured is not None:
+        said, near = measured
         message += (
-            f" The estimate is within {options.margin:.0%} of min_rows_read "
-            f"({options.min_rows_read:,.0f}): info until it is clearly past it."
+            f" The planner estimates {human_count(rows)} rows, under min_rows_read "
+            f"({options.min_rows_read:,.0f}), but {said}: the claim reads far more than the "
+            "estimate (statistics older than the backlog put it low)."
         )
+        if near:
+            message += (
+                f" Within {options.margin:.0%} of min_blocks_per_call "
+                f"({options.min_blocks_per_call:,.0f}): info until it is clearly past it."
+            )
+        fired_by = "measured"
+    else:
+        near = at_least(rows, options.min_rows_read, options.margin) is None
+        if near:
+            message += (
+                f" The estimate is within {options.margin:.0%} of min_rows_read "
+                f"({options.min_rows_read:,.0f}): info until it is clearly past it."
+            )
+        by_analyze = sorting.group_source is not None and sorting.analysed is not None
+        fired_by = "--analyze" if by_analyze else "estimate"
     evidence: dict[str, object] = {
         **statement_evidence(stmt),
         "source": stmt.source,
@@ -379,9 +430,16 @@ def _finding(
         "custom_plan_cost": custom_plan.total_cost,
         "table_rows": round(table.reltuples),
         "min_rows_read": options.min_rows_read,
-        "near_threshold": f"{rows:,.0f} rows read against {options.min_rows_read:,.0f}"
+        "near_threshold": (
+            f"{rows:,.0f} rows read against {options.min_rows_read:,.0f}"
+            if measured is None
+            else f"{stmt.shared_blks_per_call:,.0f} shared blocks per call against "
+            f"{options.min_blocks_per_call:,.0f}"
+        )
         if near
         else None,
+        "fired_by": fired_by,
+        **({"min_blocks_per_call": options.min_blocks_per_call} if measured else {}),
     }
     if sorting.group_source is not None:
         evidence |= {
@@ -396,6 +454,7 @@ def _finding(
             ("calls", stmt.calls),
             ("mean_exec_ms", stmt.mean_exec_ms),
             ("shared_blks_per_call", stmt.shared_blks_per_call),
+            ("rows_per_call", stmt.rows_per_call),
         )
         if v is not None
     }
@@ -481,7 +540,7 @@ def _fix(snapshot: Snapshot, d: Dequeue) -> Fix:
             safety="safe",
             steps=(analyze(table),),
         )
-    return Fix(notes=" ".join(notes), steps=build.steps(snapshot))
+    return Fix(notes=" ".join(notes), steps=build.steps(snapshot, d.statement))
 
 
 def _build(d: Dequeue, keys: tuple[IndexKey, ...]) -> tuple[IndexFix, str]:

@@ -31,6 +31,7 @@ from qadvisor.api import (
     human_count,
     ident,
     index_keys,
+    index_predicate_columns,
     index_use,
     indexes_used,
     judgeable_dequeues,
@@ -85,7 +86,9 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     through an index in the ORDER BY's order (an Index Scan under the LIMIT, no sort) that
     does not have that column: the column's condition is the scan's `Filter`, not its
     `Index Cond`. The scan returns rows of every queue in order and discards those of the
-    others until it has LIMIT rows of the claimed one.
+    others until it has LIMIT rows of the claimed one. The same walk over an index without
+    the queue's live column (`WHERE status = 'pending' ORDER BY id` on the primary key alone)
+    discards every finished row ahead of the first waiting one.
 
     ## Why it matters
     How many rows a claim discards depends on where the claimed queue's rows sit in the
@@ -95,11 +98,16 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     Reported in 2026: good_job (199,953 rows removed by filter per claim; an index led by
     `queue_name` took the claim from 19.6 ms to 0.05 ms), pgqueuer (864 k queued jobs over
     18 entrypoints: 32 ms and 11,450 buffers per dequeue; with an index led by the
-    entrypoint, 0.74 ms and 85 buffers).
+    entrypoint, 0.74 ms and 85 buffers). An ORM's claim (`WHERE status = 'pending' ORDER BY
+    id LIMIT 10 FOR UPDATE SKIP LOCKED`, the primary key its only index) walked past 2,707
+    finished rows per call, 375 shared blocks per call over 277 calls, while the planner,
+    taking the waiting rows to be spread evenly, expected a handful.
 
     ## How to fix
     `CREATE INDEX CONCURRENTLY ... (<column>, <ORDER BY columns>) WHERE <live predicate>`:
-    the claim descends straight to the claimed queue's first row in order. The CREATE
+    the claim descends straight to the claimed queue's first row in order (for the live
+    column, `(<ORDER BY columns>) WHERE <live predicate>`: the finished rows are not in it;
+    the primary key stays). The CREATE
     INDEX step names the recorded statements the index matches. While the old index exists
     the planner may keep walking it (it estimates the compared column's rows from the whole
     table's statistics): its DROP follows, for review, unless another recorded statement
@@ -119,15 +127,21 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     counts no rows).
 
     ## When it stays quiet
-    The index the claim walks leads with (or has in its condition) the compared column; the
-    scan is of a partition that holds one value of the column (a table partitioned by list,
-    a partition per queue), whose rows are all the claimed queue's; the claim sorts instead
-    (QA303's); `--analyze` measured fewer than `min_rows_removed` rows
-    discarded. Without `--analyze`, the finding rests on what the server measured of the
-    statement: shared blocks per call (pg_stat_statements) at or above
-    `min_blocks_per_call` after `min_calls` calls confirm it (warning); without them, it is
-    info (latent), since the planner's estimate cannot tell how the queues' rows are
-    ordered. Values pg_stat_statements hid are bound as QA303 binds them.
+    The index the claim walks leads with (or has in its condition, or is partial on) the
+    compared column; the scan is of a partition that holds one value of the column (a table
+    partitioned by list, a partition per queue), whose rows are all the claimed queue's; the
+    claim sorts instead (QA303's); `--analyze` measured fewer than
+    `min_rows_removed` rows discarded. Without `--analyze`, the finding rests on what the
+    server measured of the statement beside the planner's estimate of the rows a claim
+    discards (LIMIT x the index's rows / the rows that pass the filter, LIMIT taken from
+    pg_stat_statements' rows per call when it is a parameter): shared blocks per call at or
+    above `min_blocks_per_call` after `min_calls` calls confirm it (warning, whatever the
+    estimate: `fired_by` is `measured`); few blocks against an estimate past
+    `min_rows_removed` is info that names the counter contradicting the estimate
+    (`contradicted_by`); without counters, an estimate past the threshold is info (`fired_by`
+    is `estimate`), since the planner cannot tell how the rows are ordered. Otherwise a walk
+    that filters another queue's column is info (latent), and one that filters the live
+    column is quiet. Values pg_stat_statements hid are bound as QA303 binds them.
     """
     for d in judgeable_dequeues(snapshot):
         stmt, parsed = d.statement, d.parsed
@@ -159,6 +173,10 @@ def _ordered_scan(d: Dequeue, plan: PlanNode, column: str) -> PlanNode | None:
             continue
         if node.partition is not None and column in single_valued(table, node.partition):
             continue  # a partition of one queue's rows: the filter discards none for it
+        if column in index_predicate_columns(idx, table):
+            # A partial index on the column holds the rows its condition takes; a claim that
+            # locks rows keeps that condition as a Filter, to check it again on a locked row.
+            continue
         if _mentions(node.filter, column):
             return node
     return None
@@ -177,50 +195,146 @@ def _judge(snapshot: Snapshot, d: Dequeue, options: Options) -> Finding | None:
     stmt = d.statement
     if stmt.custom_plan is None:
         return None
-    for column in d.compared_columns():
+    for column in [*d.compared_columns(), *_live_compared(d)]:
         scan = _ordered_scan(d, stmt.custom_plan, column)
         if scan is None:
             continue
+        estimate = _estimated_removed(d, stmt.custom_plan, scan)
         measured = _analysed(d, scan)
         if measured is not None and measured.rows_removed_by_filter is not None:
             removed = measured.rows_removed_by_filter
             past = at_least(removed, options.min_rows_removed, options.margin)
             if past is False:
                 return None
-            severity = Severity.WARNING if past else Severity.INFO
-            runtime = f"--analyze measured {removed:,.0f} rows removed by filter per claim" + (
-                "" if past else f", within {options.margin:.0%} of min_rows_removed"
+            judged = _Judged(
+                Severity.WARNING if past else Severity.INFO,
+                f"--analyze measured {removed:,.0f} rows removed by filter per claim"
+                + ("" if past else f", within {options.margin:.0%} of min_rows_removed"),
+                "--analyze",
             )
         else:
             removed = None
-            severity, runtime = _from_counters(d, options)
-        return _finding(snapshot, d, column, scan, removed, severity, runtime, options)
+            counted = _from_counters(d, options, estimate, _is_live(d, column))
+            if counted is None:
+                return None
+            judged = counted
+        return _finding(snapshot, d, column, scan, removed, estimate, judged, options)
     return None
 
 
-def _from_counters(d: Dequeue, options: Options) -> tuple[Severity, str]:
+@dataclass(frozen=True)
+class _Judged:
+    """The severity, what it rests on (a sentence), which figure decided it (``measured``,
+    ``estimate``, ``--analyze``, or None: nothing decided, the finding is latent) and the
+    counter that contradicts the estimate, when one does."""
+
+    severity: Severity
+    runtime: str
+    fired_by: str | None
+    contradicted_by: str | None = None
+
+
+def _live_compared(d: Dequeue) -> list[str]:
+    """The queue's live columns the claim compares (``status = 'pending'``): an index walk
+    that filters one of them discards the rows in other states, the archive among them."""
+    live = d.queue.live.columns if d.queue.live is not None else ()
+    return [c for c in live if any(p.column == c for p in d.parsed.predicates)]
+
+
+def _is_live(d: Dequeue, column: str) -> bool:
+    return d.queue.live is not None and column in d.queue.live.columns
+
+
+def _estimated_removed(d: Dequeue, plan: PlanNode, scan: PlanNode) -> float | None:
+    """Rows the planner expects one claim to discard before it has LIMIT rows: it takes the
+    rows that pass the filter to be spread evenly along the index, so it reads LIMIT x (rows
+    in the index / rows that pass) of them. None when the index's size is not known."""
+    idx = next((i for i in d.table.indexes if i.name == scan.index), None)
+    rows = idx.reltuples if idx is not None and idx.reltuples > 0 else d.table.reltuples
+    if rows <= 0:
+        return None
+    # A LIMIT pg_stat_statements hid is what the claim returned per call, when it was counted.
+    limit = d.parsed.limit or d.statement.rows_per_call or _limit_rows(plan) or 1
+    passing = max(scan.plan_rows, 1.0)
+    return max(limit * rows / passing - limit, 0.0)
+
+
+def _limit_rows(plan: PlanNode) -> float | None:
+    """The rows of the plan's first Limit node: LIMIT's value as the custom plan bound it."""
+    if plan.node_type == "Limit":
+        return plan.plan_rows
+    for child in plan.children:
+        found = _limit_rows(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _from_counters(
+    d: Dequeue, options: Options, estimate: float | None, live: bool
+) -> _Judged | None:
+    """What pg_stat_statements measured of the claim, weighed with the planner's estimate:
+    shared blocks per call past ``min_blocks_per_call`` after ``min_calls`` calls confirm it
+    (warning, whatever the estimate); few blocks against a large estimate is info naming the
+    counter that contradicts it. Without counters the estimate alone is info. None: quiet
+    (a walk that filters the live column, measured and estimated short)."""
     stmt = d.statement
     blocks, calls = stmt.shared_blks_per_call, stmt.calls or 0
     enough = at_least(calls, options.min_calls, options.margin)
+    many_removed = estimate is not None and at_least(
+        estimate, options.min_rows_removed, options.margin
+    )
+    estimated = (
+        f"the planner estimates {estimate:,.0f} rows removed per claim"
+        if estimate is not None
+        else "the planner's estimate of rows removed is unknown"
+    )
     if blocks is not None and enough:
+        measured = f"{blocks:,.0f} shared blocks per call over {calls:,} calls"
         many = at_least(blocks, options.min_blocks_per_call, options.margin)
         if many:
-            return Severity.WARNING, (
-                f"pg_stat_statements measured {blocks:,.0f} shared blocks per call over "
-                f"{calls:,} calls"
+            return _Judged(
+                Severity.WARNING,
+                f"pg_stat_statements measured {measured} ({estimated})",
+                "measured",
             )
         if many is None:
-            return Severity.INFO, (
+            return _Judged(
+                Severity.INFO,
                 f"{blocks:,.0f} shared blocks per call is within {options.margin:.0%} of "
-                f"min_blocks_per_call ({options.min_blocks_per_call:g})"
+                f"min_blocks_per_call ({options.min_blocks_per_call:g})",
+                "measured",
             )
-        return Severity.INFO, (
-            f"latent: {blocks:,.0f} shared blocks per call over {calls:,} calls is little "
-            "today; a backlog of another queue ahead in the order raises it"
+        if many_removed:
+            said = f"pg_stat_statements measured {measured}"
+            return _Judged(
+                Severity.INFO,
+                f"{estimated}, but {said}: the counter contradicts the estimate",
+                "estimate",
+                said,
+            )
+        if live:
+            return None
+        return _Judged(
+            Severity.INFO,
+            f"latent: {measured} is little today; a backlog of another queue ahead in the "
+            "order raises it",
+            None,
         )
-    return Severity.INFO, (
+    if many_removed:
+        return _Judged(
+            Severity.INFO,
+            f"{estimated}, and nothing measured what a claim reads (run with --analyze, or "
+            "with pg_stat_statements recording the statement's calls)",
+            "estimate",
+        )
+    if live:
+        return None
+    return _Judged(
+        Severity.INFO,
         "latent: nothing measured how many rows a claim discards (run with --analyze, or "
-        "with pg_stat_statements recording the statement's calls)"
+        "with pg_stat_statements recording the statement's calls)",
+        None,
     )
 
 
@@ -230,21 +344,28 @@ def _finding(
     column: str,
     scan: PlanNode,
     removed: float | None,
-    severity: Severity,
-    runtime: str,
+    estimate: float | None,
+    judged: _Judged,
     options: Options,
 ) -> Finding:
     stmt, table = d.statement, d.table
+    severity, runtime = judged.severity, judged.runtime
     plan = stmt.custom_plan
     assert plan is not None
     label = statement_label(stmt)
-    limit = d.parsed.limit or 1
+    limit = d.parsed.limit or "its LIMIT's rows"
     idx = next(i for i in table.indexes if i.name == scan.index)
     keys = ", ".join(c or "<expression>" for c in idx.columns)
+    discards = (
+        f"returns the rows of every state, the finished ones included, and discards those "
+        f"its {column} condition does not take until it has {limit}"
+        if _is_live(d, column)
+        else f"returns the rows of every value of {column} and discards the others' until it "
+        f"has {limit}"
+    )
     message = (
         f"{label} filters {column} while it walks index {idx.name} ({keys}) in its ORDER BY's "
-        f"order: {describe_node(scan)} returns the rows of every value of {column} and "
-        f"discards the others' until it has {limit} (Filter: {scan.filter})"
+        f"order: {describe_node(scan)} {discards} (Filter: {scan.filter})"
     )
     if removed is not None:
         message += f"; each claim discarded {human_count(removed)} rows."
@@ -266,6 +387,8 @@ def _finding(
         "planner_rows_estimate": scan.plan_rows,
         "index_rows": round(idx.reltuples),
         "rows_removed_per_claim": removed,
+        "estimated_rows_removed_per_claim": None if estimate is None else round(estimate),
+        "fired_by": judged.fired_by,
         "confirmed_by": runtime if severity is not Severity.INFO else None,
         "custom_plan": "\n".join(plan_outline(plan)),
         "table_rows": round(table.reltuples),
@@ -276,7 +399,9 @@ def _finding(
             ("calls", stmt.calls),
             ("mean_exec_ms", stmt.mean_exec_ms),
             ("shared_blks_per_call", stmt.shared_blks_per_call),
+            ("rows_per_call", stmt.rows_per_call),
             ("analyzed_ms", stmt.analyzed_ms),
+            ("contradicted_by", judged.contradicted_by),
         )
         if v is not None
     }
@@ -286,7 +411,11 @@ def _finding(
         message=message,
         evidence=evidence,
         explanation=(
-            "An index that does not lead with the compared column returns every queue's "
+            "An index without the live column returns every row in order, finished ones "
+            "included; how many a claim throws away depends on how many finished rows come "
+            "before the first waiting one, which grows with the archive."
+            if _is_live(d, column)
+            else "An index that does not lead with the compared column returns every queue's "
             "rows in order; how many a claim throws away depends on where its queue's rows "
             "sit, so one queue's backlog slows the claims of all the others."
         ),
@@ -302,7 +431,9 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
             notes=f"The ORDER BY is an expression: build a partial index on ({column}, that "
             "expression) under the live predicate. " + CONCURRENT_BUILD_NOTE
         )
-    keys = (IndexKey(column), *(k for k in order if k.column != column))
+    # The live column is the new index's predicate; another column leads its key.
+    live_column = _is_live(d, column)
+    keys = order if live_column else (IndexKey(column), *(k for k in order if k.column != column))
     if live is None or not predicate_implies(d.parsed.predicates, live, stmt.custom_values).implies:
         return Fix(
             notes=f"Build an index on ({', '.join(k.column for k in keys)}) under the "
@@ -345,11 +476,14 @@ def _fix(snapshot: Snapshot, d: Dequeue, column: str, scan_index: str, options: 
         )
     build = live_set_index(table, live, keys)
     steps, notes = _old_index(snapshot, d, column, old)
-    steps[:0] = build.steps(snapshot)
+    steps[:0] = build.steps(snapshot, stmt)
     notes.insert(
         0,
-        f"The claim descends {build.name} to the first row of its {column} in ORDER BY order "
-        "and reads only its own queue's rows.",
+        f"The claim reads {build.name} from its first waiting row in ORDER BY order: the "
+        "rows in other states are not in it."
+        if live_column
+        else f"The claim descends {build.name} to the first row of its {column} in ORDER BY "
+        "order and reads only its own queue's rows.",
     )
     return Fix(notes=" ".join(notes), safety="review", steps=tuple(steps))
 

@@ -391,7 +391,13 @@ def _fix(
     existing = existing_tenant_index(table, live, keys)
     if existing is None:
         index = tenant_index(table, live, tenant, order)
-        steps.extend(index.steps(snapshot))
+        # Ordered as the index, the statement is the rewrite below, not the one recorded.
+        serves = (
+            stmt
+            if tuple(order) == tuple(parsed.order_by)
+            else f"the rewrite of {statement_label(stmt)} this fix prints, ordered as its keys"
+        )
+        steps.extend(index.steps(snapshot, serves))
         notes.append(
             f"Index {index.name} is keyed by the tenant, then the sub-select's order, on the "
             "live rows only."

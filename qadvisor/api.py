@@ -98,6 +98,7 @@ from qadvisor.fixes.builders import (
     IndexKey,
     IndexMatch,
     analyze,
+    comparable_index,
     covering_index,
     drop_index,
     existing_index,
@@ -110,6 +111,7 @@ from qadvisor.fixes.builders import (
     reindex,
     review,
     rewrite,
+    set_rows_index,
     table_setting,
 )
 from qadvisor.fixes.partitions import (
@@ -176,6 +178,7 @@ from qadvisor.sql.printing import (
     predicate_sql,
     qualified,
 )
+from qadvisor.sql.recorded_statements import own_parameters, writes_rows
 from qadvisor.units import human_bytes, human_count, human_seconds, nice_ceil
 
 __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents above
@@ -292,6 +295,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "value_placeholder",
     "with_literals",
     "with_placeholders",
+    "own_parameters",
+    "writes_rows",
     "with_lock_outside",
     "with_order_by",
     "with_skip_locked",
@@ -346,6 +351,8 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "drop_index",
     "existing_index",
     "covering_index",
+    "comparable_index",
+    "set_rows_index",
     "index_users_note",
     "matching_statements",
     "IndexMatch",

@@ -413,6 +413,7 @@ class Statement:
     mean_exec_ms: float | None = None
     shared_blks_per_call: float | None = None
     plans_per_call: float | None = None  # with pg_stat_statements.track_planning on
+    rows_per_call: float | None = None  # rows it returned or changed per call
     # Literal values put in place of parameters for the custom plan: {"1": "'pending'"}.
     custom_values: dict[str, str] = field(default_factory=dict)
     custom_plan: PlanNode | None = None

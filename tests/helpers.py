@@ -340,6 +340,16 @@ def plan_rewrites(
     return plans
 
 
+def record_afresh(dba: TestDB, *, planning_in: TestDB | None = None) -> None:
+    """pg_stat_statements installed and emptied: what the application runs next is all it
+    holds; with ``planning_in``, that database's sessions count their plans too
+    (track_planning), as a server that tells a cached plan from a new one."""
+    dba.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    if planning_in is not None:
+        dba.execute(f"ALTER DATABASE {planning_in.name} SET pg_stat_statements.track_planning = on")
+    dba.execute("SELECT pg_stat_statements_reset()")
+
+
 @contextlib.contextmanager
 def holding(db: TestDB, statement: str) -> Iterator[list[tuple[Any, ...]]]:
     """Run a claim in a worker's session and keep its transaction, and so its row locks, open

@@ -6,7 +6,8 @@ in temporary files. A run therefore reads the view once (pgss_entries.sql: this 
 entries, grouped by queryid and text), inside a transaction that raises ``work_mem`` for that
 one statement so the entries stay in memory, and chooses from the rows here: the row-locking
 statements (:meth:`Recorded.row_locking`), the calls of functions that hold claims
-(:meth:`Recorded.calls_of`), and the other statements that name a queue table
+(:meth:`Recorded.calls_of`), the UPDATEs and DELETEs without a locking clause, which may be
+maintenance (:meth:`Recorded.writing`), and the other statements that name a queue table
 (:meth:`Recorded.naming`). Each returns rows in the shape its step reads. Every text is
 read with its string constants masked (qadvisor.sql.masking).
 """
@@ -37,12 +38,17 @@ PGSS_WORK_MEM_SQL = (
 # At most this many of the most called statements of each kind.
 MAX_ROW_LOCKING = 200
 MAX_CALLS = 200
+MAX_WRITING = 200
 
 _LOCKING = re.compile(r"for\s+(no\s+key\s+)?update|for\s+(key\s+)?share", re.I)
 _OWN_PREPARE = re.compile(r'\s*prepare\s+"?qadvisor_stmt', re.I)
 _DDL = re.compile(r"\s*(explain|create|alter|drop|comment)(?!\w)", re.I)
 _QADVISOR = re.compile("qadvisor", re.I)
 _CALL_OPENING = re.compile(r'"?\s*\(')
+# Comments and spaces before a statement's first word (a driver's or sqlcommenter's tag).
+LEADING_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*\n?|/\*.*?\*/)*", re.S)
+_WRITE_START = re.compile(r"(?i)(update|delete|with)\b")
+_WRITE_WORD = re.compile(r"(?i)\b(update|delete)\b")
 
 
 @dataclass(frozen=True)
@@ -68,6 +74,26 @@ class Recorded:
         ]
         chosen.sort(key=lambda e: (-e["calls"], e["queryid"], e["query"]))
         return [_per_call(e) for e in chosen[:MAX_ROW_LOCKING]]
+
+    def writing(self) -> list[dict[str, Any]]:
+        """The UPDATE and DELETE statements that have no locking clause (a purge of old rows,
+        a reset of stale ones: each may read the whole table it writes), the most called
+        first (at most MAX_WRITING), qadvisor's own left out; each with its mean time and
+        buffers per call."""
+
+        def writes(text: str) -> bool:
+            body = LEADING_COMMENTS.sub("", text)
+            return bool(_WRITE_START.match(body)) and bool(_WRITE_WORD.search(body))
+
+        chosen = [
+            e
+            for e in self.entries
+            if writes(e["query"])
+            and not _LOCKING.search(e["query"])
+            and not _QADVISOR.search(e["query"])
+        ]
+        chosen.sort(key=lambda e: (-e["calls"], e["queryid"], e["query"]))
+        return [_per_call(e) for e in chosen[:MAX_WRITING]]
 
     def calls_of(self, names: Iterable[str]) -> list[dict[str, Any]]:
         """The statements that call one of the functions ``names`` (bare, quoted or spaced

@@ -320,7 +320,7 @@ def _statements(
     scan = scan_functions(conn, locking)
     function_names = sorted({c.function.rpartition(".")[2] for c in scan.claims})
     found, left_out, in_bodies = statements.found_statements(
-        locking, queries, scan.claims, pgss.value.calls_of(function_names)
+        locking, queries, scan.claims, pgss.value.calls_of(function_names), pgss.value.writing()
     )
     catalog = read_fact(
         conn,
@@ -529,13 +529,17 @@ def _on_queues(
 def _maintenance_on_queues(
     gathered: statements.Gathered, queues: Sequence[Queue]
 ) -> tuple[tuple[Statement, ...], list[LeftOut]]:
-    """The maintenance statements of the report's queues, kept for what they cost; one on
-    another table (a workers table's clean-up of stale rows) is left out, saying what it is."""
+    """The maintenance statements of the report's queues, kept for what they cost; a
+    row-locking one on another table (a workers table's clean-up of stale rows) is left out,
+    saying what it is. A write without a locking clause on another table is one of the
+    application's ordinary statements: nothing to say."""
     on_queues = {q.qualified for q in queues}
     kept, left_out = [], []
     for stmt in gathered.maintenance:
         if stmt.queue in on_queues:
             kept.append(stmt)
+            continue
+        if stmt.parsed is not None and not stmt.parsed.locking_clause:
             continue
         what = stmt.parsed.maintenance if stmt.parsed else None
         reason = f"a maintenance statement, not a claim: {what.description if what else '?'}"
@@ -702,6 +706,7 @@ def _indexes(rows: Sequence[dict[str, Any]], locks: Locks, role: str) -> dict[in
                 idx_tup_read=r["idx_tup_read"],
                 idx_tup_fetch=r["idx_tup_fetch"],
                 include_columns=tuple(r["include_columns"]),
+                descending=tuple(r["descending"] or ()),
                 bytes_source=_estimated(locks, r["index_relid"], role)
                 if r["bytes_estimated"]
                 else None,

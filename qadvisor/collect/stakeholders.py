@@ -27,7 +27,7 @@ from psycopg import sql
 
 from qadvisor.collect.access import TableAccess
 from qadvisor.collect.queries import Conn, first_line
-from qadvisor.collect.recorded import Recorded
+from qadvisor.collect.recorded import LEADING_COMMENTS, Recorded
 from qadvisor.derive.names import SearchPath
 from qadvisor.derive.plans.explain_json import PartitionNames, parse_explain
 from qadvisor.derive.plans.reading import indexes_used
@@ -75,7 +75,6 @@ def read_stakeholders(
     return Read(tuple(out), note)
 
 
-_COMMENTS = re.compile(r"\A(?:\s+|--[^\n]*\n?|/\*.*?\*/)*", re.S)
 _READS = re.compile(r"(?i)(select|update|delete|with|table|values)\b")
 _WRITES = re.compile(r"(?i)(update|delete)\b")
 
@@ -94,7 +93,8 @@ def missing_privileges(text: str, access: TableAccess) -> list[str]:
     if unreadable or not access.any_select:
         what = ", ".join(ident(c) for c in unreadable) or "the columns it reads"
         missing.append(f"SELECT on {what} of {where}")
-    if not access.any_update and (_WRITES.match(_COMMENTS.sub("", text)) or _locks_rows(text)):
+    writes = _WRITES.match(LEADING_COMMENTS.sub("", text))
+    if not access.any_update and (writes or _locks_rows(text)):
         missing.append(f"UPDATE on {where}")
     return missing
 
@@ -130,7 +130,7 @@ def _planned(
         mean_exec_ms=_round(row["mean_exec_ms"]),
         shared_blks_per_call=_round(row["shared_blks_per_call"]),
     )
-    if not _READS.match(_COMMENTS.sub("", text)):
+    if not _READS.match(LEADING_COMMENTS.sub("", text)):
         return []  # an INSERT, a utility statement: it reads no index a fix could drop
     # A typed literal whose string became $n (interval $2) is the cast it means, as for the
     # claims: recovery's INTERVAL '90 SECOND' plans as $2::interval.

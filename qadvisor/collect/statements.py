@@ -4,8 +4,10 @@ and judged as claims or left out.
 Where they come from:
 
 - pg_stat_statements (when installed and preloaded): one bounded read of the statements of
-  this database that lock rows (``queries.pg_stat_statements``). Their text is normalised
-  (every constant is ``$n``), so ``from_normalised_text`` is set.
+  this database that lock rows (``queries.pg_stat_statements``), and of the UPDATEs and
+  DELETEs without a locking clause, of which only maintenance is kept (a purge by age reads
+  the whole table it tidies, lock or no lock). Their text is normalised (every constant is
+  ``$n``), so ``from_normalised_text`` is set.
 - The user's statements, already split by the CLI into (source, text) pairs. A ``--query``
   was checked to be one plannable statement; statements of a ``--query-file`` that are not
   row-locking dequeues are left alone (a repository's SQL file holds migrations too).
@@ -23,7 +25,9 @@ Claims: only statements that choose which job to take are judged as dequeues
 (``qadvisor.derive.claims``); foreign-key checks and key locks are kept as ``LeftOut`` with
 the reason. Maintenance statements (a reaper, a pruner: ``DequeueStatement.maintenance``) are
 no claims either: they are gathered apart, with their names resolved like a claim's, and give
-discovery no evidence.
+discovery no evidence. A write without a locking clause that names its rows by a unique key
+(``DELETE FROM jobs WHERE id = $1``, an acknowledgement) is no maintenance: it reads a row, not
+the table.
 """
 
 from __future__ import annotations
@@ -72,11 +76,14 @@ def found_statements(
     queries: Sequence[tuple[str, str]],
     function_claims: Sequence[FunctionClaim] = (),
     calls: Sequence[Mapping[str, Any]] = (),
+    writes: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[list[Statement], list[LeftOut], frozenset[int]]:
     """Statements from pg_stat_statements rows, the user's (source, text) pairs and the
     claims of functions (with the pg_stat_statements ``calls`` of those functions), parsed;
     not yet resolved; and the functions' claims that cannot be analysed, left out with why.
-    A user's statement that cannot be judged keeps its reason in ``plan_error``.
+    A user's statement that cannot be judged keeps its reason in ``plan_error``. Of the
+    recorded ``writes`` without a locking clause, those that are maintenance are kept; the
+    others are the application's ordinary writes and leave no trace here.
 
     A statement pg_stat_statements recorded inside a function (``track = all``) is the
     function's claim: its counters go to the claim, whose text has the body's literals and
@@ -98,8 +105,10 @@ def found_statements(
             top.append(r)
     in_functions, left_out = _from_functions(function_claims, nested, calls)
     recorded, unread = _from_pg_stat_statements(top)
+    maintenance, _ = _from_pg_stat_statements(writes, dequeue.analyse_write)
     in_bodies = frozenset(int(r["queryid"]) for rows in nested.values() for r in rows)
-    return [*recorded, *in_functions, *_from_queries(queries)], [*unread, *left_out], in_bodies
+    found = [*recorded, *maintenance, *in_functions, *_from_queries(queries)]
+    return found, [*unread, *left_out], in_bodies
 
 
 def _from_functions(
@@ -204,7 +213,7 @@ def gather(
 
 
 _RUNTIME = ("queryid", "calls", "mean_exec_ms", "shared_blks_per_call", "plans_per_call",
-            "roles", "role")  # fmt: skip
+            "rows_per_call", "roles", "role")  # fmt: skip
 
 
 def _merged(found: list[Statement]) -> list[Statement]:
@@ -252,6 +261,15 @@ def _judge(
         out.left_out.append(LeftOut(label, stmt.text, f"{rel.qualified} is not a table", None))
         return
     if parsed.maintenance is not None:
+        if not parsed.locking_clause and _by_key(parsed, rel.unique_keys):
+            # An acknowledgement of rows it names by key: it reads them, not the table.
+            if stmt.source.startswith("--query"):
+                why = (
+                    "takes no row lock (FOR UPDATE / FOR SHARE) and names its rows by a unique "
+                    "key: neither a dequeue statement nor maintenance"
+                )
+                out.statements.append(replace(stmt, parsed=None, plan_error=why))
+            return
         # Tidies the table (resets or deletes rows by age): kept for what it costs, never
         # judged as a claim, never evidence that the table is a queue.
         out.maintenance.append(
@@ -313,6 +331,13 @@ def _sets(text: str, resolved: dict[str, str], table: str) -> tuple[tuple[str, s
     return tuple(dict.fromkeys(out))
 
 
+def _by_key(parsed: dequeue.DequeueStatement, keys: Sequence[tuple[str, ...]]) -> bool:
+    """Its conditions name rows by a unique key: every column of one is compared with values
+    (``id = $1``, ``id = ANY($1)``, ``(queue, key) = ...`` as two equalities)."""
+    pinned = {p.column for p in parsed.predicates if p.op in ("=", "in", "any") and p.operands}
+    return any(key and set(key) <= pinned for key in keys)
+
+
 def _combined(a: Statement, b: Statement) -> Statement:
     """Two pg_stat_statements entries of one statement as one: counters added (per-call
     figures weighted by calls), the most called one's text and queryid kept."""
@@ -331,6 +356,7 @@ def _combined(a: Statement, b: Statement) -> Statement:
         mean_exec_ms=weighted(a.mean_exec_ms, b.mean_exec_ms),
         shared_blks_per_call=weighted(a.shared_blks_per_call, b.shared_blks_per_call),
         plans_per_call=weighted(a.plans_per_call, b.plans_per_call),
+        rows_per_call=weighted(a.rows_per_call, b.rows_per_call),
         roles=roles,
         role=roles[0] if len(roles) == 1 else None,
     )
@@ -349,9 +375,11 @@ def _skip_locked(parsed: dequeue.DequeueStatement) -> bool:
 
 def _from_pg_stat_statements(
     rows: Sequence[Mapping[str, Any]],
+    analyse: Callable[[str], dequeue.DequeueStatement | None] = dequeue.analyse,
 ) -> tuple[list[Statement], list[LeftOut]]:
-    """The recorded row-locking statements, and those that cannot be analysed, left out
-    with why (a statement the server ran is never dropped without a trace)."""
+    """The recorded statements ``analyse`` reads (the row-locking ones, by default), and
+    those that cannot be analysed, left out with why (a statement the server ran is never
+    dropped without a trace)."""
     out = []
     left_out = []
     for r in rows:
@@ -359,7 +387,7 @@ def _from_pg_stat_statements(
         try:
             # A typed literal whose string became $n (timestamptz $2) is the cast it means.
             text = dequeue.typed_placeholders(recorded)
-            parsed = dequeue.analyse(text)
+            parsed = analyse(text)
             fingerprint = dequeue.fingerprint(text)
         except dequeue.StatementError as exc:
             where = f"pg_stat_statements {r['queryid']}"
@@ -385,6 +413,7 @@ def _from_pg_stat_statements(
                 plans_per_call=_round(int(plans) / calls)
                 if r.get("track_planning") and plans is not None
                 else None,
+                rows_per_call=_round(int(r["rows"]) / calls) if r.get("rows") is not None else None,
                 fingerprint=fingerprint,
                 toplevel=r.get("toplevel"),
             )
@@ -398,7 +427,8 @@ def _from_queries(queries: Sequence[tuple[str, str]]) -> list[Statement]:
         from_file = not source.startswith("--query")
         line = _line_of(source)
         try:
-            parsed = dequeue.analyse(text)
+            # A statement without a row lock may still be maintenance (a purge by age).
+            parsed = dequeue.analyse(text) or dequeue.analyse_write(text)
             fingerprint = dequeue.fingerprint(text)
         except dequeue.StatementError as exc:
             # A file holds DDL and data changes too: only something that looks like a

@@ -81,8 +81,10 @@ def recorded_updates(snapshot: Snapshot, table: Table) -> tuple[list[RecordedUpd
                 found.append(
                     RecordedUpdate(statement_label(stmt), stmt.text, columns, kind, stmt.calls)
                 )
+    # A maintenance statement is also among the other statements on the table: once is enough.
+    seen = {m.queryid for m in snapshot.maintenance if m.queryid is not None}
     for s in snapshot.stakeholders:
-        if s.queue != table.qualified:
+        if s.queue != table.qualified or s.queryid in seen:
             continue
         columns = _sets(s.text, table, {})
         if columns is None:

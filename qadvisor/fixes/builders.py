@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from qadvisor.derive.estimates import parse_index_predicate, same_predicate
+from qadvisor.derive.estimates import parse_index_predicate, part_index, same_predicate
 from qadvisor.derive.predicates import operand_values, predicate_implies
+from qadvisor.derive.statement_ids import statement_id
 from qadvisor.derive.statement_queues import statement_label, statement_queue
 from qadvisor.fixes.partitions import drop_partitioned_index, index_on_partitions
 from qadvisor.model import (
@@ -26,11 +27,18 @@ from qadvisor.model import (
     Table,
     live_op,
 )
-from qadvisor.sql.dequeue import OrderItem, Predicate
+from qadvisor.sql.dequeue import (
+    OrderItem,
+    Predicate,
+    StatementError,
+    condition_predicates,
+    disjuncts,
+)
 from qadvisor.sql.printing import (
     ident,
     index_name,
     index_where,
+    literal,
     live_words,
     qualified,
 )
@@ -200,28 +208,34 @@ class IndexFix:
         where = f" WHERE {self.where}" if self.where else ""
         return f"CREATE INDEX CONCURRENTLY {ident(self.name)} ON {on} ({keys}){where};"
 
-    def step(self, snapshot: Snapshot | None = None) -> FixStep:
+    def step(
+        self, snapshot: Snapshot | None = None, serves: Statement | str | None = None
+    ) -> FixStep:
         """The CREATE INDEX CONCURRENTLY step; with the ``snapshot``, its note names the
-        recorded statements the index serves, derived from their text, or says none does."""
+        recorded statements the index serves, derived from their text, or says none does.
+        ``serves`` is what the index is built for: the recorded statement whose WHERE and
+        ORDER BY it was derived from (named first), or what the fix itself prints (a rewrite
+        of the dequeue, which no server has recorded yet)."""
         if snapshot is None:
             return _concurrently(self.statement, CONCURRENT_BUILD_NOTE)
-        return _concurrently(
-            self.statement, f"{index_users_note(snapshot, self)} {CONCURRENT_BUILD_NOTE}"
-        )
+        said = index_users_note(snapshot, self, serves)
+        return _concurrently(self.statement, f"{said} {CONCURRENT_BUILD_NOTE}")
 
-    def steps(self, snapshot: Snapshot | None = None) -> tuple[FixStep, ...]:
-        """The steps that build it: its CREATE INDEX CONCURRENTLY (``step``); on a
-        partitioned table, which refuses CONCURRENTLY, the index ON ONLY it and each
-        partition's built CONCURRENTLY and attached (fixes.partitions)."""
+    def steps(
+        self, snapshot: Snapshot | None = None, serves: Statement | str | None = None
+    ) -> tuple[FixStep, ...]:
+        """The steps that build it: its CREATE INDEX CONCURRENTLY (``step``, with what it
+        ``serves``); on a partitioned table, which refuses CONCURRENTLY, the index ON ONLY it
+        and each partition's built CONCURRENTLY and attached (fixes.partitions)."""
         if self.table.partition_key is None:
-            return (self.step(snapshot),)
+            return (self.step(snapshot, serves),)
         keys = ", ".join(k.sql for k in self.keys)
         where = f" WHERE {self.where}" if self.where else ""
 
         def name(table: Table) -> str:
             return IndexFix(table, self.keys, self.where, self.words).name
 
-        note = index_users_note(snapshot, self) if snapshot is not None else ""
+        note = index_users_note(snapshot, self, serves) if snapshot is not None else ""
         return index_on_partitions(self.table, name, f"({keys}){where}", note)
 
 
@@ -230,6 +244,27 @@ def live_set_index(table: Table, live: LivePredicate, keys: Iterable[IndexKey]) 
     every check that proposes an index on the live rows names it so, so two fixes never build
     the same index twice under two names."""
     return IndexFix(table, tuple(keys), index_where(live), tuple(live_words(live)))
+
+
+def set_rows_index(table: Table, column: str) -> IndexFix:
+    """The index a comparison of ``column`` with a bound (``completed_at < $1``) can use in
+    any plan: of the rows where the column is set when it may be NULL (no NULL passes the
+    comparison, so the planner proves the predicate whatever the bound), of every row when
+    it is NOT NULL."""
+    found = table.column(column)
+    if found is not None and found.not_null:
+        return IndexFix(table, (IndexKey(column),))
+    return IndexFix(table, (IndexKey(column),), f"{ident(column)} IS NOT NULL")
+
+
+def comparable_index(table: Table, column: str) -> Index | None:
+    """A valid index led by ``column`` that a comparison of it with a bound can use in any
+    plan: one without a predicate, or one of the rows where ``column`` is set."""
+    for idx in table.indexes:
+        if idx.is_valid and idx.columns[:1] == (column,) and idx.predicate is None:
+            return idx
+    found = part_index(table, LivePredicate(column, "is not null"))
+    return found if found is not None and found.columns[:1] == (column,) else None
 
 
 def implies(narrow: LivePredicate, wide: LivePredicate) -> bool:
@@ -306,37 +341,143 @@ def covering_index(build: IndexFix) -> Index | None:
 class IndexMatch:
     """A recorded statement whose own text the new index matches; ``planned_values`` when
     its predicate proves the index's only with the values qadvisor planned its parameters
-    with (pg_stat_statements shows literals as $n)."""
+    with (pg_stat_statements shows literals as $n); ``arm`` when the index serves one arm of
+    an OR in its WHERE (``completed_at < $1``): the planner reads one index per arm and
+    combines them (a BitmapOr), so each arm needs its own; ``unbound`` when it does only if a
+    parameter qadvisor has no value for holds one the index covers."""
 
     statement: Statement
     planned_values: bool
+    arm: str | None = None
+    # Its predicate proves the index's only if a parameter it has no value for (the statement
+    # was not planned: a GRANT the role lacks) holds one the index's predicate admits.
+    unbound: bool = False
+
+
+# Comparisons that no NULL passes: each implies ``column IS NOT NULL`` (PostgreSQL's
+# predicate test proves it from the operator's strictness, whatever the compared value).
+_STRICT = ("=", "<>", "<", "<=", ">", ">=", "in", "any", "is not null")
 
 
 def matching_statements(snapshot: Snapshot, build: IndexFix) -> tuple[IndexMatch, ...]:
-    """The recorded statements on ``build``'s table whose WHERE and ORDER BY, as parsed from
-    their text, the index matches: their WHERE implies its predicate (it has none, or one
-    column's condition qadvisor reads) and its keys, after the ones they compare with one
-    value, give their ORDER BY (forward or backward), or they have none. A derivation from
-    text, not a plan: the index does not exist, so no planner has chosen it."""
+    """The recorded statements on ``build``'s table (claims and maintenance) whose WHERE and
+    ORDER BY, as parsed from their text, the index matches: their WHERE implies its predicate
+    (it has none, one column's condition qadvisor reads, or ``column IS NOT NULL``, which a
+    comparison of that column implies), and its keys, after the ones they compare with one
+    value, give their ORDER BY (forward or backward); a statement without ORDER BY compares
+    the index's first column (in its WHERE, or in one arm of an OR there), or its WHERE
+    implies the index's predicate. A derivation from text, not a plan: the index does not
+    exist, so no planner has chosen it."""
     target = parse_index_predicate(build.where) if build.where else None
-    if build.where is not None and target is None:
+    set_column = _set_column(build.where) if build.where else None
+    if build.where is not None and target is None and set_column is None:
         return ()
     found = []
-    for stmt in snapshot.statements:
+    for stmt in (*snapshot.statements, *snapshot.maintenance):
         parsed = stmt.parsed
         on = statement_queue(snapshot, stmt) if parsed is not None else None
         if parsed is None or on is None:
             continue
         if (on[1].schema, on[1].name) != (build.table.schema, build.table.name):
             continue
-        planned = False
-        if target is not None and not _proves(parsed.predicates, target, {}):
-            if not _proves(parsed.predicates, target, stmt.custom_values):
-                continue
-            planned = True
-        if _supplies_order(build.keys, parsed.order_by, parsed.predicates):
-            found.append(IndexMatch(stmt, planned))
+        match = _match(build, target, set_column, stmt, parsed.predicates, parsed.order_by)
+        if match is not None:
+            found.append(match)
     return tuple(found)
+
+
+def _match(
+    build: IndexFix,
+    target: LivePredicate | None,
+    set_column: str | None,
+    stmt: Statement,
+    predicates: Sequence[Predicate],
+    order: Sequence[OrderItem],
+) -> IndexMatch | None:
+    planned = unbound = False
+    if target is not None and not _proves(predicates, target, {}):
+        if _proves(predicates, target, stmt.custom_values):
+            planned = True
+        elif _unplanned_claim(stmt) and _proves(
+            predicates, target, _unbound_values(predicates, target, stmt)
+        ):
+            unbound = True
+        else:
+            return None
+    lead = build.keys[0].column if build.keys else None
+    arm = _arm_comparing(predicates, lead) if lead is not None else None
+    if set_column is not None and not _compares(predicates, set_column):
+        # Only an arm of an OR compares the column: the index serves that arm.
+        if lead != set_column or arm is None:
+            return None
+        return IndexMatch(stmt, planned, arm, unbound)
+    whole = IndexMatch(stmt, planned, None, unbound)
+    if order:
+        return whole if _supplies_order(build.keys, order, predicates) else None
+    if lead is not None and _compares(predicates, lead):
+        return whole
+    if arm is not None:
+        return IndexMatch(stmt, planned, arm, unbound)
+    return whole if build.where is not None else None
+
+
+def _unplanned_claim(stmt: Statement) -> bool:
+    """A claim no plan was made of (a GRANT the role lacks, another session's lock): the
+    values of its parameters are unknown. A maintenance statement is never planned, and what
+    it selects is not what workers wait for: no value is supposed for it."""
+    parsed = stmt.parsed
+    return (
+        parsed is not None
+        and parsed.maintenance is None
+        and stmt.custom_plan is None
+        and stmt.generic_plan is None
+    )
+
+
+def _unbound_values(
+    predicates: Sequence[Predicate], target: LivePredicate, stmt: Statement
+) -> dict[str, str]:
+    """The first value ``target`` admits, for each parameter compared with its column that
+    the statement was not planned with: what the statement's predicate would hold if the
+    application sent that value."""
+    if target.op != "in" or not target.values:
+        return {}
+    value = literal(target.values[0])
+    return {
+        str(o.index): value
+        for p in predicates
+        if p.column == target.column
+        for o in p.operands
+        if o.kind == "parameter" and o.index is not None and str(o.index) not in stmt.custom_values
+    }
+
+
+def _set_column(where: str) -> str | None:
+    """``completed_at`` of an index predicate ``completed_at IS NOT NULL``, else None."""
+    try:
+        conditions = condition_predicates(where)
+    except StatementError:
+        return None
+    if len(conditions) == 1 and conditions[0].op == "is not null":
+        return conditions[0].column
+    return None
+
+
+def _compares(predicates: Sequence[Predicate], column: str) -> bool:
+    """A condition of the WHERE compares ``column`` in a way no NULL passes."""
+    return any(p.column == column and p.op in _STRICT for p in predicates)
+
+
+def _arm_comparing(predicates: Sequence[Predicate], column: str) -> str | None:
+    """The arm of an OR in the WHERE (every arm a comparison of one column) that compares
+    ``column`` in a way no NULL passes, as SQL; None when there is none."""
+    for pred in predicates:
+        if pred.op != "other":
+            continue
+        for arm in disjuncts(pred.text):
+            if arm.column == column and arm.op in _STRICT:
+                return arm.text
+    return None
 
 
 def _proves(predicates: Sequence[Predicate], target: LivePredicate, values: dict[str, str]) -> bool:
@@ -388,13 +529,32 @@ def _nulls_first(descending: bool, given: bool | None) -> bool:
     return descending if given is None else given
 
 
-def index_users_note(snapshot: Snapshot, build: IndexFix) -> str:
+def index_users_note(
+    snapshot: Snapshot, build: IndexFix, serves: Statement | str | None = None
+) -> str:
     """The sentence a CREATE INDEX step adds: which recorded statements the new index serves,
     derived from their text (never claimed from a plan: the index does not exist yet), or
-    that none does."""
+    that none does; ``serves`` (see :meth:`IndexFix.step`) is named first."""
     matches = matching_statements(snapshot, build)
+    built_for = ""
+    if isinstance(serves, Statement):
+        mine = statement_id(serves)
+        if all(statement_id(m.statement) != mine for m in matches):
+            built_for = (
+                f"Built for {statement_label(serves)}, from its WHERE and ORDER BY. "
+                if matches
+                else f"Built for {statement_label(serves)}, from its WHERE and ORDER BY: "
+                "check with EXPLAIN once it is built that its plan reads it."
+            )
+        else:
+            matches = (
+                *(m for m in matches if statement_id(m.statement) == mine),
+                *(m for m in matches if statement_id(m.statement) != mine),
+            )
+    elif serves is not None:
+        built_for = f"Built for {serves}. "
     if not matches:
-        return (
+        return built_for.rstrip() or (
             f"No recorded statement's WHERE and ORDER BY match {build.name} (derived from "
             "their text, not from a plan): check with EXPLAIN that the statement it is for "
             "uses it once it is built."
@@ -402,11 +562,13 @@ def index_users_note(snapshot: Snapshot, build: IndexFix) -> str:
     listed = "; ".join(
         statement_label(m.statement)
         + (" (with the values qadvisor planned its parameters with)" if m.planned_values else "")
+        + (" (if its parameter holds a value the index covers: not planned)" if m.unbound else "")
+        + (f" (the arm {m.arm} of its OR)" if m.arm is not None else "")
         for m in matches[:5]
     )
     more = f" and {len(matches) - 5} more" if len(matches) > 5 else ""
-    return (
-        f"Statements whose WHERE implies {build.name}'s predicate and whose ORDER BY its keys "
-        f"supply: {listed}{more}. This is derived from their text, not from a plan (the index "
-        "does not exist yet): check with EXPLAIN once it is built."
+    return built_for + (
+        f"Statements whose WHERE implies {build.name}'s predicate and whose conditions or "
+        f"ORDER BY its keys serve: {listed}{more}. This is derived from their text, not from a "
+        "plan (the index does not exist yet): check with EXPLAIN once it is built."
     )

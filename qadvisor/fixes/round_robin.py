@@ -147,7 +147,10 @@ def round_robin_fix(
         ),
     ]
     if existing_tenant_index(table, live, keys) is None:
-        steps.extend(tenant_index(table, live, tenant, rr_order).steps(snapshot))
+        index = tenant_index(table, live, tenant, rr_order)
+        steps.extend(
+            index.steps(snapshot, "the round-robin dequeue this fix prints (the rewrite below)")
+        )
     pk = table.primary_key or ("ctid",)
     inner_cols = ", ".join(ident(c) for c in pk)
     outer_cols = ", ".join(f"j.{ident(c)}" for c in pk)

@@ -3,15 +3,16 @@
 ``called_functions(texts)``: the functions the statements call (``SELECT ... FROM
 procrastinate_fetch_job_v2($1, $2)`` is, with the default ``track = top``, the only trace of a
 claim made inside a function). ``match_nested(text, claims)``: the claim a statement recorded
-inside a function (``track = all``, ``toplevel = false``) came from. Nothing here talks to
-PostgreSQL or does I/O.
+inside a function (``track = all``, ``toplevel = false``) came from. ``own_parameters(text)``:
+which ``$n`` are surely the statement's own parameters, not constants pg_stat_statements hid;
+``writes_rows(text)``: whether it writes. Nothing here talks to PostgreSQL or does I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from sqlglot import Token, TokenType
+from sqlglot import Token, TokenType, exp
 
 from qadvisor.sql import dequeue
 from qadvisor.sql.function_claims import FunctionClaim
@@ -197,3 +198,42 @@ def typed_constant_placeholder(text: str) -> str | None:
             start = i - 4 if zoned else i - 1
             return " ".join(t.text for t in tokens[start:i]) + f" ${tokens[i + 1].text}"
     return None
+
+
+def own_parameters(text: str) -> int:
+    """How many of a pg_stat_statements text's ``$n`` are surely the statement's own
+    parameters, bound by the application: ``$1`` to ``$k`` for the returned ``k``.
+
+    pg_stat_statements replaces each constant it hides with ``$n``, numbering them from one
+    more than the statement's highest parameter, in the order they appear (its
+    generate_normalized_query). So above the statement's own parameters, the numbers appear
+    once each and in increasing order; the smallest ``k`` whose higher numbers do is a floor
+    for the statement's own parameters, every ``$n`` up to it is one of them, and those above
+    it may each be a constant the application wrote (pgqueuer's ``status = $5`` after its own
+    ``$1`` to ``$4``). 0 when every ``$n`` may be a constant (they appear in order, each once);
+    the count of ``$n`` when the text cannot be read."""
+    try:
+        tokens = dequeue.tokenize(text, plpgsql=True)
+    except dequeue.StatementError:
+        return 0
+    seen = [
+        int(tokens[i + 1].text)
+        for i in range(len(tokens) - 1)
+        if is_placeholder(tokens, i) and str(tokens[i + 1].text).isdigit()
+    ]
+    highest = max(seen, default=0)
+    for k in range(highest + 1):
+        above = [n for n in seen if n > k]
+        if above == list(range(k + 1, highest + 1)):
+            return k
+    return highest
+
+
+def writes_rows(text: str) -> bool:
+    """The statement inserts, updates or deletes rows (in a WITH query too); True for text
+    that does not parse (it may)."""
+    try:
+        tree = dequeue.parse(text, plannable=False)
+    except dequeue.StatementError:
+        return True
+    return any(isinstance(n, exp.Insert | exp.Update | exp.Delete) for n in tree.walk())

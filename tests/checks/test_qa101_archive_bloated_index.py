@@ -7,6 +7,7 @@ import re
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from qadvisor.api import btree_bytes
@@ -14,7 +15,7 @@ from qadvisor.demo.pgserver import LocalServer, start_server
 from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor, record_afresh
 from tests.partitioned import COMPOSITE_INDEX, DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
@@ -246,9 +247,14 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
         assert isinstance(f, Finding) and f.fix is not None
         return f
 
+    # The claim orders by id: a partial (created_at) index would serve no recorded statement,
+    # so none is proposed; its own partial index already serves it.
     f = judged(scans=0)
-    assert [s.kind for s in f.fix.steps] == ["migration", "review"]
-    assert f.fix.steps[1].sql == "DROP INDEX CONCURRENTLY public.jobs_full_idx;"
+    assert [s.kind for s in f.fix.steps] == ["review"]
+    assert f.fix.steps[0].sql == "DROP INDEX CONCURRENTLY public.jobs_full_idx;"
+    assert "jobs_pending_created_at_idx (derived from their text), so it is not proposed" in (
+        f.fix.notes
+    )
     assert f.evidence["claims_reading_index"] == []
     (label,) = f.evidence["claims_whose_generic_plan_alone_reads_index"]
     assert label.startswith("pg_stat_statements") and "(12 calls)" in label
@@ -259,7 +265,7 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
         "jobs_live_idx"
     ) in f.fix.notes
     never = judged(scans=0, reset=None, pgss=None)
-    assert [s.kind for s in never.fix.steps] == ["migration", "review"]
+    assert [s.kind for s in never.fix.steps] == ["review"]
     assert "scanned jobs_full_idx ever (statistics never reset)" in never.fix.notes
     # The scans counted over a shorter span than the calls (statistics reset after
     # pg_stat_statements was, or its reset unknown) cannot say the generic plan never ran.
@@ -267,7 +273,9 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
     unknown = judged(scans=0, pgss=None)
     for kept in (judged(scans=3), judged(scans=0, standby=True), judged(scans=0, calls=None),
                  late, unknown):  # fmt: skip
-        assert [s.kind for s in kept.fix.steps] == ["migration"], kept.fix.notes
+        # Kept, and nothing to build: info.
+        assert [s.kind for s in kept.fix.steps] == [], kept.fix.notes
+        assert kept.severity == Severity.INFO
         assert "jobs_full_idx is kept: the plans of 1 other claim(s)" in kept.fix.notes
         assert "claims_whose_generic_plan_alone_reads_index" not in kept.evidence
 
@@ -381,9 +389,13 @@ def test_an_index_another_recorded_statement_reads_is_never_dropped(shape: Shape
         assert drop["kind"] == "review" and ev["statements_not_checked"]
         assert all(": not planned: " in s for s in ev["statements_not_checked"])
 
+    (create,) = [s for s in steps if s["sql"].startswith("CREATE INDEX")]
+    assert "pg_stat_statements" in create["note"] and "(5 calls" in create["note"]
     shape.apply_fix(f)  # the migrations, exactly as printed
     after, plan = _listing_buffers(shape)
     assert "jobs_status_created_at_idx" in plan and after <= before * 1.5 + 10
+    # The claim the CREATE names reads the new index.
+    assert "jobs_pending_created_at_idx" in str(shape.db.execute(f"EXPLAIN {CLAIM}"))
     if shape.monitor is None:
         # The dequeue has its partial index; the composite one serves the listing: quiet.
         assert_quiet(shape.check(), "QA101", shape.queue)
@@ -591,10 +603,10 @@ def test_an_index_only_a_generic_plan_that_never_ran_reads_is_dropped_for_review
     assert "(5 calls" in label
     kinds = {s["sql"].split(" ON ")[0].split(" public.")[0].split(" app.")[0]: s["kind"]
              for s in f["fix"]["steps"]}  # fmt: skip
-    assert kinds == {
-        "CREATE INDEX CONCURRENTLY jobs_pending_queue_created_at_idx": "migration",
-        "DROP INDEX CONCURRENTLY": "review",
-    }, f["fix"]["steps"]
+    # A partial (queue, created_at) index would serve no recorded statement (the fetch orders
+    # by priority DESC, created_at, and its own partial index serves it): none is proposed.
+    assert kinds == {"DROP INDEX CONCURRENTLY": "review"}, f["fix"]["steps"]
+    assert f["evidence"]["partial_index_serves"] == []
     assert "The counters say the generic plan is not what runs" in f["fix"]["notes"]
     assert "planned with their values bound they read jobs_pending_fetch" in f["fix"]["notes"]
 
@@ -723,3 +735,83 @@ def test_a_table_partitioned_by_day_is_judged_by_the_partitions_that_take_writes
     )
     assert size > 8 * MB
     assert_quiet(shape.check("--query", DAILY_CLAIM), "QA101", shape.queue)
+
+
+# A queue whose (status, mtime) index serves its purge and its reaper, neither of which takes
+# a row lock, both reading rows no worker waits for; the claim has its own partial index.
+TIDY_CLAIM = (
+    "SELECT id FROM jobs WHERE status = %s ORDER BY priority DESC, id LIMIT %s "
+    "FOR UPDATE SKIP LOCKED"
+)
+TIDY_PURGE = (
+    "DELETE FROM jobs WHERE status IN ('done', 'failed') AND mtime < now() - interval '30 days'"
+)
+TIDY_REAPER = (
+    "UPDATE jobs SET status = 'queued' WHERE status = 'running' "
+    "AND mtime < now() - interval '10 minutes'"
+)
+
+
+def build_tidied_queue(db: TestDB) -> None:
+    db.execute(
+        """
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY,
+            status text NOT NULL DEFAULT 'queued',
+            priority int NOT NULL DEFAULT 0,
+            mtime timestamptz NOT NULL DEFAULT now(),
+            payload text NOT NULL DEFAULT ''
+        );
+        INSERT INTO jobs (status, mtime)
+        SELECT CASE WHEN g % 50 = 0 THEN 'failed' ELSE 'done' END,
+               now() - interval '29 days' + g * interval '5 seconds'
+          FROM generate_series(1, 400000) AS g;
+        INSERT INTO jobs (status, mtime) SELECT 'running', now() - interval '1 hour'
+          FROM generate_series(1, 20);
+        INSERT INTO jobs (status) SELECT 'queued' FROM generate_series(1, 300);
+        CREATE INDEX jobs_status_mtime_idx ON jobs (status, mtime);
+        CREATE INDEX jobs_queued_priority_id_idx ON jobs (priority DESC, id)
+            WHERE status = 'queued';
+        """
+    )
+    db.execute("VACUUM ANALYZE jobs")
+
+
+def test_an_index_its_readers_need_for_rows_outside_the_live_set_is_theirs(
+    shape: Shape,
+) -> None:
+    build_tidied_queue(shape.db)
+    record_afresh(shape.dba)
+    with psycopg.connect(shape.db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
+        for _ in range(5):
+            with conn.transaction():
+                conn.execute(TIDY_CLAIM, ("queued", 1))
+        for _ in range(3):
+            with conn.transaction(force_rollback=True):
+                conn.execute(TIDY_PURGE)
+                conn.execute(TIDY_REAPER)
+    for statement in (TIDY_PURGE, TIDY_REAPER):  # both read the index on the server
+        assert "jobs_status_mtime_idx" in str(shape.db.execute(f"EXPLAIN {statement}"))
+
+    report = shape.check().report
+    kinds = sorted(m["kind"] for m in report["maintenance"])
+    assert kinds == ["pruner", "reaper"]  # no row lock, read all the same
+    (f,) = [x for x in report["findings"] if x["code"] == "QA101"]
+    assert f["target"]["name"] == "jobs_status_mtime_idx"
+    # The partial (mtime) index on the live rows serves no recorded statement: not proposed.
+    assert not [s for s in f["fix"]["steps"] if s["sql"].startswith("CREATE INDEX")]
+    assert f["evidence"]["partial_index_serves"] == [] and "not proposed" in f["fix"]["notes"]
+    if shape.monitor is not None:
+        # The monitoring role may not plan an UPDATE or a DELETE (EXPLAIN checks UPDATE
+        # privilege): nobody knows what they read, so the DROP is for review and says why.
+        (drop,) = f["fix"]["steps"]
+        assert drop["kind"] == "review" and len(f["evidence"]["statements_not_checked"]) == 2
+        return
+    # Not bloated by the archive: it indexes what its readers ask for. Info, nothing to build
+    # or drop.
+    assert f["severity"] == "info", f["message"]
+    readers = f["evidence"]["readers_outside_live_set"]
+    assert len(readers) == 2 and any("pruner" in r for r in readers)
+    assert any("reaper" in r for r in readers)
+    assert "it indexes what they ask for" in f["message"]
+    assert f["fix"]["steps"] == [] and "stays" in f["fix"]["notes"]

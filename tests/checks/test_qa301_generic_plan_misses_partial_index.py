@@ -20,7 +20,7 @@ from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S
 from tests.collect.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
 from tests.conftest import TestDB
-from tests.helpers import as_the_application, assert_quiet, rewrite_of
+from tests.helpers import as_the_application, assert_quiet, record_afresh, rewrite_of
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -413,3 +413,72 @@ def test_a_status_list_bound_as_parameters_is_found_and_its_literal_list_is_prov
     rewritten = as_the_application(rewrite_of(f), values)
     assert "jobs_live_idx" in generic_plan_indexes(db, schema, rewritten.rstrip(";"))
     assert_quiet(shape.check("--query", rewritten), "QA301", shape.queue)
+
+
+# pgqueuer's shape, small: its dequeue writes the status as a literal and binds its own
+# parameters (the entrypoint, the worker), takes the rows, marks them picked and logs them; the
+# driver prepares it and reuses its cached plan. pg_stat_statements shows 'queued' as $3,
+# numbered after the statement's own $1 and $2. Planned as pgqueuer wrote it, the generic plan
+# uses the partial index; planned from pg_stat_statements' text, it cannot.
+PGQ_DEQUEUE = (
+    "WITH next AS (SELECT id FROM jobs WHERE entrypoint = %s AND status = 'queued' "
+    "ORDER BY priority DESC, id LIMIT 10 FOR UPDATE SKIP LOCKED), "
+    "claimed AS (UPDATE jobs SET status = 'picked', updated = now(), worker = %s "
+    "WHERE id IN (SELECT id FROM next) RETURNING *), "
+    "logged AS (INSERT INTO jobs_log (job_id, status) SELECT id, status FROM claimed) "
+    "SELECT id FROM claimed"
+)
+
+
+def build_pgqueuer_shape(db: TestDB) -> None:
+    db.execute(
+        """
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY,
+            entrypoint text NOT NULL,
+            status text NOT NULL DEFAULT 'queued',
+            priority int NOT NULL DEFAULT 0,
+            updated timestamptz NOT NULL DEFAULT now(),
+            worker text,
+            payload text NOT NULL DEFAULT repeat('p', 60)
+        );
+        CREATE TABLE jobs_log (id bigserial PRIMARY KEY, job_id bigint NOT NULL,
+                               status text NOT NULL, created timestamptz DEFAULT now());
+        CREATE INDEX ON jobs_log (job_id);
+        CREATE INDEX ON jobs_log (created);
+        INSERT INTO jobs (entrypoint) SELECT 'default' FROM generate_series(1, 5000);
+        CREATE INDEX jobs_queued_ep_prio_id_idx ON jobs (entrypoint, priority DESC, id)
+            WHERE status = 'queued';
+        CREATE INDEX ON jobs (status);
+        CREATE INDEX ON jobs (updated, id);
+        CREATE INDEX ON jobs (priority, id);
+        CREATE INDEX ON jobs (entrypoint, status);
+        CREATE INDEX ON jobs (status, updated);
+        CREATE INDEX ON jobs (entrypoint, updated);
+        """
+    )
+    db.execute("VACUUM ANALYZE jobs")
+
+
+def test_blocks_a_writing_claim_spends_on_its_writes_are_no_read_of_the_table(
+    shape: Shape,
+) -> None:
+    db = shape.db
+    build_pgqueuer_shape(db)
+    record_afresh(shape.dba, planning_in=db)
+    with db.connect() as app:
+        for _ in range(100):
+            app.execute(PGQ_DEQUEUE, ("default", "w1"), prepare=True)
+    ((pages,),) = db.execute("SELECT relpages FROM pg_class WHERE relname = 'jobs'")
+    (f,) = shape.check().findings("QA301")
+    ev = f["evidence"]
+    # The cached plan reused (few plans per call) and blocks per call far over half the
+    # table's pages: read as a generic plan reading the table, this was a warning. The blocks
+    # are the claim's writes (ten rows a call through eight indexes, and the log).
+    assert ev["calls"] == 100 and ev["plans_per_call"] < 0.1
+    assert ev["shared_blks_per_call"] > pages > 32
+    assert f["severity"] == "info", f["message"]
+    assert ev["confirmed_by"] is None
+    said = ev["contradicted_by"]
+    assert "its writes of 10 rows per call through the table's 8 indexes" in said
+    assert "$3 numbered after the statement's own $1 to $2" in said

@@ -157,8 +157,16 @@ def test_found_fixed_and_gone(shape: Shape, condition: str) -> None:
     # QA303 proposes the very same index (same name), not a second one.
     (sort,) = run.findings("QA303")
     assert sort["fix"]["statements"] == [create]
+    # The step names the statement the index serves ...
+    (step,) = f["fix"]["steps"]
+    assert step["note"].startswith("Statements whose WHERE implies") and "--query 1" in step["note"]
 
     shape.apply_fix(f)
     after = shape.check("--query", query)
     assert_quiet(after, "QA302", shape.queue)
     assert_quiet(after, "QA303", shape.queue)
+    # ... and that statement's plan reads it.
+    name = create.split()[3]
+    (stmt,) = take_snapshot(shape.checker, [("--query 1", query)]).statements
+    assert stmt.custom_plan is not None
+    assert name in indexes_used(stmt.custom_plan, shape.schema, "jobs")

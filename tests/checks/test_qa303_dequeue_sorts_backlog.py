@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import psycopg
 import pytest
 
 from qadvisor.derive.plans.explain_json import parse_explain
@@ -16,7 +17,8 @@ from qadvisor.model import Finding, PlanNode, Severity, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue
-from tests.helpers import PQ_TABLE, assert_quiet
+from tests.conftest import TestDB
+from tests.helpers import PQ_TABLE, assert_quiet, record_afresh
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -64,6 +66,36 @@ def test_a_sort_over_a_scan_of_the_queue_is_flagged_with_the_order_by_index() ->
         "CREATE INDEX CONCURRENTLY jobs_pending_priority_id_idx ON public.jobs "
         "(priority DESC, id) WHERE status = 'pending';",
     )
+
+
+@pytest.mark.parametrize(
+    ("counters", "severity"),
+    [
+        ({}, None),
+        ({"calls": 60, "shared_blks_per_call": 2_500.0, "rows_per_call": 10.0}, Severity.WARNING),
+        ({"calls": 60, "shared_blks_per_call": 1_100.0}, Severity.INFO),  # within the margin
+        ({"calls": 60, "shared_blks_per_call": 40.0}, None),
+        ({"calls": 10, "shared_blks_per_call": 2_500.0}, None),  # too few calls to tell
+    ],
+)
+def test_a_sort_the_planner_puts_under_the_threshold_is_judged_on_what_was_measured(
+    counters: dict[str, object], severity: Severity | None
+) -> None:
+    # An index scan of the status sorted on created_at, estimated at 150 rows.
+    scan = dataclasses.replace(SCAN, node_type="Index Scan", index="jobs_status", plan_rows=150)
+    sort = PlanNode("Sort", sort_key=("jobs.created_at",), plan_rows=150, children=(scan,))
+    plan = PlanNode("Limit", plan_rows=1, children=(PlanNode("LockRows", children=(sort,)),))
+    text = "SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 10 FOR UPDATE"
+    snap = _snap(text + " SKIP LOCKED", plan)
+    (stmt,) = snap.statements
+    snap = dataclasses.replace(snap, statements=(dataclasses.replace(stmt, **counters),))
+    found = _findings(snap)
+    if severity is None:
+        assert found == []
+        return
+    (f,) = found
+    assert f.severity == severity and f.evidence["fired_by"] == "measured"
+    assert f.evidence["rows_sorted"] == 150 and "pg_stat_statements measured" in f.message
 
 
 def test_round_robin_sub_select_gets_a_tenant_led_key() -> None:
@@ -131,11 +163,16 @@ def test_found_fixed_and_gone(shape: Shape) -> None:
         "WHERE status = 'queued';"
     ]
     assert_quiet(run, "QA302", shape.queue)
+    (step,) = f["fix"]["steps"]
+    assert "--query 1" in step["note"]  # the statement it serves
 
     shape.apply_fix(f)
     after = shape.check("--query", query)
     for code in ("QA301", "QA302", "QA303"):
         assert_quiet(after, code, shape.queue)
+    # The statement named reads the new index.
+    ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {query}")
+    assert "jobs_queued_tenant_id_id_idx" in str(raw)
 
 
 @pytest.mark.judges("QA303", "QA304")
@@ -456,3 +493,82 @@ def test_pqs_claim_sorts_its_whole_backlog_found_fixed_and_gone(shape: Shape) ->
     assert scan.index == "jobs_dequeued_at_null_q_name_schedule_at_expected_at_id_idx"
     assert scan.actual_rows == 1
     assert_quiet(shape.check("--query", claim), "QA303", shape.queue)
+
+
+# A claim whose plan sorts what an index on the status returns, planned from statistics
+# gathered before the backlog arrived: ANALYZE saw 100 waiting jobs, 60,000 have come since
+# (autovacuum is off for the table, so no autoanalyze catches up while the test looks). The
+# planner expects to sort about a hundred rows; each claim reads and sorts the backlog.
+STALE_CLAIM = (
+    "SELECT id FROM jobs WHERE status = %s ORDER BY created_at LIMIT %s FOR UPDATE SKIP LOCKED"
+)
+STALE_CALLS = 60
+
+
+def build_stale_backlog(db: TestDB) -> None:
+    db.execute(
+        """
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY,
+            status text NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            payload text NOT NULL DEFAULT repeat('x', 200)
+        ) WITH (autovacuum_enabled = false);
+        INSERT INTO jobs (status, created_at)
+        SELECT 'done', now() - interval '30 days' + g * interval '1 second'
+          FROM generate_series(1, 100000) AS g;
+        INSERT INTO jobs (status) SELECT 'pending' FROM generate_series(1, 100);
+        CREATE INDEX jobs_status_idx ON jobs (status);
+        """
+    )
+    db.execute("VACUUM ANALYZE jobs")
+    db.execute(
+        "INSERT INTO jobs (status, created_at) SELECT 'pending', now() - g * interval "
+        "'1 second' FROM generate_series(1, 60000) AS g"
+    )
+
+
+def run_stale_claims(shape: Shape) -> float:
+    """The claims as the application sends them (literals, as psycopg2 does), recorded
+    afresh; their shared blocks per call."""
+    record_afresh(shape.dba)
+    with psycopg.connect(shape.db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
+        for _ in range(STALE_CALLS):
+            with conn.transaction():
+                ids = [r[0] for r in conn.execute(STALE_CLAIM, ("pending", 10))]
+                conn.execute("UPDATE jobs SET status = 'done' WHERE id = ANY(%s)", (ids,))
+    ((blocks,),) = shape.dba.execute(
+        "SELECT (shared_blks_hit + shared_blks_read)::float / calls FROM pg_stat_statements "
+        "WHERE query LIKE 'SELECT id FROM jobs WHERE status = $1 ORDER BY created_at%'"
+    )
+    return float(blocks)
+
+
+@pytest.mark.judges("QA303")
+def test_a_sort_the_estimate_puts_small_is_found_by_its_measured_cost_fixed_and_gone(
+    shape: Shape,
+) -> None:
+    build_stale_backlog(shape.db)
+    before = run_stale_claims(shape)
+    (f,) = [x for x in shape.check().report["findings"] if x["code"] == "QA303"]
+    ev = f["evidence"]
+    assert f["severity"] == "warning", f["message"]
+    # The planner's estimate is under min_rows_read; the server's counter fired it.
+    assert ev["fired_by"] == "measured" and ev["rows_sorted"] < 1000
+    assert ev["shared_blks_per_call"] == pytest.approx(before, rel=0.01) and before > 1500
+    assert ev["calls"] == STALE_CALLS and ev["rows_per_call"] == 10
+    assert "pg_stat_statements measured" in f["message"] and "The planner estimates" in f["message"]
+    (step,) = f["fix"]["steps"]
+    assert step["sql"] == (
+        f"CREATE INDEX CONCURRENTLY jobs_pending_created_at_idx ON {shape.queue} (created_at) "
+        "WHERE status = 'pending';"
+    )
+    assert "pg_stat_statements" in step["note"]  # names the claim it serves
+    shape.apply_fix(f)  # exactly as printed
+    after = run_stale_claims(shape)
+    assert after < before / 10, (before, after)
+    claim = STALE_CLAIM % ("'pending'", 10)
+    ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {claim}")
+    plan, _ = parse_explain(raw)
+    assert "jobs_pending_created_at_idx" in str(plan) and "Sort" not in str(plan)
+    assert_quiet(shape.check(), "QA303", shape.queue)

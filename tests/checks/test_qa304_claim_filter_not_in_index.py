@@ -11,6 +11,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+import psycopg
 import pytest
 
 from qadvisor.api import parse_explain, scans
@@ -19,7 +20,7 @@ from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.conftest import TestDB
-from tests.helpers import Run, assert_quiet
+from tests.helpers import Run, assert_quiet, record_afresh
 from tests.partitioned import MAIL_CLAIM, build_by_queue
 from tests.shapes import Shape
 
@@ -120,6 +121,91 @@ def test_a_backlog_that_does_not_hold_the_claim_up_is_quiet_when_measured(
         "WHERE queue = 'mail' AND state = 'available'; ANALYZE jobs"
     )
     assert_quiet(shape.check("--query", SMALL_CLAIM, "--analyze"), "QA304", shape.queue)
+
+
+# An ORM's claim (psycopg2 sends its values as literals; pg_stat_statements shows $n): the
+# primary key is the only index, so the claim walks it from the oldest job and discards the
+# finished ones ahead of the first waiting one. ANALYZE saw a third of the rows waiting, so
+# the planner expects a few rows discarded per claim; each claim finishes its jobs, so the
+# walk grows with every call.
+ORM_CLAIM = "SELECT id FROM jobs WHERE status = %s ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED"
+ORM_DONE = "UPDATE jobs SET status = 'done' WHERE id = ANY(%s)"
+ORM_DELETE = "DELETE FROM jobs WHERE id = ANY(%s)"
+ORM_CALLS = 277
+
+
+def build_orm_queue(db: TestDB) -> None:
+    db.execute(
+        """
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY,
+            status varchar(20) NOT NULL,
+            created_at timestamptz NOT NULL DEFAULT now(),
+            payload text NOT NULL DEFAULT repeat('p', 1000)
+        );
+        INSERT INTO jobs (status) SELECT 'done' FROM generate_series(1, 20000);
+        INSERT INTO jobs (status) SELECT 'pending' FROM generate_series(1, 10000);
+        """
+    )
+    db.execute("VACUUM ANALYZE jobs")
+
+
+def run_the_orm(dba: TestDB, db: TestDB, done: str = ORM_DONE) -> float:
+    """The worker as the ORM runs it, recorded afresh; the claim's shared blocks per call."""
+    record_afresh(dba)
+    with psycopg.connect(db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
+        for _ in range(ORM_CALLS):
+            with conn.transaction():
+                ids = [r[0] for r in conn.execute(ORM_CLAIM, ("pending", 10))]
+                conn.execute(done, (ids,))
+    ((blocks,),) = dba.execute(
+        "SELECT (shared_blks_hit + shared_blks_read)::float / calls FROM pg_stat_statements "
+        "WHERE query LIKE 'SELECT id FROM jobs WHERE status = $1 ORDER BY id%'"
+    )
+    return float(blocks)
+
+
+def test_a_walk_past_finished_rows_the_estimate_misses_is_found_by_its_measured_cost(
+    shape: Shape,
+) -> None:
+    build_orm_queue(shape.db)
+    before = run_the_orm(shape.dba, shape.db)
+    f = found(shape.check())
+    ev = f["evidence"]
+    # The planner's estimate is far under min_rows_removed; the server's counter fired it.
+    assert f["severity"] == "warning", f["message"]
+    assert ev["fired_by"] == "measured" and ev["filter_column"] == "status"
+    assert ev["scan_index"] == "jobs_pkey" and ev["estimated_rows_removed_per_claim"] < 100
+    assert ev["shared_blks_per_call"] == pytest.approx(before, rel=0.01) and before > 1000
+    assert ev["calls"] == ORM_CALLS and ev["rows_per_call"] == 10
+    assert "measured" in ev["confirmed_by"] and "the planner estimates" in ev["confirmed_by"]
+    assert "finished ones included" in f["message"]
+    (build,) = f["fix"]["steps"]
+    assert build["sql"] == (
+        f"CREATE INDEX CONCURRENTLY jobs_pending_id_idx ON {shape.queue} (id) "
+        "WHERE status = 'pending';"
+    )
+    assert "pg_stat_statements" in build["note"] and "jobs_pkey enforces" in f["fix"]["notes"]
+
+    shape.apply_fix(f)  # exactly as printed
+    after = run_the_orm(shape.dba, shape.db)
+    assert after < before / 10, (before, after)
+    claim = ORM_CLAIM % ("'pending'", 10)
+    ((raw,),) = shape.db.execute(f"EXPLAIN (FORMAT JSON) {claim}")
+    plan, _ = parse_explain(raw)
+    (scan,) = scans(plan, None, "jobs")
+    assert scan.index == "jobs_pending_id_idx", scan
+    assert_quiet(shape.check(), "QA304", shape.queue)
+
+
+def test_a_walk_past_no_finished_row_is_quiet(shape: Shape) -> None:
+    # The worker deletes the jobs it finished: nothing finished lies ahead of the first
+    # waiting job, measured and estimated alike.
+    build_orm_queue(shape.db)
+    shape.db.execute("DELETE FROM jobs WHERE status = 'done'")
+    shape.db.execute("VACUUM ANALYZE jobs")
+    assert run_the_orm(shape.dba, shape.db, ORM_DELETE) < 100
+    assert_quiet(shape.check(), "QA304", shape.queue)
 
 
 def _analyzed(db: TestDB) -> None:
@@ -325,3 +411,60 @@ def test_a_partition_per_queue_discards_no_other_queue_s_rows(shape: Shape) -> N
     assert scan.node_type == "Index Scan" and scan.relation == "jobs_mail", scan
     assert "queue" in (scan.filter or "") and "queue" not in (scan.index_cond or "")
     assert_quiet(shape.check("--query", claim), "QA304", shape.queue)
+
+
+# The primary key walked in ORDER BY order, the live column filtered: ANALYZE saw a third of
+# the 30,000 rows waiting, so the planner expects to discard 2 rows per claim of 1.
+PK = S.index("jobs_pkey", ("id",), 8192, is_primary=True, is_unique=True, reltuples=30_000)
+PK_SCAN = PlanNode(
+    "Index Scan", relation="jobs", schema="public", index="jobs_pkey",
+    filter="((jobs.status)::text = 'pending'::text)", plan_rows=10_000, total_cost=3800,
+)  # fmt: skip
+PK_TEXT = "SELECT id FROM jobs WHERE status = $1 ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED"
+
+
+def walk(scan: PlanNode = PK_SCAN, **counters: object) -> list[object]:
+    table = replace(S.jobs_table(reltuples=30_000), indexes=(PK,))
+    plan = PlanNode("Limit", plan_rows=1, children=(PlanNode("LockRows", children=(scan,)),))
+    stmt = Statement(
+        "pg_stat_statements", PK_TEXT, parsed=analyse(PK_TEXT), custom_plan=plan,
+        custom_values={"1": "'pending'", "2": "1"}, **counters,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return S.run("QA304", replace(S.snapshot(table), statements=(stmt,)))
+
+
+def test_a_walk_that_filters_the_live_column_is_judged_on_the_counters_beside_the_estimate() -> (
+    None
+):
+    (f,) = walk(calls=277, shared_blks_per_call=375.0, rows_per_call=10.0)
+    assert isinstance(f, Finding) and f.severity == Severity.WARNING, f
+    # LIMIT is a parameter: the rows per call are the claim's 10; 10 x 30,000 / 10,000 - 10.
+    assert f.evidence["fired_by"] == "measured" and f.evidence["filter_column"] == "status"
+    assert f.evidence["estimated_rows_removed_per_claim"] == 20
+    # Measured little and estimated little: quiet, whatever the estimate of other walks.
+    assert walk(calls=277, shared_blks_per_call=4.0, rows_per_call=10.0) == []
+    # Not measured: quiet when the estimate is small, info naming the estimate when not.
+    assert walk() == []
+    few = replace(PK_SCAN, plan_rows=5.0)  # ANALYZE saw 5 waiting rows of 30,000
+    (f,) = walk(few)
+    assert isinstance(f, Finding) and f.severity == Severity.INFO
+    assert f.evidence["fired_by"] == "estimate" and "contradicted_by" not in f.evidence
+    # A large estimate the counters contradict: info that names the counter.
+    (f,) = walk(few, calls=277, shared_blks_per_call=4.0)
+    assert isinstance(f, Finding) and f.severity == Severity.INFO
+    assert f.evidence["contradicted_by"].startswith("pg_stat_statements measured 4 shared")
+
+
+def test_a_partial_index_on_the_live_column_is_no_walk_past_finished_rows() -> None:
+    # The claim keeps its condition as a Filter over a partial index on it (to check a
+    # locked row again): every row the index holds passes.
+    partial = S.index("jobs_pending_id_idx", ("id",), 8192, predicate="((status)::text = "
+                      "'pending'::text)", reltuples=10_000)  # fmt: skip
+    table = replace(S.jobs_table(reltuples=30_000), indexes=(PK, partial))
+    scan = replace(PK_SCAN, index=partial.name)
+    plan = PlanNode("Limit", plan_rows=1, children=(PlanNode("LockRows", children=(scan,)),))
+    stmt = Statement(
+        "pg_stat_statements", PK_TEXT, parsed=analyse(PK_TEXT), custom_plan=plan,
+        calls=277, shared_blks_per_call=375.0,
+    )  # fmt: skip
+    assert S.run("QA304", replace(S.snapshot(table), statements=(stmt,))) == []

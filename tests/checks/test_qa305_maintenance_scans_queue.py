@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet
+from tests.helpers import assert_quiet, record_afresh
 from tests.shapes import Shape
 
 FINISHED = 150_000
@@ -178,3 +178,139 @@ def test_a_workers_registry_cleaned_with_skip_locked_is_no_queue(shape: Shape) -
     # The queue itself is judged as before.
     assert_quiet(report_run := shape.check(), "QA305", shape.queue)
     assert report_run.report["maintenance"] == []
+
+
+# A queue whose hourly clean-up takes no row lock: it deletes the jobs completed, failed or
+# cancelled more than 30 days ago, each state dated by its own column, the bounds bound by the
+# driver (Sidequest's shape). The claim's partial index is the only one besides the key.
+PURGE = "DELETE FROM jobs WHERE completed_at < %s OR failed_at < %s OR canceled_at < %s"
+PURGE_COLUMNS = ("completed_at", "failed_at", "canceled_at")
+PURGE_CLAIM = (
+    "UPDATE jobs SET status = 'claimed', attempted_at = now() WHERE id IN (SELECT id FROM jobs "
+    "WHERE status = %s AND available_at <= now() ORDER BY priority DESC, available_at "
+    "LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+PURGE_RUNS = 6
+
+
+def build_purged_queue(db: TestDB, *, indexed: bool = False) -> None:
+    """29 days of finished jobs (each state dated by its own column), a day's worth past the
+    30 days the clean-up keeps, and the waiting jobs."""
+    db.execute(
+        f"""
+        CREATE TABLE jobs (
+            id bigserial PRIMARY KEY,
+            status text NOT NULL DEFAULT 'waiting',
+            priority int NOT NULL DEFAULT 0,
+            available_at timestamptz NOT NULL DEFAULT now(),
+            attempted_at timestamptz,
+            completed_at timestamptz,
+            failed_at timestamptz,
+            canceled_at timestamptz,
+            payload text NOT NULL DEFAULT repeat('x', 60)
+        );
+        INSERT INTO jobs (status, attempted_at, completed_at)
+        SELECT 'completed', t, t FROM (SELECT now() - interval '31 days'
+               + g * interval '1 second' * (31 * 86400 / {FINISHED}) AS t
+          FROM generate_series(1, {FINISHED}) AS g) s;
+        INSERT INTO jobs (status, attempted_at, failed_at)
+        SELECT 'failed', t, t FROM (SELECT now() - interval '31 days' + g * interval '1 hour'
+          AS t FROM generate_series(1, 700) AS g) s;
+        INSERT INTO jobs (status, canceled_at)
+        SELECT 'canceled', now() - interval '31 days' + g * interval '2 hours'
+          FROM generate_series(1, 350) AS g;
+        INSERT INTO jobs (status) SELECT 'waiting' FROM generate_series(1, 500);
+        CREATE INDEX jobs_waiting_priority_available_at_idx ON jobs (priority DESC,
+            available_at) WHERE status = 'waiting';
+        """
+    )
+    if indexed:
+        for column in PURGE_COLUMNS:
+            db.execute(f"CREATE INDEX ON jobs ({column}) WHERE {column} IS NOT NULL")
+    db.execute("VACUUM ANALYZE jobs")
+
+
+def run_the_purging_application(dba: TestDB, db: TestDB) -> None:
+    """The claim and the clean-up as the application sends them, the values bound by the
+    driver, recorded afresh."""
+    record_afresh(dba)
+    with db.connect() as conn:
+        for _ in range(5):
+            conn.execute(PURGE_CLAIM, ("waiting", 1))
+        for _ in range(PURGE_RUNS):
+            conn.execute(
+                PURGE, [conn.execute("SELECT now() - interval '30 days'").fetchone()[0]] * 3
+            )
+
+
+def _purge_counters(dba: TestDB) -> tuple[int, float]:
+    (row,) = dba.execute(
+        "SELECT calls, shared_blks_hit + shared_blks_read FROM pg_stat_statements "
+        "WHERE query LIKE 'DELETE FROM jobs WHERE completed_at < $1 OR%'"
+    )
+    return int(row[0]), float(row[1]) / int(row[0])
+
+
+def test_a_purge_without_a_row_lock_that_reads_the_whole_table_found_fixed_and_gone(
+    shape: Shape, tmp_path: Path
+) -> None:
+    build_purged_queue(shape.db)
+    run_the_purging_application(shape.dba, shape.db)
+    pages = int(shape.db.execute("SELECT relpages FROM pg_class WHERE relname = 'jobs'")[0][0])
+    calls, before = _purge_counters(shape.dba)
+    assert calls == PURGE_RUNS and before >= 0.9 * pages > 1024  # a Seq Scan every run
+
+    report = shape.check().report
+    (m,) = [s for s in report["maintenance"] if s["statement"].startswith("DELETE FROM jobs")]
+    assert m["kind"] == "pruner" and m["queue"] == shape.queue and m["calls"] == PURGE_RUNS
+    (f,) = [x for x in report["findings"] if x["code"] == "QA305"]
+    ev = f["evidence"]
+    assert ev["calls"] == PURGE_RUNS and ev["table_pages"] == pages
+    assert ev["shared_blks_per_call"] == pytest.approx(before, abs=1)
+    assert ev["age_conditions"] == ["completed_at < $1 OR failed_at < $2 OR canceled_at < $3"]
+    # One index per arm of the OR, each on the rows where its column is set, each naming the
+    # statement it serves (the arm it serves).
+    steps = f["fix"]["steps"]
+    assert [s["sql"] for s in steps] == [
+        f"CREATE INDEX CONCURRENTLY jobs_{c}_idx ON {shape.queue} ({c}) WHERE {c} IS NOT NULL;"
+        for c in PURGE_COLUMNS
+    ]
+    for step, column in zip(steps, PURGE_COLUMNS, strict=True):
+        assert f"(the arm {column} < $" in step["note"] and "pg_stat_statements" in step["note"]
+    assert "BitmapOr" in f["fix"]["notes"]
+    # Given in the application's SQL file, it is the file's statement, at its line, with the
+    # counters pg_stat_statements has for it.
+    sql_file = tmp_path / "cleanup.sql"
+    sql_file.write_text("-- hourly\n" + PURGE.replace("%s", "$1", 1).replace("%s", "$2", 1)
+                        .replace("%s", "$3") + ";\n")  # fmt: skip
+    (g,) = shape.check("--query-file", str(sql_file)).findings("QA305")
+    assert g["evidence"]["statement"] == f"{sql_file}:2" and g["evidence"]["calls"] == PURGE_RUNS
+
+    shape.apply_fix(f)  # exactly as printed
+    # The clean-up as the application sends it reads the few rows that aged since, through
+    # the three indexes, not the table.
+    shape.db.execute(
+        "INSERT INTO jobs (status, completed_at) SELECT 'completed', now() - interval "
+        "'31 days' FROM generate_series(1, 20)"
+    )
+    run_the_purging_application(shape.dba, shape.db)
+    calls, after = _purge_counters(shape.dba)
+    assert calls == PURGE_RUNS and after < 0.01 * pages, (before, after)
+    cut = "now() - interval '30 days'"
+    plan = shape.db.execute(f"EXPLAIN (FORMAT JSON) {PURGE % (cut, cut, cut)}")[0][0][0]["Plan"]
+    assert "BitmapOr" in str(plan)
+    assert all(f"jobs_{c}_idx" in str(plan) for c in PURGE_COLUMNS)
+    assert_quiet(shape.check(), "QA305", shape.queue)
+
+
+def test_quiet_on_a_purge_without_a_row_lock_that_has_its_indexes(shape: Shape) -> None:
+    build_purged_queue(shape.db, indexed=True)
+    # It ran before: what it keeps removing each run is the few rows that aged since.
+    shape.db.execute(PURGE % (("now() - interval '30 days'",) * 3))
+    run_the_purging_application(shape.dba, shape.db)
+    pages = int(shape.db.execute("SELECT relpages FROM pg_class WHERE relname = 'jobs'")[0][0])
+    report = shape.check().report
+    (m,) = [s for s in report["maintenance"] if s["statement"].startswith("DELETE FROM jobs")]
+    # Judged on what it read: the indexes and the pages of the rows it removed last time.
+    assert m["shared_blks_per_call"] < 0.1 * pages
+    assert_quiet(shape.check(), "QA305", shape.queue)

@@ -460,6 +460,9 @@ def test_round_robin_trap_found_fixed_and_gone(shape: Shape) -> None:
     ddl, (rewritten,) = split_fix(f)
     (create,) = ddl
     assert "(tenant_id, enqueued_at, id) WHERE status = 'queued'" in create
+    # It serves the rewrite (ordered as its keys), which the plan below shows reading it.
+    (step,) = [s for s in f["fix"]["steps"] if s["sql"] == create]
+    assert step["note"].startswith("Built for the rewrite of --query 1 this fix prints")
     shape.apply(ddl)  # as printed: no ANALYZE of its own
 
     # The id-ordered sub-select keeps walking even with the per-tenant index in place...

@@ -146,8 +146,14 @@ def test_fifo_noisy_neighbour_found_fixed_with_round_robin_and_gone(shape: Shape
     assert ev["tenants"][0] == {"tenant": "1", "rows": 1000, "share": 0.9524}
     assert "waits behind all 1,050" in f["message"]
     ddl, (dequeue,) = split_fix(f)
+    # The per-tenant index serves the dequeue the fix prints, which no server recorded yet.
+    (index,) = [s for s in f["fix"]["steps"] if s["sql"].startswith("CREATE INDEX CONCURRENTLY")]
+    assert index["note"].startswith("Built for the round-robin dequeue this fix prints")
     shape.apply(ddl)
     assert db.execute("SELECT count(*) FROM jobs_tenants") == [(11,)]
+    # ... and its plan descends it.
+    name = index["sql"].split()[3]
+    assert name in str(db.execute(f"EXPLAIN {dequeue.rstrip(';')}"))
     fixed = shape.check("--query", dequeue)
     for code in ("QA401", "QA402", "QA403"):
         assert_quiet(fixed, code, shape.queue)

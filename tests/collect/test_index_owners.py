@@ -45,3 +45,18 @@ def test_only_the_tables_own_constraints_own_an_index(db: TestDB) -> None:
         "jobs_dedupe_key_key",
         "jobs_ref_idx",
     }
+
+
+def test_each_key_columns_direction_is_read(db: TestDB) -> None:
+    # An existing (priority DESC, id) index is the one a claim ordered so needs: a fix that
+    # compares key directions must see them, or it proposes that index again.
+    db.execute(
+        QUEUE.replace("ref        bigint NOT NULL,", "ref bigint NOT NULL, priority int,")
+        + "CREATE INDEX jobs_pending_priority_id_idx ON jobs (priority DESC, id) "
+        "WHERE status = 'pending';"
+    )
+    snap = take_snapshot(db)
+    (table,) = [t for t in snap.tables if t.name == "jobs"]
+    directions = {i.name: i.descending for i in table.indexes}
+    assert directions["jobs_pending_priority_id_idx"] == (True, False)
+    assert directions["jobs_status_created_at_idx"] == (False, False)

@@ -76,6 +76,9 @@ class Library:
     # pg_stat_statements.track for the library's sessions: production's default "top" shows
     # only what the client sends; "all" adds statements run inside functions and triggers.
     track: str = "top"
+    # pg_stat_statements.track_planning for the library's sessions (off by default, as in
+    # production): on, it counts the plans each statement made, which tells a cached plan.
+    track_planning: bool = False
     # Clone this library's aged database instead of aging our own (the same table written
     # by the same library in another mode): the archive is built once.
     aged_from: Library | None = None
@@ -135,7 +138,7 @@ def build_fresh(server: LocalServer, lib: Library, installed: envs.Installed) ->
         )
     with admin(server, lib.name) as conn:
         conn.execute("CREATE EXTENSION pg_stat_statements")
-    _set_track(server, lib.name, lib.track)
+    _set_track(server, lib.name, lib.track, lib.track_planning)
 
     started = time.monotonic()
     _driver(server, lib, installed, lib.name, "migrate", lib.workload)
@@ -163,7 +166,7 @@ def build_aged(
             )
         )
     # Per-database settings are not part of what a template copies.
-    _set_track(server, aged, lib.track)
+    _set_track(server, aged, lib.track, lib.track_planning)
     if age:
         started = time.monotonic()
         with admin(server, aged) as conn:
@@ -251,11 +254,16 @@ def observe(
     return observed
 
 
-def _set_track(server: LocalServer, dbname: str, track: str) -> None:
+def _set_track(server: LocalServer, dbname: str, track: str, planning: bool = False) -> None:
     with admin(server, dbname) as conn:
         conn.execute(
             sql.SQL("ALTER DATABASE {} SET pg_stat_statements.track = {}").format(
                 _ident(dbname), sql.Literal(track)
+            )
+        )
+        conn.execute(
+            sql.SQL("ALTER DATABASE {} SET pg_stat_statements.track_planning = {}").format(
+                _ident(dbname), sql.Literal("on" if planning else "off")
             )
         )
         # Only what the library runs from here on: not our CREATE EXTENSION.

@@ -18,7 +18,7 @@ from qadvisor.fixes.builders import (
     matching_statements,
 )
 from qadvisor.model import LivePredicate, Snapshot, Statement
-from qadvisor.sql.dequeue import analyse
+from qadvisor.sql.dequeue import analyse, analyse_write
 from tests import snapshots as S
 
 PENDING = S.PENDING
@@ -124,7 +124,43 @@ def test_a_parameter_matches_only_with_the_value_qadvisor_planned_and_says_so() 
     (step,) = (build.step(planned),)
     assert "--query 1 (with the values qadvisor planned its parameters with)" in step.note
     assert "derived from their text, not from a plan" in step.note
-    assert _names(_snap(bound), build) == []
+    # Planned with another value, it does not match.
+    assert _names(_snap(bound, custom_values={"1": "'running'"}), build) == []
+
+
+def test_a_claim_that_could_not_be_planned_may_match_and_the_note_says_so() -> None:
+    # Not planned (a GRANT the role lacks): its $1 is unknown, so it may be the index's value;
+    # the index is not said to serve nobody, nor to serve it for sure.
+    bound = CLAIM.replace("'pending'", "$1")
+    build = live_set_index(_table(), PENDING, (IndexKey("created_at"),))
+    unplanned = _snap(bound)
+    (match,) = matching_statements(unplanned, build)
+    assert match.unbound and not match.planned_values
+    assert "(if its parameter holds a value the index covers: not planned)" in (
+        build.step(unplanned).note
+    )
+    # A maintenance statement is never planned; no value is supposed for it.
+    purge = "DELETE FROM jobs WHERE status = $1 AND created_at < now() - interval '7 days'"
+    snap = dataclasses.replace(
+        S.snapshot(_table()),
+        maintenance=(Statement("--query 1", purge, analyse_write(purge), queue="public.jobs"),),
+    )
+    assert matching_statements(snap, build) == ()
+
+
+def test_the_statement_an_index_is_built_for_is_named_first() -> None:
+    # A derivation the text matching cannot make (a predicate of several conditions) still
+    # names the statement the index was built from, with the check to make.
+    build = IndexFix(_table(), (IndexKey("created_at"),), "status = 'pending' AND id > 5")
+    (claim,) = _snap(CLAIM).statements
+    note = build.step(_snap(CLAIM), claim).note
+    assert note.startswith("Built for --query 1, from its WHERE and ORDER BY: check with EXPLAIN")
+    # One the matching finds too is listed once, first.
+    by_created = live_set_index(_table(), PENDING, (IndexKey("created_at"),))
+    snap = _snap(CLAIM, CLAIM.replace("ORDER BY created_at", "ORDER BY created_at DESC"))
+    note = by_created.step(snap, snap.statements[1]).note
+    assert note.startswith("Statements whose WHERE implies") and note.count("--query 2") == 1
+    assert note.index("--query 2") < note.index("--query 1")
 
 
 def test_the_step_says_when_no_recorded_statement_matches() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from qadvisor.sql.dequeue import StatementError, analyse
+from qadvisor.sql.dequeue import StatementError, analyse, analyse_write
 from tests.collect.test_planning_real_text import ENUM_IN_SET, PGQUEUER
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -207,3 +207,83 @@ def test_no_statement_of_the_suite_changes_from_claim_to_maintenance() -> None:
         if not any(text.startswith(k) for k in KNOWN_MAINTENANCE):
             recognised.append(f"{where}: {' '.join(text.split())[:120]}")
     assert recognised == []
+
+
+# UPDATEs and DELETEs without a locking clause: (text, kind, age columns, the columns of an OR
+# of ages). Their row locks are the write's own; what makes them maintenance is the same.
+UNLOCKED = {
+    # Sidequest's hourly clean-up as pg_stat_statements records it (Knex binds the bounds).
+    "purge by any of three ages": (
+        "DELETE FROM sidequest_jobs WHERE completed_at < $1 OR failed_at < $2 OR canceled_at < $3",
+        "pruner",
+        ("completed_at", "failed_at", "canceled_at"),
+        ("completed_at", "failed_at", "canceled_at"),
+    ),
+    "purge by state and age, literals": (
+        "DELETE FROM jobs WHERE state = 'completed' AND finished_at < now() - interval '7 days'",
+        "pruner",
+        ("finished_at",),
+        (),
+    ),
+    "purge by state alone": ("DELETE FROM jobs WHERE state = $1", "pruner", (), ()),
+    "reaper resetting stale rows, returning their ids": (
+        "UPDATE jobs SET state = $1 WHERE state = $2 AND heartbeat < now() - interval "
+        "'5 minutes' RETURNING id",
+        "reaper",
+        ("heartbeat",),
+        (),
+    ),
+    "batched purge through a sub-select of the same table": (
+        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE finished_at < now() - "
+        "interval '7 days' LIMIT 1000)",
+        "pruner",
+        ("finished_at",),
+        (),
+    ),
+    "purge by an OR of ages under a state": (
+        "DELETE FROM jobs WHERE state = $1 AND (completed_at < $2 OR failed_at <= $3)",
+        "pruner",
+        ("completed_at", "failed_at"),
+        ("completed_at", "failed_at"),
+    ),
+}
+NOT_MAINTENANCE = {
+    "a heartbeat of one worker's jobs, no age": "UPDATE jobs SET heartbeat = now() WHERE "
+    "worker_id = $1",
+    "an UPDATE by state that returns its rows, no age": "UPDATE jobs SET state = $1 WHERE "
+    "state = $2 RETURNING id",
+    "an unlocked claim of the next job": "UPDATE jobs SET state = 'running' WHERE id = "
+    "(SELECT id FROM jobs WHERE state = 'queued' ORDER BY id LIMIT 1) RETURNING *",
+    "a claim of due jobs that returns them": "UPDATE jobs SET state = 'running' WHERE state = "
+    "'queued' AND run_at <= now() RETURNING *",
+    "a DELETE of every row": "DELETE FROM jobs",
+    "a row-locking purge (analyse reads it)": "DELETE FROM jobs WHERE id IN (SELECT id FROM "
+    "jobs WHERE finished_at < now() - interval '7 days' FOR UPDATE SKIP LOCKED)",
+    "a SELECT": "SELECT count(*) FROM jobs WHERE finished_at < $1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNLOCKED))
+def test_unlocked_maintenance_is_recognised_from_its_text(name: str) -> None:
+    sql, kind, age_columns, age_any = UNLOCKED[name]
+    assert analyse(sql) is None  # no locking clause: no claim
+    parsed = analyse_write(sql)
+    assert parsed is not None and parsed.maintenance is not None, name
+    assert not parsed.locking_clause and parsed.lock.wait_policy is None
+    m = parsed.maintenance
+    assert (m.kind, m.age_columns, m.age_any) == (kind, age_columns, age_any)
+    assert m.description.startswith(kind)
+
+
+@pytest.mark.parametrize("name", sorted(NOT_MAINTENANCE))
+def test_unlocked_writes_that_are_not_maintenance(name: str) -> None:
+    assert analyse_write(NOT_MAINTENANCE[name]) is None, name
+
+
+def test_the_purge_by_three_ages_is_one_age_condition_of_three_columns() -> None:
+    parsed = analyse_write(UNLOCKED["purge by any of three ages"][0])
+    assert parsed is not None and parsed.maintenance is not None
+    m = parsed.maintenance
+    assert m.age == ("completed_at < $1 OR failed_at < $2 OR canceled_at < $3",)
+    assert m.conditions == () and m.reason == "it selects rows by age and returns none of them"
+    assert parsed.lock.strength == "update" and parsed.table == "sidequest_jobs"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from sqlglot import TokenType, exp
 
@@ -29,7 +29,7 @@ from qadvisor.sql.dequeue.levels import (
     unique,
     unwrap,
 )
-from qadvisor.sql.dequeue.maintenance import Maintenance, due_times, recognise
+from qadvisor.sql.dequeue.maintenance import Maintenance, due_times, recognise, write_level
 from qadvisor.sql.dequeue.screening import (
     StatementError,
     expression,
@@ -148,6 +148,9 @@ class DequeueStatement:
     # The columns whose time it waits to come (``vt <= clock_timestamp()``, a lease it pushes
     # forward): see qadvisor.sql.dequeue.maintenance.due_times.
     due: tuple[str, ...] = ()
+    # False for an UPDATE or DELETE without FOR UPDATE / FOR SHARE (:func:`analyse_write`):
+    # ``lock`` is then the row lock the write itself takes, and it waits.
+    locking_clause: bool = True
 
 
 # --- identity ---------------------------------------------------------------------------
@@ -466,11 +469,7 @@ def analyse(sql: str) -> DequeueStatement | None:
     level = _lock_level(tree, select)
     predicates = tuple(_predicates(owner, queue_key))
     return DequeueStatement(
-        text=sql,
-        kind=_kind(main_statement(tree)),
-        schema=folded_name(queue_table.args.get("db")),
-        table=table_name(queue_table),
-        alias=folded_name(queue_table.args.get("alias")),
+        **_names(sql, tree, queue_table),
         predicates=predicates,
         order_by=_order_items(select),
         limit=_literal_limit(select),
@@ -488,6 +487,60 @@ def analyse(sql: str) -> DequeueStatement | None:
         by_value=_by_value(select, owner, queue_key),
         due=due_times(tree, select, queue_table, predicates),
     )
+
+
+def analyse_write(sql: str) -> DequeueStatement | None:
+    """The maintenance shape of an UPDATE or DELETE that has no locking clause (a purge of
+    old rows, a reset of stale ones: :mod:`qadvisor.sql.dequeue.maintenance`), or None: for a
+    statement that locks rows (:func:`analyse` reads it), that writes no table, or whose
+    conditions do not make it maintenance. Raises StatementError as check_plannable does.
+
+    Its ``lock`` is the row lock the write takes of the rows it changes (FOR UPDATE for a
+    DELETE, FOR NO KEY UPDATE for an UPDATE that sets no key column, the usual case), with
+    no wait policy: the write waits for a row another session holds.
+    """
+    tree = parse(sql)
+    if locking_select(tree) is not None:
+        return None
+    found = write_level(tree)
+    if found is None:
+        return None
+    level, table = found
+    predicates = tuple(_predicates(level, source_key(table)))
+    if not predicates:
+        return None  # no condition chooses its rows: it reads them all by design
+    what = recognise(tree, level, table, predicates)
+    if what is None:
+        return None
+    write = table.parent
+    ctes = cte_names(tree)
+    return DequeueStatement(
+        **_names(sql, tree, table),
+        predicates=predicates,
+        order_by=(),
+        limit=None,
+        limit_is_parameter=False,
+        lock=LockClause("no key update" if isinstance(write, exp.Update) else "update", None, ()),
+        lock_level="top" if write is main_statement(tree) else "cte",
+        locked_tables=(table_name(table),),
+        has_window=False,
+        lateral=None,
+        parameters=tuple(sorted({parameter_index(p) for p in tree.find_all(exp.Parameter)})),
+        relations=_relations(tree, ctes),
+        maintenance=what,
+        locking_clause=False,
+    )
+
+
+def _names(sql: str, tree: exp.Expr, queue: exp.Table) -> dict[str, Any]:
+    """The text, the main statement's kind and the queue table's names as written."""
+    return {
+        "text": sql,
+        "kind": _kind(main_statement(tree)),
+        "schema": folded_name(queue.args.get("db")),
+        "table": table_name(queue),
+        "alias": folded_name(queue.args.get("alias")),
+    }
 
 
 def _unconditional(select: exp.Select, owner: exp.Select, key: str) -> bool:
@@ -705,9 +758,7 @@ _OPS: dict[type[exp.Binary], tuple[PredicateOp, PredicateOp]] = {
 }
 
 
-def _predicates(
-    select: exp.Select, key: str, *, only_qualified: bool = False
-) -> Iterator[Predicate]:
+def _predicates(select: exp.Expr, key: str, *, only_qualified: bool = False) -> Iterator[Predicate]:
     """The filters of ``select`` about the FROM item called ``key``.
 
     An unqualified column is taken to be the queue table's (no catalog here to say which

@@ -99,8 +99,9 @@ def conjuncts(node: exp.Expr | None) -> Iterator[exp.Expr]:
         yield node
 
 
-def filters(select: exp.Select) -> Iterator[exp.Expr]:
-    """WHERE conjuncts plus ON conjuncts of inner joins: both filter the queue rows."""
+def filters(select: exp.Expr) -> Iterator[exp.Expr]:
+    """WHERE conjuncts plus ON conjuncts of inner joins: both filter the queue rows (of a
+    SELECT, or of the table an UPDATE or DELETE writes)."""
     where = select.args.get("where")
     yield from conjuncts(where.this if where else None)
     for join in select.args.get("joins") or []:

@@ -17,6 +17,14 @@ What tells one from a claim is in the text, and only the text is read here:
   (``now() - interval '5 minutes'``, ``$1 - INTERVAL $4``, ``$1``), or, for a DELETE that
   returns nothing, by whatever condition it has (a purge: a deleted row reaches no worker).
 
+An UPDATE or DELETE without a locking clause is read the same way (its row locks are the
+write's own): its WHERE, or the sub-select of the same table its WHERE takes keys from
+(``id IN (SELECT id FROM jobs WHERE finished_at < $1 LIMIT 1000)``), is the level that chooses
+its rows. An hourly ``DELETE FROM jobs WHERE completed_at < $1 OR failed_at < $2`` takes no row
+lock of its own choosing and still reads the whole table when no index serves it. An age
+condition may be an OR of ages (a row finished, failed or cancelled long enough ago): each arm
+is an age condition of its column, and the statement takes the rows of any of them.
+
 The age may be another row's: a reaper that resets the jobs of dead workers selects them by
 their worker's heartbeat, ``NOT EXISTS (SELECT 1 FROM workers w WHERE w.id = j.worker_id AND
 w.last_seen >= now() - interval '90 seconds')`` (no fresh heartbeat vouches for the job), or
@@ -72,6 +80,10 @@ class Maintenance:
     returns: bool  # the writing statement has RETURNING
     limited: bool  # the locking level has a LIMIT
     reason: str  # one sentence: why it is maintenance
+    # The columns of an age condition that is an OR (``completed_at < $1 OR failed_at <
+    # $2``): the statement takes the rows of any of them, so an index serves it only when
+    # each has its own (the planner combines them in a BitmapOr); () when it has none.
+    age_any: tuple[str, ...] = ()
 
     @property
     def description(self) -> str:
@@ -82,14 +94,17 @@ class Maintenance:
 
 def recognise(
     tree: exp.Expr,
-    select: exp.Select,
+    select: exp.Expr,
     queue: exp.Table,
     predicates: Sequence[Predicate],
 ) -> Maintenance | None:
-    """The maintenance shape of a parsed row-locking statement, None when it may be a claim.
+    """The maintenance shape of a parsed statement that writes the queue table, None when it
+    may be a claim.
 
-    ``select`` is the level that locks, ``queue`` the table whose rows it takes, and
-    ``predicates`` that level's conditions on the queue table.
+    ``select`` is the level that chooses its rows (the one that locks them, or for a write
+    without a locking clause the write itself or its sub-select of the same table), ``queue``
+    the table whose rows it takes, and ``predicates`` that level's conditions on the queue
+    table.
     """
     write = _write_of(tree, queue)
     if write is None or select.args.get("order"):
@@ -99,12 +114,19 @@ def recognise(
     strong: list[tuple[str | None, str]] = []
     weak: list[tuple[str | None, str]] = []
     others = []
+    any_of: list[str] = []
     for pred in predicates:
         strength = _age_bound(pred.operands[0].text) if pred.op in ("<", "<=") else None
+        arms = _age_arms(pred.text) if pred.op == "other" else None
         if strength == "arithmetic":
             strong.append((pred.column, pred.text))
         elif strength == "bare":
             weak.append((pred.column, pred.text))
+        elif arms is not None:
+            columns, strength = arms
+            # One condition that dates rows by any of several columns.
+            (strong if strength == "arithmetic" else weak).append((None, pred.text))
+            any_of += [c for c in columns if c not in any_of]
         else:
             others.append(pred.text)
     # The age of a row the locked one refers to: no column of the queue table is its key.
@@ -127,15 +149,17 @@ def recognise(
     else:
         return None
     age = strong + weak
+    columns = [c for c, _ in age if c is not None]
     return Maintenance(
         kind=_ACTION_KIND[action],
         action=action,
         age=tuple(t for _, t in age),
-        age_columns=tuple(dict.fromkeys(c for c, _ in age if c is not None)),
+        age_columns=tuple(dict.fromkeys([*columns, *any_of])),
         conditions=tuple(others),
         returns=returns,
         limited=limited,
         reason=reason,
+        age_any=tuple(any_of),
     )
 
 
@@ -188,7 +212,65 @@ def _set_to_a_time(update: exp.Update) -> Iterator[str]:
                 yield name
 
 
-def _referred_ages(select: exp.Select, queue: exp.Table) -> Iterator[str]:
+def _age_arms(text: str) -> tuple[list[str], Literal["arithmetic", "bare"]] | None:
+    """The columns of an OR whose every arm is an age condition of one column (``completed_at
+    < $1 OR failed_at < now() - interval '1 day'``), with the weakest bound's strength; None
+    for any other condition."""
+    # The analysis reads conditions and imports this module: its reader of OR arms is
+    # imported when first needed.
+    from qadvisor.sql.dequeue.analysis import disjuncts
+
+    arms = disjuncts(text)
+    if not arms or any(a.op not in ("<", "<=") or len(a.operands) != 1 for a in arms):
+        return None
+    strengths = [_age_bound(a.operands[0].text) for a in arms]
+    if any(s is None for s in strengths):
+        return None
+    strength: Literal["arithmetic", "bare"] = (
+        "arithmetic" if all(s == "arithmetic" for s in strengths) else "bare"
+    )
+    return list(dict.fromkeys(a.column for a in arms)), strength
+
+
+def write_level(tree: exp.Expr) -> tuple[exp.Expr, exp.Table] | None:
+    """For an UPDATE or DELETE of a base table (the main statement or a WITH query, the first
+    in the text): the level that chooses its rows and the table written. That is the write
+    itself, unless its WHERE takes the table's own keys from a sub-select of the same table
+    (``id IN (SELECT id FROM jobs WHERE ... LIMIT 1000)``, ``id = ANY(ARRAY(SELECT ...))``):
+    then that sub-select. None for any other statement."""
+    for node in tree.walk(bfs=False):
+        if not isinstance(node, exp.Update | exp.Delete) or not isinstance(node.this, exp.Table):
+            continue
+        table = node.this
+        if not isinstance(table.this, exp.Identifier):
+            continue
+        return _keys_from(node, table) or node, table
+    return None
+
+
+def _keys_from(write: exp.Expr, table: exp.Table) -> exp.Select | None:
+    """The sub-select of ``table`` alone that a condition of ``write`` compares a column with
+    (``id IN (SELECT id FROM jobs ...)``), when it is the write's only condition."""
+    found = list(filters(write))
+    if len(found) != 1:
+        return None
+    node = unwrap(found[0])
+    if not isinstance(node, exp.In | exp.EQ) or not isinstance(unwrap(node.this), exp.Column):
+        return None
+    sub = next(node.find_all(exp.Select), None)
+    if sub is None:
+        return None
+    from_ = sub.args.get("from_")
+    if from_ is None or sub.args.get("joins") or not isinstance(from_.this, exp.Table):
+        return None
+    inner = from_.this
+    same = table_name(inner) == table_name(table) and folded_name(
+        inner.args.get("db")
+    ) == folded_name(table.args.get("db"))
+    return sub if same else None
+
+
+def _referred_ages(select: exp.Expr, queue: exp.Table) -> Iterator[str]:
     """The conditions of the locking level that choose its rows by the age of another row
     they refer to, as SQL: a ``NOT EXISTS`` whose sub-select, correlated with the queue
     table's row, keeps only fresh rows (``last_seen >= now() - interval ...``), or an
