@@ -150,11 +150,11 @@ def build_orm_queue(db: TestDB) -> None:
     db.execute("VACUUM ANALYZE jobs")
 
 
-def run_the_orm(dba: TestDB, db: TestDB, done: str = ORM_DONE) -> float:
+def run_the_orm(dba: TestDB, db: TestDB, done: str = ORM_DONE, calls: int = ORM_CALLS) -> float:
     """The worker as the ORM runs it, recorded afresh; the claim's shared blocks per call."""
     record_afresh(dba)
     with psycopg.connect(db.dsn, cursor_factory=psycopg.ClientCursor) as conn:
-        for _ in range(ORM_CALLS):
+        for _ in range(calls):
             with conn.transaction():
                 ids = [r[0] for r in conn.execute(ORM_CLAIM, ("pending", 10))]
                 conn.execute(done, (ids,))
@@ -200,11 +200,14 @@ def test_a_walk_past_finished_rows_the_estimate_misses_is_found_by_its_measured_
 
 def test_a_walk_past_no_finished_row_is_quiet(shape: Shape) -> None:
     # The worker deletes the jobs it finished: nothing finished lies ahead of the first
-    # waiting job, measured and estimated alike.
+    # waiting job, measured and estimated alike. Its claims still pass over the index entries
+    # of the jobs deleted since the last VACUUM (277 claims' 2,770 read 85 to 93 blocks a
+    # call, within the margin of min_blocks_per_call: info); 120 claims, as between two
+    # autovacuums of a 10,000-row table, read clearly fewer.
     build_orm_queue(shape.db)
     shape.db.execute("DELETE FROM jobs WHERE status = 'done'")
     shape.db.execute("VACUUM ANALYZE jobs")
-    assert run_the_orm(shape.dba, shape.db, ORM_DELETE) < 100
+    assert run_the_orm(shape.dba, shape.db, ORM_DELETE, calls=120) < 80
     assert_quiet(shape.check(), "QA304", shape.queue)
 
 
