@@ -82,6 +82,10 @@ def test_every_database_is_reported_the_refusals_as_lines_and_the_exit_code_is_t
         own = members[name]["report"]
         assert [q["table"] for q in own["queues"]] == ["jobs"], name
         assert own["findings"] == [], (name, own["findings"])
+    for name in ("app07", "seed_archive"):
+        alone = qadvisor("check", fleet.dsn(name), "--format", "json")
+        assert alone.rc in (0, 1), alone.stderr
+        assert members[name]["report"] == json.loads(alone.stdout), name
 
     # The seeds' findings, each naming its database, in its key too.
     found = {(f["database"], f["code"]): f for f in report["findings"]}
