@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from qadvisor.api import (
+    ID_RANGE_ENDLESS,
     MIN_SAMPLE_ROWS,
     Finding,
     Fix,
@@ -19,7 +20,9 @@ from qadvisor.api import (
     check,
     human_bytes,
     human_count,
+    id_limit,
     ident,
+    ids_used,
     judgeable_queues,
     per_day,
     qualified,
@@ -27,12 +30,6 @@ from qadvisor.api import (
     review,
     series,
 )
-
-# The largest value of each integer type a sequence can number.
-_TYPE_MAX = {"smallint": 2**15 - 1, "integer": 2**31 - 1, "bigint": 2**63 - 1}
-# Above this a range does not run out at any rate a queue reaches (2^62 ids at a million a
-# second last 146,000 years).
-_ENDLESS = 2**62
 
 
 @dataclass(frozen=True)
@@ -96,10 +93,10 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
 def _judge(
     snapshot: Snapshot, table: Table, seq: IdSequence, options: Options
 ) -> Iterator[Finding | Skip]:
-    limit = _limit(seq)
-    if limit is None or limit >= _ENDLESS:
+    limit = id_limit(seq)
+    if limit is None or limit >= ID_RANGE_ENDLESS:
         return
-    used, used_source = _used(table, seq)
+    used, used_source = ids_used(table, seq)
     if used is None:
         # Neither the sequence nor the id's statistics were read (collection records the grant
         # as a hidden fact, which skips the queue before it gets here; a snapshot without it
@@ -169,26 +166,6 @@ def _judge(
         ),
         fix=_fix(table, seq),
     )
-
-
-def _limit(seq: IdSequence) -> int | None:
-    """The largest id the column and the sequence can give; None for a descending sequence
-    or a column type that is not an integer."""
-    column_max = _TYPE_MAX.get(seq.column_type)
-    if column_max is None or seq.increment <= 0:
-        return None
-    return min(column_max, seq.max_value)
-
-
-def _used(table: Table, seq: IdSequence) -> tuple[int | None, str]:
-    if seq.readable:
-        if seq.last_value is None:
-            return 0, f"{seq.qualified} has given no id yet"
-        return seq.last_value, f"the last value of {seq.qualified}"
-    stats = table.stats_of(seq.column)
-    if stats is None or stats.upper_bound is None:
-        return None, ""
-    return int(stats.upper_bound), f"the largest {seq.column} ANALYZE saw (pg_stats)"
 
 
 def _rate(snapshot: Snapshot, table: Table, seq: IdSequence) -> _Rate | None:

@@ -43,6 +43,8 @@ from qadvisor.derive.estimates import (
 )
 from qadvisor.derive.history import index_growth, per_day, series
 from qadvisor.derive.hot_updates import RecordedUpdate, index_columns, recorded_updates, stops_hot
+from qadvisor.derive.id_range import ENDLESS as ID_RANGE_ENDLESS
+from qadvisor.derive.id_range import id_limit, ids_used
 from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most, near
 from qadvisor.derive.partitions import (
     TimePartition,
@@ -279,6 +281,11 @@ __all__ = [  # noqa: RUF022 -- grouped by topic, in the order of the contents ab
     "sum_partitions",
     "time_partitions",
     "writing_partitions",
+    # 4f. how far an integer id has gone and can go (qadvisor.derive.id_range), as QA206
+    # and the OpenMetrics output read it.
+    "ID_RANGE_ENDLESS",
+    "id_limit",
+    "ids_used",
     # 5. dequeue statements as parsed (the parts of Statement.parsed: DequeueStatement,
     # LockClause and Param are for a pack's annotations), and rewritten. Parsing and printing
     # SQL text stay in qadvisor.sql.dequeue: a check never parses SQL itself.

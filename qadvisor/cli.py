@@ -21,7 +21,7 @@ from qadvisor.errors import InputError
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from qadvisor.model import Report
+    from qadvisor.model import FleetMember, Report
     from qadvisor.settings.resolve import Settings
 
 T = TypeVar("T")
@@ -75,6 +75,7 @@ class Format(enum.StrEnum):
     sarif = "sarif"
     junit = "junit"
     html = "html"
+    openmetrics = "openmetrics"
 
 
 class FailOn(enum.StrEnum):
@@ -393,12 +394,46 @@ def check(
             "--history-keep",
             min=1,
             metavar="N",
-            help="Snapshots --history keeps: the newest N (default 60).",
+            help="Snapshots --history keeps: the newest N (default 60; per database in a fleet).",
+            show_default=False,
+        ),
+    ] = None,
+    all_databases: Annotated[
+        bool,
+        typer.Option(
+            "--all-databases",
+            help="Check every database of the DSN's server that the role may connect to "
+            "(templates left out; one that accepts no connections, or lacks CONNECT for the "
+            "role, is listed as not checked), each with its own session, in one combined "
+            "report. Exit code: the worst of the databases' (2 when one could not be judged).",
+        ),
+    ] = False,
+    dsn_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--dsn-file",
+            metavar="FILE",
+            help="Check the databases FILE names, one DSN or service name a line (blank lines "
+            "and lines starting with # left alone), as --all-databases checks a server's.",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            min=1,
+            max=64,
+            metavar="N",
+            help="With --all-databases or --dsn-file: check N databases at once, each with "
+            "its own connection (default 4).",
             show_default=False,
         ),
     ] = None,
 ) -> None:
-    """Check the queue tables of a database and print findings with the SQL that fixes them.
+    """Check the queue tables of a database (or of many: --all-databases, --dsn-file) and
+    print findings with the SQL that fixes them.
 
     Read-only: the session runs with default_transaction_read_only, statement_timeout and
     lock_timeout, and only reads catalogs and statistics (never counts the archive).
@@ -432,9 +467,16 @@ def check(
         docs_url=docs_url,
         history=history,
         history_keep=history_keep,
+        all_databases=all_databases,
+        dsn_file=dsn_file,
+        jobs=jobs,
     )
     settings = _or_fail(lambda: resolve(flags))  # imports the checks
     _imported()
+    if settings.fleet:
+        if prove:
+            _fail("--prove: it goes with one database, not --all-databases or --dsn-file")
+        _check_fleet(settings)
     if prove:
         from qadvisor.prove import scratch_binaries
 
@@ -456,6 +498,24 @@ def check(
     raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
 
 
+def _check_fleet(settings: Settings) -> NoReturn:
+    """Every database of the fleet, one combined report; the exit code is the worst of the
+    databases': 2 when one could not be judged, else 1 when one fails the gate."""
+    from qadvisor import render
+    from qadvisor.fleet import run
+
+    with _FleetBar() as bar:
+        fleet = _or_fail(lambda: run.check(settings, bar))
+    files = []
+    for fmt, path in settings.outputs:
+        files.append((path, render.fleet_text(fleet, fmt, verbose=settings.verbose)))
+    _write_all(files)
+    _or_fail(lambda: run.save_history(fleet, settings))
+    render.write_fleet(fleet, settings.format, sys.stdout, verbose=settings.verbose)
+    failed, gated = run.gate(fleet, settings)
+    raise typer.Exit(EXIT_ERROR if failed else EXIT_FINDINGS if gated else EXIT_OK)
+
+
 def _proven(report: Report, settings: Settings, rows: int) -> Report:
     from qadvisor.prove import prove
 
@@ -472,7 +532,6 @@ def _write_files(report: Report, settings: Settings) -> None:
 
     from qadvisor import engine, render
     from qadvisor.settings import baseline
-    from qadvisor.settings.outputs import write_atomic
 
     files = []
     for fmt, path in settings.outputs:
@@ -481,9 +540,16 @@ def _write_files(report: Report, settings: Settings) -> None:
         files.append((path, buffer.getvalue()))
     if settings.write_baseline is not None:
         files.append((settings.write_baseline, baseline.dumps(report)))
+    _write_all(files)
+    _or_fail(lambda: engine.save_history(report, settings))
+
+
+def _write_all(files: list[tuple[Path, str]]) -> None:
+    """Each file written whole, in order; the first that cannot be is exit 2."""
+    from qadvisor.settings.outputs import write_atomic
+
     for path, text in files:
         _or_fail(lambda: write_atomic(path, text))  # noqa: B023 (called at once)
-    _or_fail(lambda: engine.save_history(report, settings))
 
 
 @app.command("snapshot")
@@ -724,6 +790,44 @@ class _SampleBar:
             self._progress.start()
             self._task = self._progress.add_task("sample", total=total)
         self._progress.update(self._task, completed=elapsed, total=total)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+class _FleetBar:
+    """The fleet's progress on stderr, only when stderr is a terminal: databases done of all,
+    how many could not be judged, the last one done."""
+
+    def __enter__(self) -> _FleetBar:
+        self._progress: Progress | None = None
+        self._not_judged = 0
+        return self
+
+    def __call__(self, member: FleetMember | None, done: int, total: int) -> None:
+        if not sys.stderr.isatty():
+            return
+        self._not_judged += member is not None and not member.judged
+        if self._progress is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._progress = Progress(
+                TextColumn("checking databases"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.description}"),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("", total=total)
+        failed = f"{self._not_judged} not judged" if self._not_judged else ""
+        last = f"last: {member.database}" if member is not None else ""
+        self._progress.update(
+            self._task, completed=done, description="; ".join(p for p in (failed, last) if p)
+        )
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

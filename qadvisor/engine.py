@@ -54,10 +54,13 @@ class SnapshotFileError(InputError):
     """A file given as a saved snapshot cannot be read or is not one."""
 
 
-def check(settings: Settings, progress: Progress | None = None) -> Report:
+def check(
+    settings: Settings, progress: Progress | None = None, deadline: float | None = None
+) -> Report:
     """The report of the run the settings describe; with --history, the earlier snapshots
-    of the directory are read beside the new one (saving it is :func:`save_history`)."""
-    snap = collect(settings, progress)
+    of the directory are read beside the new one (saving it is :func:`save_history`).
+    ``deadline`` (time.monotonic()) bounds the visit to the server further (a fleet's run)."""
+    snap = collect(settings, progress, deadline)
     if settings.history_dir is not None:
         snap = replace(snap, history=history_store.read(settings.history_dir, snap))
     return judge(snap, settings)
@@ -74,11 +77,13 @@ def save_history(report: Report, settings: Settings) -> Path | None:
     )
 
 
-def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:
+def collect(
+    settings: Settings, progress: Progress | None = None, deadline: float | None = None
+) -> Snapshot:
     """The snapshot the settings name: the saved file, else one read from the server."""
     if settings.snapshot_file is not None:
         return load_snapshot(settings.snapshot_file)
-    snap = snapshot_of(settings, progress)
+    snap = snapshot_of(settings, progress, deadline)
     return (
         replace(snap, inline_ignores=settings.inline_ignores) if settings.inline_ignores else snap
     )
@@ -90,16 +95,13 @@ def judge(snapshot: Snapshot, settings: Settings) -> Report:
     stamped with the time and the command as run (passwords removed)."""
     report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
     report, dropped = apply_inline_ignores(report)
-    # Each argument is redacted before it is quoted for the shell: quoting rewrites a quote
-    # in a password ('"'"'), and the password would no longer be found to remove.
-    command = " ".join(shlex.quote(redact(a, settings.dsn)) for a in settings.command) or None
     report = replace(
         report,
         locations=locations(report, settings.root),
         anchor=settings.anchor,
         docs_url=settings.docs_url,
-        checked_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        command=command,
+        checked_at=now(),
+        command=command_line(settings),
     )
     if settings.baseline is None:
         return report
@@ -123,6 +125,18 @@ def redact_arguments(text: str, arguments: Sequence[str]) -> str:
     for argument in arguments:
         text = redact(text, argument)
     return text
+
+
+def now() -> str:
+    """The time a report is stamped with: UTC, to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def command_line(settings: Settings) -> str | None:
+    """The command as run, passwords removed, for a report's header."""
+    # Each argument is redacted before it is quoted for the shell: quoting rewrites a quote
+    # in a password ('"'"'), and the password would no longer be found to remove.
+    return " ".join(shlex.quote(redact(a, settings.dsn)) for a in settings.command) or None
 
 
 def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:

@@ -785,9 +785,18 @@ class Finding:
     statement_id: str | None = None
     # --prove: the fix applied to a scratch copy; None without --prove or without a fix.
     proof: Proof | None = None
+    # In a fleet's combined report, the database it was found in (its label): the key then
+    # names it, so the same finding in two databases has two identities. None in the report
+    # of one database, whose keys stay as they are.
+    database: str | None = None
 
     @property
     def key(self) -> str:
+        return f"{self.database}/{self.own_key}" if self.database is not None else self.own_key
+
+    @property
+    def own_key(self) -> str:
+        """The key within its database's report, whether or not the database is named."""
         return f"{self.code}:{self.target.key_part}"
 
 
@@ -902,7 +911,7 @@ class Report:
         """None without a baseline."""
         if self.baseline is None:
             return None
-        return "preexisting" if finding.key in self.baseline.preexisting else "new"
+        return "preexisting" if finding.own_key in self.baseline.preexisting else "new"
 
     @property
     def new_findings(self) -> tuple[Finding, ...]:
@@ -911,7 +920,7 @@ class Report:
 
     def location(self, finding: Finding) -> Location | None:
         """Where the finding is shown in the repository: its own place, else the anchor."""
-        return self.locations.get(finding.key, self.anchor)
+        return self.locations.get(finding.own_key, self.anchor)
 
     def summary(self) -> dict[str, int]:
         counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
@@ -943,6 +952,82 @@ class Report:
         found = [g for s in self.skipped for g in s.grants]
         found += [g for h in self.snapshot.hidden for g in h.grants]
         return tuple(dict.fromkeys(found))
+
+
+# --- fleets: many databases in one run ----------------------------------------------
+
+# Why a database of a fleet was not judged. Left out before any connection: "no_connections"
+# (datallowconn is false), "no_connect_privilege" (the role lacks CONNECT). Tried and failed:
+# "connect_failed" (refused, unreachable, a pg_hba reject), "collect_failed" (connected, but
+# a fact every check needs could not be read), "run_timeout" (the run's bound passed during
+# its visit, or before its turn came), "error" (qadvisor itself failed on it).
+NotJudgedKind = Literal[
+    "no_connections", "no_connect_privilege", "connect_failed", "collect_failed",
+    "run_timeout", "error",
+]  # fmt: skip
+# Left out on purpose by the server's own settings: the run still says so, but it is no error.
+LEFT_OUT_KINDS: tuple[NotJudgedKind, ...] = ("no_connections", "no_connect_privilege")
+
+
+@dataclass(frozen=True)
+class FleetMember:
+    """One database of a fleet: its report, or why there is none."""
+
+    database: str  # its label: the database's name (--all-databases), else the DSN file's
+    report: Report | None
+    not_judged: NotJudgedKind | None = None
+    reason: str | None = None  # one line, no secret
+    grants: tuple[str, ...] = ()  # what would let the role connect
+
+    @property
+    def judged(self) -> bool:
+        return self.report is not None
+
+    @property
+    def failed(self) -> bool:
+        """Tried and not judged: an error of the run, unlike a database left out."""
+        return self.report is None and self.not_judged not in LEFT_OUT_KINDS
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """Many databases checked in one run, each judged alone: one report each, in order of
+    their labels, and the databases that could not be judged with why."""
+
+    source: str  # where the fleet came from: "--all-databases host=db port=5432", "--dsn-file"
+    jobs: int  # how many databases were checked at once, at most
+    members: tuple[FleetMember, ...]
+    checked_at: str | None = None
+    command: str | None = None
+
+    @property
+    def reports(self) -> tuple[tuple[str, Report], ...]:
+        return tuple((m.database, m.report) for m in self.members if m.report is not None)
+
+    @property
+    def findings(self) -> tuple[tuple[Finding, Report], ...]:
+        """Every database's findings, each naming its database (its key too), with the report
+        it is of; sorted as one report sorts its own."""
+        out = [
+            (dataclasses.replace(f, database=db), r) for db, r in self.reports for f in r.findings
+        ]
+        out.sort(key=lambda fr: (-fr[0].severity, fr[0].code, fr[0].key))
+        return tuple(out)
+
+    def summary(self) -> dict[str, int]:
+        counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
+        for _, r in self.reports:
+            for label, n in r.summary().items():
+                counts[label] += n
+        return counts
+
+    @property
+    def skipped(self) -> int:
+        return sum(len(r.skipped) for _, r in self.reports)
+
+    @property
+    def not_judged(self) -> tuple[FleetMember, ...]:
+        return tuple(m for m in self.members if m.report is None)
 
 
 # --- generic dataclass loading --------------------------------------------------------

@@ -69,3 +69,24 @@ def assert_valid_sarif(doc: dict[str, Any]) -> None:
                 assert ".." not in uri.split("/") and all(c not in uri for c in ' "`|\\'), uri
                 assert physical["region"]["startLine"] >= 1
             assert result["partialFingerprints"]["qadvisorKey/v1"]
+
+
+FLEET_SCHEMA = DOCS / "fleet-report.schema.json"
+
+
+@cache
+def _fleet_validator() -> jsonschema.Draft202012Validator:
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    schema = json.loads(FLEET_SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    report = DRAFT202012.create_resource(json.loads(REPORT_SCHEMA.read_text()))
+    registry: Registry[Any] = Registry().with_resource(REPORT_SCHEMA.name, report)
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def assert_valid_fleet_report(doc: Any) -> None:
+    """A fleet's JSON report matches docs/fleet-report.schema.json, each database's report
+    docs/report.schema.json."""
+    _assert_valid(_fleet_validator(), doc, "the fleet report does not match " + FLEET_SCHEMA.name)

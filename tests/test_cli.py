@@ -144,6 +144,7 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
                            "checks_run", "queues", "rejected", "left_out", "findings",
                            "skipped", "hidden", "summary", "baseline", "fixed",
                            "ignored", "maintenance", "history"}  # fmt: skip
+    assert report["history"] is None  # without --history
     assert report["baseline"] is None and report["fixed"] == [] and report["ignored"] == []
     assert report["checks_run"] == sorted(report["checks_run"]) and "QA101" in report["checks_run"]
     assert report["schema_version"] == 1
@@ -153,7 +154,8 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert queue["table"] == "jobs" and queue["live_predicate"] == "status = 'pending'"
     for f in report["findings"]:
         assert set(f) == {"code", "name", "severity", "key", "target", "message", "evidence",
-                          "fix", "docs", "baseline", "location", "proof"}  # fmt: skip
+                          "fix", "docs", "baseline", "location", "proof", "database"}  # fmt: skip
+        assert f["database"] == db.name
         assert f["baseline"] is None and f["location"] is None and f["proof"] is None
         assert f["key"].startswith(f["code"] + ":")
         assert Path(f["docs"]).name == f"{f['code']}.md"

@@ -37,6 +37,7 @@ from qadvisor.settings.resolve import MAX_TIMEOUT, SessionLimits
 
 __all__ = [
     "ConnectError",
+    "RunBoundPassed",
     "SessionLimits",
     "Unresponsive",
     "connect",
@@ -70,6 +71,10 @@ _ROLE_LIMITS = ("statement_timeout", "lock_timeout", "idle_in_transaction_sessio
 
 class Unresponsive(ConnectError):
     """The server did not answer within a bound qadvisor sets; the connection is closed."""
+
+
+class RunBoundPassed(Unresponsive):
+    """The run's bound (--run-timeout) passed while the server was being read."""
 
 
 def connect_timeout_s(limits: SessionLimits, params: dict[str, Any]) -> int:
@@ -164,6 +169,7 @@ class BoundedConnection(psycopg.Connection[Any]):
     run_deadline: float | None = None  # time.monotonic()
     run_timeout: float | None = None
     _expired: str | None = None
+    _expired_run = False  # the run's bound, not one statement's, closed it
     _watchdog: _Watchdog | None = None
 
     def bound(self, statement_s: float, run_deadline: float, run_timeout: float) -> None:
@@ -192,7 +198,7 @@ class BoundedConnection(psycopg.Connection[Any]):
         left = self.run_deadline - time.monotonic()
         if left <= 0:
             self._expire("run")
-            raise Unresponsive(self._expired or "")
+            raise RunBoundPassed(self._expired or "")
         statement = self.statement_bound <= left
         why = "statement" if statement else "run"
         dog.arm(min(self.statement_bound, left), why)
@@ -204,7 +210,7 @@ class BoundedConnection(psycopg.Connection[Any]):
         finally:
             dog.disarm()
         # The socket was shut: whatever psycopg made of that, the reason is the bound.
-        raise Unresponsive(self._expired)
+        raise (RunBoundPassed if self._expired_run else Unresponsive)(self._expired)
 
     def close(self) -> None:
         super().close()
@@ -214,6 +220,7 @@ class BoundedConnection(psycopg.Connection[Any]):
     def _expire(self, why: str) -> None:
         """Shut the socket down: the blocked read returns at once, and so does every later
         use of the connection (a cancel request would wait on the same silent server)."""
+        self._expired_run = why == "run"
         if why == "run":
             self._expired = (
                 f"the run did not end within its bound of {self.run_timeout:g} s "

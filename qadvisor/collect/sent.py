@@ -40,6 +40,8 @@ GROUPS: dict[str, str] = {
     "sample": "`--sample`",
     "analyze": "`--analyze`",
     "transaction": "Transaction control (psycopg's, around the steps above)",
+    "fleet": "`--all-databases` (once, in a session of its own on the database the DSN names, "
+    "before each database is checked as above)",
 }
 
 NO_LOCK = "none on the application's tables (catalog reads only)"
@@ -151,6 +153,12 @@ SENT: tuple[Sent, ...] = (
          " set_config('statement_timeout', %s, false), set_config('lock_timeout', %s, false),"
          " set_config('idle_in_transaction_session_timeout', %s, false),"
          " set_config('DateStyle', 'ISO', false)"),
+    # --- a fleet (collect/databases.py) ------------------------------------------------------
+    _file("databases", "fleet",
+          "The server's databases other than templates, whether each accepts connections and "
+          "whether the role may connect to it: the databases --all-databases checks.",
+          NO_LOCK, "none beyond CONNECT (pg_database is readable by every role)",
+          when="with --all-databases"),
     # --- collection (collect/snapshot.py and the modules it calls) ----------------------------
     _file("server", "collection", "The server, the database, the role and its standing.",
           NO_LOCK, CONNECT),

@@ -6,6 +6,7 @@ no password in it, so the caller never sees a driver exception.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import psycopg
@@ -18,17 +19,22 @@ from qadvisor.settings.resolve import Settings
 
 
 def snapshot_of(
-    settings: Settings, progress: Callable[[float, float], None] | None = None
+    settings: Settings,
+    progress: Callable[[float, float], None] | None = None,
+    deadline: float | None = None,
 ) -> Snapshot:
     """The snapshot of the database the settings' DSN names (None: the libpq environment),
     with their tables, sample, queries (planned, never executed) and session limits;
-    ``progress(elapsed, total)`` is called while a sample waits."""
+    ``progress(elapsed, total)`` is called while a sample waits. ``deadline`` (a
+    time.monotonic() moment: a fleet's bound) ends the visit sooner than its own bound."""
     dsn = settings.dsn
     sample = settings.sample_seconds
     limits = settings.limits
-    run_s = limits.run_timeout_s or default_run_timeout_s(
+    run_s: float = limits.run_timeout_s or default_run_timeout_s(
         limits, len(settings.queries), sample or 0
     )
+    if deadline is not None:
+        run_s = min(run_s, deadline - time.monotonic())
     conn = connect(dsn, limits, run_s)
     try:
         with conn:

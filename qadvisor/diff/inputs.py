@@ -20,6 +20,14 @@ class DiffInputError(InputError):
 def load(path: Path, judge: Callable[[Snapshot], dict[str, Any]]) -> tuple[dict[str, Any], Side]:
     """The report a file holds, or the report of the snapshot it holds, and its side."""
     data = read_json(path, "report or snapshot", DiffInputError)
+    if isinstance(data, dict) and "fleet" in data and "databases" in data:
+        # Its findings name their databases and it has no checks_run or skips of its own:
+        # read as one database's report it would compare wrongly.
+        raise DiffInputError(
+            f"{path} is a fleet's report (--all-databases, --dsn-file): diff compares one "
+            "database's; take it out with jq '.databases[] | select(.database == \"NAME\") "
+            "| .report'"
+        )
     if isinstance(data, dict) and "findings" in data and "schema_version" in data:
         if data["schema_version"] != 1:
             raise DiffInputError(

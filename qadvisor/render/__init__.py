@@ -1,7 +1,9 @@
-"""Renderers: takes one report, gives it in a format (text, json, markdown, sarif, junit, html):
-one format per module, each a function of the report alone.
+"""Renderers: takes one report (or a fleet's: one report per database), gives it in a format
+(text, json, markdown, sarif, junit, html, openmetrics): one format per module, each a
+function of the report alone.
 
-:data:`RENDERERS` maps a ``--format`` value to its module; each has ``write(report, out)``.
+:data:`RENDERERS` maps a ``--format`` value to its module; each has ``write(report, out)``
+and ``write_fleet(fleet, out)``.
 ``github`` is no format of its own: under GitHub Actions its annotations follow the text
 report (:func:`write` with ``annotations``).
 """
@@ -9,14 +11,17 @@ report (:func:`write` with ``annotations``).
 from __future__ import annotations
 
 import importlib
+import io
 from collections.abc import Iterator, Mapping
 from typing import ClassVar, Protocol, TextIO
 
-from qadvisor.model import Report
+from qadvisor.model import FleetReport, Report
 
 
 class Renderer(Protocol):
     def write(self, report: Report, out: TextIO) -> None: ...
+
+    def write_fleet(self, fleet: FleetReport, out: TextIO) -> None: ...
 
 
 class _Renderers(Mapping[str, Renderer]):
@@ -30,6 +35,7 @@ class _Renderers(Mapping[str, Renderer]):
         "sarif": "sarif",
         "junit": "junit",
         "html": "html",
+        "openmetrics": "openmetrics",
     }
 
     def __getitem__(self, fmt: str) -> Renderer:
@@ -63,3 +69,20 @@ def write(
         from qadvisor.render import github
 
         out.write(github.render(report))
+
+
+def write_fleet(fleet: FleetReport, fmt: str, out: TextIO, *, verbose: bool = False) -> None:
+    """A fleet's combined report in format ``fmt``; ``verbose`` as for :func:`write`."""
+    if fmt == "text":
+        from qadvisor.render import terminal
+
+        terminal.write_fleet(fleet, out, verbose=verbose)
+    else:
+        RENDERERS[fmt].write_fleet(fleet, out)
+
+
+def fleet_text(fleet: FleetReport, fmt: str, *, verbose: bool = False) -> str:
+    """A fleet's combined report in format ``fmt``, as one string (an --output file's)."""
+    buffer = io.StringIO()
+    write_fleet(fleet, fmt, buffer, verbose=verbose)
+    return buffer.getvalue()

@@ -12,11 +12,14 @@ queue and found nothing; the all-clear only when it was earned.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+from dataclasses import replace
 from html import escape
 from typing import TextIO
 
 from qadvisor import __version__
-from qadvisor.model import Finding, FixStep, Report, Severity
+from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.pictures import pictures
 from qadvisor.render.proof import proof_lines
@@ -27,10 +30,14 @@ from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
     discovery_gaps,
+    fleet_summary,
+    fleet_verdict,
     ignored_lines,
     not_judged_lines,
     passed,
+    quiet_skips,
     verdict,
+    without_queues,
 )
 from qadvisor.sql.printing import predicate_sql
 
@@ -89,8 +96,11 @@ def render(report: Report) -> str:
     snap = report.snapshot
     s = report.summary()
     where = f"{snap.server.database} on PostgreSQL {snap.server.version}"
-    standby = " (a standby)" if snap.server.is_standby else ""
     counts = f"{s['critical']} critical, {s['warning']} warning, {s['info']} info"
+    return _page(f"qadvisor: {where}: {counts}", _body(report))
+
+
+def _page(title: str, body: list[str]) -> str:
     out = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -100,10 +110,26 @@ def render(report: Report) -> str:
         # script slipped in by a future change is refused (and shows as a console error).
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>qadvisor: {_t(where)}: {_t(counts)}</title>",
+        f"<title>{_t(title)}</title>",
         f"<style>{STYLE}</style>",
         "</head>",
         "<body>",
+        *body,
+    ]
+    out += [f"<footer><p><em>Report by qadvisor {_t(__version__)}.</em></p></footer>",
+            "</body>", "</html>"]  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def _body(report: Report, database: str | None = None) -> list[str]:
+    """The report's part of a page, from its heading to its closing line; ``database`` (a
+    fleet's label for it) is named in every finding."""
+    snap = report.snapshot
+    s = report.summary()
+    where = f"{snap.server.database} on PostgreSQL {snap.server.version}"
+    standby = " (a standby)" if snap.server.is_standby else ""
+    counts = f"{s['critical']} critical, {s['warning']} warning, {s['info']} info"
+    out = [
         f"<h1>qadvisor report: {_t(where)}{_t(standby)}</h1>",
         *_header(report),
         f'<p class="summary"><strong>Summary:</strong> {_t(counts)} '
@@ -113,10 +139,10 @@ def render(report: Report) -> str:
     note = baseline_note(report)
     if note:
         out.append(f"<p><strong>Baseline:</strong> {_t(note.removeprefix('baseline '))}.</p>")
-    out += _summary_table(report)
+    new = [replace(f, database=database) for f in report.new_findings]
+    out += _summary_table(new)
     out += _queues(report)
     out += _not_judged(report)
-    new = report.new_findings
     for sev in sorted(Severity, reverse=True):
         group = [f for f in new if f.severity == sev]
         if group:
@@ -137,9 +163,7 @@ def render(report: Report) -> str:
     out += _passed(report)
     if closing and closing != ALL_CLEAR:
         out.append(f'<p class="closing">{_t(closing)}</p>')
-    out += [f"<footer><p><em>Report by qadvisor {_t(__version__)}.</em></p></footer>",
-            "</body>", "</html>"]  # fmt: skip
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _t(text: object) -> str:
@@ -164,8 +188,7 @@ def _header(report: Report) -> list[str]:
     return ['<ul class="meta">', *items, "</ul>"]
 
 
-def _summary_table(report: Report) -> list[str]:
-    findings = report.new_findings
+def _summary_table(findings: Sequence[Finding]) -> list[str]:
     if not findings:
         return []
     out = ["<table>", "<tr><th>severity</th><th>code</th><th>object</th><th>finding</th></tr>"]
@@ -173,10 +196,15 @@ def _summary_table(report: Report) -> list[str]:
         out.append(
             f'<tr><td><span class="badge {f.severity.label}">{f.severity.label}</span></td>'
             f'<td><a href="#{_anchor(f)}">{_t(f.code)}</a></td>'
-            f"<td><code>{_t(f.target.key_part)}</code></td>"
+            f"<td><code>{_t(_object(f))}</code></td>"
             f"<td>{_t(first_sentence(f.message))}</td></tr>"
         )
     return [*out, "</table>"]
+
+
+def _object(f: Finding) -> str:
+    """The finding's object, after its database in a fleet's page."""
+    return f"{f.database}/{f.target.key_part}" if f.database is not None else f.target.key_part
 
 
 def _anchor(f: Finding) -> str:
@@ -223,7 +251,7 @@ def _finding(f: Finding, report: Report) -> list[str]:
     out = [
         f'<article class="finding {sev}" id="{_anchor(f)}" data-code="{_t(f.code)}">',
         f'<h3><span class="badge {sev}">{sev}</span>{_t(f.code)} {_t(f.name)}: '
-        f"<code>{_t(f.target.key_part)}</code></h3>",
+        f"<code>{_t(_object(f))}</code></h3>",
         f"<p>{_t(f.message)}</p>",
     ]
     if f.explanation:
@@ -329,5 +357,81 @@ def _passed(report: Report) -> list[str]:
     return [*out, "</table>"]
 
 
+def render_fleet(fleet: FleetReport) -> str:
+    """A fleet's page: its summary, the databases that could not be judged with why, a row
+    per database, then each database that has a queue, a finding or a skip as its own
+    section (its headings one level down, its anchors its own)."""
+    body = [
+        "<h1>qadvisor fleet report</h1>",
+        '<ul class="meta">',
+        f"<li><strong>Fleet:</strong> <code>{_t(fleet.source)}</code>, {fleet.jobs} at once</li>",
+    ]
+    if fleet.checked_at:
+        body.append(f"<li><strong>Checked at:</strong> {_t(fleet.checked_at)}</li>")
+    body.append(f"<li><strong>qadvisor:</strong> {_t(__version__)}</li>")
+    if fleet.command:
+        body.append(f"<li><strong>Command:</strong> <code>{_t(fleet.command)}</code></li>")
+    body += [
+        "</ul>",
+        f'<p class="summary"><strong>Summary:</strong> {_t(fleet_summary(fleet))}.</p>',
+    ]
+    if fleet.not_judged:
+        body += [f'<h2 id="databases-not-judged">Not judged ({len(fleet.not_judged)})</h2>',
+                 '<div class="notjudged">', "<ul>"]  # fmt: skip
+        for m in fleet.not_judged:
+            grants = f"<pre>{_t(chr(10).join(m.grants))}</pre>" if m.grants else ""
+            body.append(f"<li><code>{_t(m.database)}</code>: {_t(m.reason or '')}{grants}</li>")
+        body += ["</ul>", "</div>"]
+    empty = without_queues(fleet)
+    sections = {db: f"db-{i}" for i, (db, _) in enumerate(fleet.reports) if db not in empty}
+    body += ['<h2 id="databases">Databases</h2>', "<table>",
+             "<tr><th>database</th><th>queues</th><th>critical</th><th>warning</th>"
+             "<th>info</th><th>skipped</th></tr>"]  # fmt: skip
+    for m in fleet.members:
+        name = f"<code>{_t(m.database)}</code>"
+        if m.database in sections:
+            name = f'<a href="#{sections[m.database]}">{name}</a>'
+        if m.report is None:
+            body.append(f'<tr><td>{name}</td><td colspan="5">not judged</td></tr>')
+            continue
+        s = m.report.summary()
+        cells = (len(m.report.snapshot.queues), s["critical"], s["warning"], s["info"],
+                 len(m.report.skipped))  # fmt: skip
+        body.append(f"<tr><td>{name}</td>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    body.append("</table>")
+    if empty:
+        body.append(f"<p>No queue table found in {len(empty)} of them: "
+                    f"{_t(', '.join(empty))}.</p>")  # fmt: skip
+        lines = quiet_skips(fleet)
+        if lines:
+            body += ["<ul>", *(f"<li>{_t(line)}</li>" for line in lines), "</ul>"]
+    for db, report in fleet.reports:
+        if db in sections:
+            body.append(f'<section id="{sections[db]}">')
+            body += [_within(line, sections[db]) for line in _body(report, db)]
+            body.append("</section>")
+    closing = fleet_verdict(fleet)
+    if closing:
+        body.append(f'<p class="closing">{_t(closing)}</p>')
+    return _page(f"qadvisor fleet: {fleet_summary(fleet)}", body)
+
+
+# Everything from the database or a check is escaped, so a tag or an attribute in a line is
+# the page's own.
+_HEADING = re.compile(r"<(/?)h([1-5])\b")
+_ANCHOR = re.compile(r'\b(id="|href="#)')
+
+
+def _within(line: str, prefix: str) -> str:
+    """A line of one database's report inside a fleet's page: its headings one level down,
+    its ids and links to them its own."""
+    line = _HEADING.sub(lambda m: f"<{m[1]}h{int(m[2]) + 1}", line)
+    return _ANCHOR.sub(lambda m: f"{m[1]}{prefix}-", line)
+
+
 def write(report: Report, out: TextIO) -> None:
     out.write(render(report))
+
+
+def write_fleet(fleet: FleetReport, out: TextIO) -> None:
+    out.write(render_fleet(fleet))

@@ -6,7 +6,16 @@ import json
 from typing import Any, TextIO
 
 from qadvisor import __version__
-from qadvisor.model import BaselineEntry, Finding, Fix, FixStep, Location, Report
+from qadvisor.model import (
+    BaselineEntry,
+    Finding,
+    Fix,
+    FixStep,
+    FleetMember,
+    FleetReport,
+    Location,
+    Report,
+)
 from qadvisor.render.proof import proof_dict
 from qadvisor.render.values import statement_start
 from qadvisor.sql.printing import predicate_sql
@@ -137,8 +146,10 @@ def location_dict(loc: Location | None) -> dict[str, Any] | None:
 
 def _finding(f: Finding, report: Report) -> dict[str, Any]:
     return {
+        # A fleet's finding names the database by its label, as its key does.
+        "database": f.database if f.database is not None else report.snapshot.server.database,
         "baseline": report.baseline_state(f),
-        "location": location_dict(report.locations.get(f.key)),
+        "location": location_dict(report.locations.get(f.own_key)),
         "code": f.code,
         "name": f.name,
         "severity": f.severity.label,
@@ -183,9 +194,45 @@ def step_dict(step: FixStep) -> dict[str, Any]:
     }
 
 
+def fleet_dict(fleet: FleetReport) -> dict[str, Any]:
+    """A fleet's combined report: each database's report as one run of its own prints it
+    (under ``databases[].report``), or why there is none; and every finding of them all in
+    one list, each naming its database, in its key too."""
+    not_judged = len(fleet.not_judged)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "qadvisor_version": __version__,
+        "fleet": {
+            "source": fleet.source,
+            "jobs": fleet.jobs,
+            "databases": len(fleet.members),
+            "judged": len(fleet.members) - not_judged,
+            "not_judged": not_judged,
+        },
+        "databases": [_member(m) for m in fleet.members],
+        "findings": [_finding(f, report) for f, report in fleet.findings],
+        "summary": {**fleet.summary(), "skipped": fleet.skipped, "not_judged": not_judged},
+    }
+
+
+def _member(m: FleetMember) -> dict[str, Any]:
+    return {
+        "database": m.database,
+        "judged": m.judged,
+        "not_judged": m.not_judged,
+        "reason": m.reason,
+        "grants": list(m.grants),
+        "report": report_dict(m.report) if m.report is not None else None,
+    }
+
+
 def render(report: Report) -> str:
     return json.dumps(report_dict(report), indent=2, sort_keys=True, default=str) + "\n"
 
 
 def write(report: Report, out: TextIO) -> None:
     out.write(render(report))
+
+
+def write_fleet(fleet: FleetReport, out: TextIO) -> None:
+    out.write(json.dumps(fleet_dict(fleet), indent=2, sort_keys=True, default=str) + "\n")

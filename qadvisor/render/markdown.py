@@ -9,10 +9,12 @@ What could not be judged comes before the findings, and the all-clear only when 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TextIO
 
 from qadvisor import __version__
-from qadvisor.model import Finding, FixStep, Report, Severity
+from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
@@ -22,9 +24,13 @@ from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
     discovery_gaps,
+    fleet_summary,
+    fleet_verdict,
     ignored_lines,
     not_judged_lines,
+    quiet_skips,
     verdict,
+    without_queues,
 )
 from qadvisor.sql.printing import predicate_sql
 
@@ -46,6 +52,12 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def render(report: Report) -> str:
+    return "\n".join([*_body(report), f"*Report by qadvisor {__version__}.*"]) + "\n"
+
+
+def _body(report: Report, database: str | None = None) -> list[str]:
+    """The report up to its signature; ``database`` (a fleet's label for it) is named in
+    every finding."""
     snap = report.snapshot
     s = report.summary()
     out: list[str] = [
@@ -60,8 +72,9 @@ def render(report: Report) -> str:
     note = baseline_note(report)
     if note:
         out += [f"**Baseline:** {_text(note.removeprefix('baseline '))}.", ""]
+    new = [replace(f, database=database) for f in report.new_findings]
     out += [
-        *_summary_table(report),
+        *_summary_table(new),
         "## Queue tables",
         "",
     ]
@@ -95,7 +108,6 @@ def render(report: Report) -> str:
             out += _sql_block(grants)
             out.append("")
 
-    new = report.new_findings
     for sev in sorted(Severity, reverse=True):
         group = [f for f in new if f.severity == sev]
         if group:
@@ -112,8 +124,7 @@ def render(report: Report) -> str:
         out += ["## Findings", "", closing if closing == ALL_CLEAR else "No finding.", ""]
     if closing and closing != ALL_CLEAR:
         out += [f"**{_text(closing)}**", ""]
-    out.append(f"*Report by qadvisor {__version__}.*")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def _baselined(report: Report) -> list[str]:
@@ -162,15 +173,14 @@ def _header(report: Report) -> list[str]:
     return [*out, ""]
 
 
-def _summary_table(report: Report) -> list[str]:
+def _summary_table(findings: Sequence[Finding]) -> list[str]:
     # With a baseline, the new findings: the accepted ones have their own section.
-    findings = report.new_findings
     if not findings:
         return []
     out = ["| severity | code | object | finding |", "|---|---|---|---|"]
     for f in sorted(findings, key=lambda f: -f.severity):
         out.append(
-            f"| {f.severity.label} | {_text(f.code)} | {_code(f.target.key_part)} | "
+            f"| {f.severity.label} | {_text(f.code)} | {_code(_object(f))} | "
             f"{_cell(first_sentence(f.message))} |"
         )
     return [*out, ""]
@@ -197,7 +207,7 @@ def _evidence(f: Finding) -> list[str]:
 
 def _finding(f: Finding) -> list[str]:
     out = [
-        f"### {_text(f.code)} {_text(f.name)}: {_code(f.target.key_part, cell=False)}",
+        f"### {_text(f.code)} {_text(f.name)}: {_code(_object(f), cell=False)}",
         "",
         _paragraph(f.message),
         "",
@@ -220,6 +230,11 @@ def _finding(f: Finding) -> list[str]:
     if f.docs:
         out += [f"Docs: [{_text(f.docs)}]({_url(f.docs)}) (`qadvisor explain {f.code}`)", ""]
     return out
+
+
+def _object(f: Finding) -> str:
+    """The finding's object, after its database in a fleet's report."""
+    return f"{f.database}/{f.target.key_part}" if f.database is not None else f.target.key_part
 
 
 def _plural(n: int, word: str) -> str:
@@ -299,5 +314,74 @@ def _url(path: str) -> str:
     return path.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
 
 
+def render_fleet(fleet: FleetReport) -> str:
+    """A fleet's report: its summary, the databases that could not be judged with why, a row
+    per database and every finding in one table, then each database that has a queue, a
+    finding or a skip as its own report, one heading level down."""
+    out = ["# qadvisor fleet report", "",
+           f"- **Fleet:** {_code(fleet.source, cell=False)}, {fleet.jobs} at once"]  # fmt: skip
+    if fleet.checked_at:
+        out.append(f"- **Checked at:** {_text(fleet.checked_at)}")
+    out.append(f"- **qadvisor:** {_text(__version__)}")
+    if fleet.command:
+        out.append(f"- **Command:** {_code(fleet.command, cell=False)}")
+    out += ["", f"**Summary:** {_text(fleet_summary(fleet))}.", ""]
+    if fleet.not_judged:
+        out += [f"## Not judged ({len(fleet.not_judged)})", ""]
+        for m in fleet.not_judged:
+            out.append(f"- {_code(m.database, cell=False)}: {_text(m.reason or '')}")
+        grants = [g for m in fleet.not_judged for g in m.grants]
+        if grants:
+            out += ["", "GRANTs that would let the role connect:", "", *_sql_block(tuple(grants))]
+        out.append("")
+    out += ["## Databases", "", "| database | queues | critical | warning | info | skipped |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for m in fleet.members:
+        if m.report is None:
+            out.append(f"| {_code(m.database)} | | | | | not judged |")
+            continue
+        s = m.report.summary()
+        out.append(f"| {_code(m.database)} | {len(m.report.snapshot.queues)} | {s['critical']} "
+                   f"| {s['warning']} | {s['info']} | {len(m.report.skipped)} |")  # fmt: skip
+    out.append("")
+    empty = without_queues(fleet)
+    if empty:
+        out += [_paragraph(f"No queue table found in {len(empty)} of them: {', '.join(empty)}."),
+                ""]  # fmt: skip
+        lines = quiet_skips(fleet)
+        if lines:
+            out += [*(f"- {_text(line)}" for line in lines), ""]
+    findings = [f for f, _ in fleet.findings]
+    if findings:
+        out += ["## Findings", "", *_summary_table(findings)]
+    for db, report in fleet.reports:
+        if db not in empty:
+            out += _demoted(_body(report, db))
+    closing = fleet_verdict(fleet)
+    if closing:
+        out += [f"**{_text(closing)}**", ""]
+    out.append(f"*Report by qadvisor {__version__}.*")
+    return "\n".join(out) + "\n"
+
+
+def _demoted(lines: list[str]) -> list[str]:
+    """Markdown lines with each heading one level down (a fenced block's lines are its own:
+    text from the database outside one never starts with '#', it is escaped)."""
+    out, fence = [], ""
+    for line in lines:
+        if fence:
+            fence = "" if line == fence else fence
+        elif line.startswith("```"):
+            fence = line[: len(line) - len(line.lstrip("`"))]
+        elif line.startswith("#"):
+            line = "#" + line
+        out.append(line)
+    return out
+
+
 def write(report: Report, out: TextIO) -> None:
     out.write(render(report))
+
+
+def write_fleet(fleet: FleetReport, out: TextIO) -> None:
+    out.write(render_fleet(fleet))

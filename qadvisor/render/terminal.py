@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+from dataclasses import replace
 from typing import Any, TextIO
 
 from rich.console import Console, Group
@@ -13,7 +14,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from qadvisor.model import Finding, FixStep, Report, Severity
+from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
@@ -22,16 +23,23 @@ from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
     discovery_gaps,
+    fleet_summary,
+    fleet_verdict,
     ignored_lines,
     not_judged_lines,
+    quiet_skips,
     verdict,
+    without_queues,
 )
 from qadvisor.sql.printing import predicate_sql
 
 _STYLE = {Severity.CRITICAL: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
-def render(report: Report, console: Console, *, verbose: bool = False) -> None:
+def render(
+    report: Report, console: Console, *, verbose: bool = False, database: str | None = None
+) -> None:
+    """The report; ``database`` (a fleet's label for it) is named in every finding."""
     snap = report.snapshot
     s = report.summary()
     console.print(
@@ -61,7 +69,7 @@ def render(report: Report, console: Console, *, verbose: bool = False) -> None:
         if group:
             console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
             for f in group:
-                console.print(_finding(f))
+                console.print(_finding(replace(f, database=database)))
     _baselined(report, console)
     if report.ignored:
         console.rule(Text("ignored in the SQL files", style="dim"), align="left")
@@ -201,8 +209,9 @@ def _finding(f: Finding) -> Panel:
         parts.append(Text(f"\n{lines[0]}", style="bold"))
         parts += [Text(line, style="dim") for line in lines[1:]]
     parts.append(Text(f"docs: {f.docs}", style="dim"))
+    where = f"{f.database}/" if f.database is not None else ""
     title = Text.assemble(
-        (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {f.target.key_part}"
+        (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {where}{f.target.key_part}"
     )
     return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
 
@@ -231,6 +240,54 @@ class _Console(Console):
         # rich's own answer is exit 1 without a word, which a CI gate reads as findings: the
         # error goes to whoever writes the report, as any other failed write does.
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
+def render_fleet(fleet: FleetReport, console: Console, *, verbose: bool = False) -> None:
+    """A fleet: its summary; the databases that could not be judged, with why, before
+    anything reads as fine; a line per database; then each database that has a queue, a
+    finding or a skip, as its own report with the database named in each finding."""
+    console.print(Text.assemble(("qadvisor fleet ", "bold"), f"{fleet.source}: ",
+                                fleet_summary(fleet)))  # fmt: skip
+    if fleet.not_judged:
+        console.rule(Text(f"not judged ({len(fleet.not_judged)})", style="yellow"), align="left")
+        for m in fleet.not_judged:
+            console.print(Text.assemble(f"  {m.database}: ", (m.reason or "", "yellow")))
+            for grant in m.grants:
+                console.print(Text(f"    {grant}"))
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+    for column in ("database", "queues", "critical", "warning", "info", "skipped"):
+        table.add_column(column, justify="left" if column == "database" else "right")
+    for m in fleet.members:
+        if m.report is None:
+            table.add_row(m.database, "-", "-", "-", "-", Text("not judged", style="yellow"))
+            continue
+        s = m.report.summary()
+        table.add_row(m.database, str(len(m.report.snapshot.queues)), str(s["critical"]),
+                      str(s["warning"]), str(s["info"]), str(len(m.report.skipped)))  # fmt: skip
+    console.rule(Text("databases", style="bold"), align="left")
+    console.print(table)
+    empty = without_queues(fleet)
+    if empty:
+        console.print(Text(f"No queue table found in {len(empty)} of them: {', '.join(empty)}.",
+                           style="dim"))  # fmt: skip
+        for line in quiet_skips(fleet):
+            console.print(Text(f"  {line}", style="dim"))
+    for db, report in fleet.reports:
+        if db in empty:
+            continue
+        console.print()
+        console.rule(Text(f"database {db}", style="bold"), characters="=")
+        render(report, console, verbose=verbose, database=db)
+    closing = fleet_verdict(fleet)
+    if closing:
+        console.print()
+        bad = fleet.not_judged or any(r.skipped for _, r in fleet.reports)
+        console.print(Text(closing, style="yellow" if bad else "green"))
+
+
+def write_fleet(fleet: FleetReport, out: TextIO, *, verbose: bool = False) -> None:
+    """A fleet's report, to ``out`` as :func:`write` writes one database's."""
+    render_fleet(fleet, Console(file=out), verbose=verbose)
 
 
 def write(report: Report, out: TextIO, *, verbose: bool = False) -> None:

@@ -6,7 +6,7 @@ A report says which checks could not judge which queue before it says anything i
 
 from __future__ import annotations
 
-from qadvisor.model import HiddenFact, Report
+from qadvisor.model import FleetReport, HiddenFact, Report
 
 ALL_CLEAR = "No problems found on the queue tables."
 
@@ -97,3 +97,71 @@ def passed(report: Report) -> list[tuple[str, tuple[str, ...]]]:
         codes = tuple(c for c in report.checks_run if c not in skipped | found)
         out.append((queue, codes))
     return out
+
+
+def _databases(n: int) -> str:
+    return f"{n} database" if n == 1 else f"{n} databases"
+
+
+def fleet_summary(fleet: FleetReport) -> str:
+    """ "50 databases (47 judged, 3 not judged): 1 critical, 4 warning, 0 info" """
+    s = fleet.summary()
+    not_judged = len(fleet.not_judged)
+    judged = len(fleet.members) - not_judged
+    return (
+        f"{_databases(len(fleet.members))} ({judged} judged, {not_judged} not judged): "
+        f"{s['critical']} critical, {s['warning']} warning, {s['info']} info"
+    )
+
+
+def without_queues(fleet: FleetReport) -> list[str]:
+    """The judged databases where no queue table was found, no finding made and no table
+    kept from discovery by a hidden fact: said in one line, not a report each."""
+    return [
+        db
+        for db, r in fleet.reports
+        if not r.snapshot.queues and not r.findings and not discovery_gaps(r)
+    ]
+
+
+def quiet_skips(fleet: FleetReport) -> list[str]:
+    """The skips of the databases :func:`without_queues` names, each reason once with how many
+    of them it was given in: "in 44 of them: 11 checks skipped: pg_stat_statements is not
+    installed in this database"."""
+    quiet = set(without_queues(fleet))
+    by_reason: dict[str, tuple[set[str], set[str]]] = {}
+    for db, r in fleet.reports:
+        if db in quiet:
+            for s in r.skipped:
+                codes, dbs = by_reason.setdefault(s.reason, (set(), set()))
+                codes.add(s.code)
+                dbs.add(db)
+    return [
+        f"in {len(dbs)} of them: {_checks(len(codes))} skipped: {reason}"
+        for reason, (codes, dbs) in by_reason.items()
+    ]
+
+
+def fleet_verdict(fleet: FleetReport) -> str | None:
+    """The fleet's closing line: a database not judged, or a queue a check could not judge,
+    comes before anything reads as fine; the all-clear only when every database was judged,
+    queues were found, and every check judged every one of them."""
+    if fleet.not_judged:
+        return (
+            f"Not an all-clear: {_databases(len(fleet.not_judged))} could not be judged "
+            "(see which, and why)."
+        )
+    partly = [db for db, r in fleet.reports if r.snapshot.queues and r.skipped]
+    if partly:
+        return (
+            f"Not an all-clear: in {_databases(len(partly))} a check could not judge every "
+            f"queue ({', '.join(partly)})."
+        )
+    if not any(r.snapshot.queues for _, r in fleet.reports):
+        return f"No queue table was found in any of the {_databases(len(fleet.members))}."
+    if any(r.findings for _, r in fleet.reports):
+        return None
+    return (
+        f"No problems found on the queue tables of the "
+        f"{_databases(sum(1 for _, r in fleet.reports if r.snapshot.queues))} that have them."
+    )

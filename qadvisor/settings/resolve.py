@@ -63,7 +63,7 @@ from qadvisor.sql import dequeue
 
 FailOn = Literal["critical", "warning", "info", "never"]
 # The report formats (qadvisor.render.RENDERERS has one renderer for each).
-FORMATS = ("text", "json", "markdown", "sarif", "junit", "html")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "html", "openmetrics")
 ENV_PREFIX = "QADVISOR_"
 # Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
 # cancels even the catalog reads of a small database.
@@ -79,6 +79,10 @@ SAMPLE_S = (1, 3600)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
+
+# Databases a fleet checks at once by default: four sessions at a time is a light load on one
+# server, and a run of 50 databases on two cores gained little past it (docs/benchmarks.md).
+DEFAULT_JOBS = 4
 
 # The most of a --query-file read: parsing is client-side work, bounded like the rest.
 MAX_QUERY_FILE_BYTES = 256 * 1024
@@ -129,6 +133,9 @@ class Flags:
     docs_url: str | None = None
     history: Path | None = None
     history_keep: int | None = None
+    all_databases: bool = False
+    dsn_file: Path | None = None
+    jobs: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,6 +180,15 @@ class Settings:
     # (the option or file that names it, its path): every file the run reads, which nothing
     # it writes may replace.
     inputs: tuple[tuple[str, Path], ...] = ()
+    # A fleet: every database of the DSN's server, or those of a DSN file, each checked with
+    # these settings (its own DSN), ``jobs`` of them at once.
+    all_databases: bool = False
+    dsn_file: Path | None = None
+    jobs: int = DEFAULT_JOBS
+
+    @property
+    def fleet(self) -> bool:
+        return self.all_databases or self.dsn_file is not None
 
 
 def resolve(
@@ -236,6 +252,7 @@ def resolve(
             raise SettingsError(f"--history {flags.history}: cannot keep snapshots there: {why}")
     if flags.history_keep is not None and flags.history is None:
         raise SettingsError("--history-keep: it goes with --history DIR")
+    _fleet_flags(flags, read_from, given[BASELINE])
     loaded = _baseline(read_from, write_baseline, root)
     anchor = _anchor(cfg, given[SARIF_ANCHOR], root)
     queries, directives = _queries(cfg, flags, installed, root) if on_server else ((), ())
@@ -267,6 +284,9 @@ def resolve(
         inline_ignores=directives,
         history_dir=flags.history,
         history_keep=flags.history_keep or DEFAULT_KEEP,
+        all_databases=flags.all_databases,
+        dsn_file=flags.dsn_file,
+        jobs=flags.jobs or DEFAULT_JOBS,
     )
 
 
@@ -305,6 +325,31 @@ def refuse_overwriting(
         )
 
 
+def _fleet_flags(flags: Flags, baseline: Path | None, given: tuple[Any, str] | None) -> None:
+    """A fleet is named one way, and takes the flags that make sense for many databases."""
+    if flags.all_databases and flags.dsn_file is not None:
+        raise SettingsError("--all-databases and --dsn-file: give one of them")
+    if flags.dsn_file is not None and flags.dsn:
+        raise SettingsError(
+            "--dsn-file names the databases: it takes no DSN argument (--all-databases DSN "
+            "checks every database of the DSN's server)"
+        )
+    fleet = flags.all_databases or flags.dsn_file is not None
+    if not fleet:
+        if flags.jobs is not None:
+            raise SettingsError("--jobs: it goes with --all-databases or --dsn-file")
+        return
+    if flags.write_baseline is not None or baseline is not None:
+        where = "--write-baseline" if flags.write_baseline is not None else (
+            given[1] if given else "--baseline")  # fmt: skip
+        raise SettingsError(
+            f"{where}: a baseline is of one database, and --all-databases or --dsn-file checks "
+            "many; check each database on its own to compare it with its baseline"
+        )
+    if flags.dsn_file is not None and not flags.dsn_file.is_file():
+        raise SettingsError(f"--dsn-file {flags.dsn_file}: no such file")
+
+
 def _no_server_flags(flags: Flags) -> None:
     """--snapshot checks a saved snapshot: the flags that read a server do not go with it."""
     given = [
@@ -317,13 +362,16 @@ def _no_server_flags(flags: Flags) -> None:
             ("--query-file", flags.query_files),
             ("--analyze", flags.analyze),
             ("--history", flags.history),
+            ("--all-databases", flags.all_databases),
+            ("--dsn-file", flags.dsn_file),
         )
         if value
     ]
     if given:
         raise SettingsError(
             "--snapshot checks a saved snapshot: it takes no DSN, --table, --sample, "
-            f"--query, --query-file, --analyze or --history (given: {', '.join(given)})"
+            "--query, --query-file, --analyze, --history, --all-databases or --dsn-file "
+            f"(given: {', '.join(given)})"
         )
 
 
@@ -512,6 +560,7 @@ class Setting:
 # environment < flags, the top one that sets it wins (None, "" and () set nothing).
 _LIMITS = SessionLimits()
 SARIF_ANCHOR = Setting("sarif_anchor", "--sarif-anchor", _path)
+BASELINE = Setting("baseline", "--baseline", _path)
 SETTINGS = (
     Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default="warning"),
     Setting("fail_on_skip", "--fail-on-skip", _bool, default=False),
@@ -524,7 +573,7 @@ SETTINGS = (
             _between(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
     Setting("run_timeout", "--run-timeout", _whole("seconds"),
             _between(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
-    Setting("baseline", "--baseline", _path),
+    BASELINE,
     SARIF_ANCHOR,
     Setting("docs_url", "--docs-url", _text, _http_url),
 )  # fmt: skip
