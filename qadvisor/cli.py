@@ -1,22 +1,24 @@
 """Command line: `qadvisor check`, `snapshot`, `demo`, `checks`, `explain`.
 
-Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
-above it (only new ones with --baseline; or, with --fail-on-skip, a check that could not judge
-a queue, or no queue found); 2 usage, connection or input error.
+Exit codes (a CI gate depends on them) are the table of qadvisor.errors; :func:`main` is the
+one place that turns how a command ended (an error of a given type, a gate's verdict) into one.
 """
 
 from __future__ import annotations
 
 import enum
 import gc
+import os
+import signal
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 
-from qadvisor.errors import InputError
+from qadvisor.errors import EXIT_CODES, ExitCode, InputError, QadvisorError, exit_code
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -24,19 +26,29 @@ if TYPE_CHECKING:
     from qadvisor.model import Report
     from qadvisor.settings.resolve import Settings
 
-T = TypeVar("T")
+# Shows the traceback of an internal error (a bug) before its one line.
+TRACEBACK_VARIABLE = "QADVISOR_TRACEBACK"
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+def _help() -> str:
+    import textwrap
+
+    codes = "\n".join(
+        textwrap.fill(meaning.replace("`", ""), 78, initial_indent=f"{code:>10}  ",
+                      subsequent_indent=" " * 12, break_on_hyphens=False)
+        for code, meaning in EXIT_CODES
+    )  # fmt: skip
+    # "\b" keeps click from rewrapping the table into one paragraph.
+    return (
+        "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
+        "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
+        f"\n\n\b\nExit codes:\n{codes}"
+    )
+
 
 app = typer.Typer(
     name="qadvisor",
-    help=(
-        "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
-        "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
-        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (only "
-        "new ones with --baseline; or, with --fail-on-skip, a check that could not judge a "
-        "queue, or no queue found), 2 usage, connection or input error."
-    ),
+    help=_help(),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -83,18 +95,8 @@ class FailOn(enum.StrEnum):
     never = "never"
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"qadvisor: error: {message}", err=True)
-    raise typer.Exit(EXIT_ERROR)
-
-
-def _or_fail(step: Callable[[], T]) -> T:
-    """The step's result; bad input, an unreachable server or a broken pack is one line on
-    stderr and exit 2."""
-    try:
-        return step()
-    except InputError as exc:
-        _fail(str(exc))
+class UnknownCheck(InputError):
+    """`explain` was given a code no installed check has."""
 
 
 DsnArg = Annotated[
@@ -243,10 +245,11 @@ def check(
         bool | None,
         typer.Option(
             "--fail-on-skip/--no-fail-on-skip",
-            help="Also exit 1 when a check could not judge a discovered or named queue (a "
-            "hidden fact, another session's lock, an unknown claim) or when no queue was "
-            "found: a CI gate that refuses a blind pass. Default: QADVISOR_FAIL_ON_SKIP, the "
-            "config file's fail_on_skip, else off.",
+            help="Exit 3 when a check could not judge a discovered or named queue (a hidden "
+            "fact, another session's lock, an unknown claim) or when no queue was found, and "
+            "no finding fails the run: a CI gate that refuses a blind pass. Default: "
+            "QADVISOR_FAIL_ON_SKIP, the config file's fail_on_skip, else on where the CI "
+            "variable is true (as CI services set it), else off.",
             show_default=False,
         ),
     ] = None,
@@ -395,25 +398,27 @@ def check(
         sarif_anchor=sarif_anchor,
         docs_url=docs_url,
     )
-    settings = _or_fail(lambda: resolve(flags))  # imports the checks
+    settings = resolve(flags)  # imports the checks
     _imported()
     if prove:
         from qadvisor.prove import scratch_binaries
 
-        _or_fail(scratch_binaries)
+        scratch_binaries()
     with _SampleBar() as bar:
-        report = _or_fail(lambda: engine.check(settings, bar))
+        report = engine.check(settings, bar)
     if prove:
         report = _proven(report, settings, prove_rows)
     _write_files(report, settings)
-    render.write(
-        report,
-        settings.format,
-        sys.stdout,
-        annotations=settings.github_annotations,
-        verbose=settings.verbose,
+    _to_stdout(
+        lambda out: render.write(
+            report,
+            settings.format,
+            out,
+            annotations=settings.github_annotations,
+            verbose=settings.verbose,
+        )
     )
-    raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
+    raise typer.Exit(engine.gate(report, settings))
 
 
 def _proven(report: Report, settings: Settings, rows: int) -> Report:
@@ -422,17 +427,33 @@ def _proven(report: Report, settings: Settings, rows: int) -> Report:
     def say(message: str) -> None:
         typer.echo(message, err=True)
 
-    return _or_fail(lambda: prove(report, settings, rows=rows, say=say))
+    return prove(report, settings, rows=rows, say=say)
+
+
+def _to_stdout(write: Callable[[TextIO], object]) -> None:
+    """The report on stdout; a stdout that cannot take it whole (a full disk, a reader that
+    closed the pipe) is an error like a report file that cannot be written."""
+    from qadvisor.settings.outputs import OutputError
+
+    try:
+        write(sys.stdout)
+        sys.stdout.flush()
+    except OSError as exc:
+        # What is still buffered would fail again at exit, with a message of Python's own.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise OutputError(f"cannot write the report to stdout: {exc.strerror or exc}") from None
 
 
 def _write_files(report: Report, settings: Settings) -> None:
     """The --output files and the --write-baseline file, before stdout: a file that cannot
-    be written is exit 2 with nothing on stdout."""
+    be written ends the run (OutputError) with nothing on stdout."""
     import io
 
     from qadvisor import render
     from qadvisor.settings import baseline
-    from qadvisor.settings.outputs import OutputError, write_atomic
+    from qadvisor.settings.outputs import write_atomic
 
     files = []
     for fmt, path in settings.outputs:
@@ -442,10 +463,7 @@ def _write_files(report: Report, settings: Settings) -> None:
     if settings.write_baseline is not None:
         files.append((settings.write_baseline, baseline.dumps(report)))
     for path, text in files:
-        try:
-            write_atomic(path, text)
-        except OutputError as exc:
-            _fail(str(exc))
+        write_atomic(path, text)
 
 
 @app.command("snapshot")
@@ -487,21 +505,18 @@ def snapshot_cmd(
         connect_timeout=connect_timeout,
         run_timeout=run_timeout,
     )
-    settings = _or_fail(lambda: resolve(flags))
+    settings = resolve(flags)
     _imported()
     why = unwritable(output) if str(output) != "-" else None
-    if why:
-        _fail(f"--output {output}: cannot write it: {why}")  # before the server is tried
+    if why:  # before the server is tried
+        raise OutputError(f"--output {output}: cannot write it: {why}")
     with _SampleBar() as bar:
-        snap = _or_fail(lambda: engine.collect(settings, bar))
+        snap = engine.collect(settings, bar)
     text = engine.snapshot_json(snap)
     if str(output) == "-":
-        sys.stdout.write(text)
+        _to_stdout(lambda out: out.write(text))
         return
-    try:
-        write_atomic(output, text)
-    except OutputError as exc:
-        _fail(str(exc))
+    write_atomic(output, text)
     typer.echo(f"snapshot of {len(snap.queues)} queue table(s) written to {output}", err=True)
 
 
@@ -534,13 +549,15 @@ def demo(
     from qadvisor.settings.resolve import defaults
 
     _imported()
-    settings = _or_fail(lambda: defaults(fmt.value, command=("qadvisor", *sys.argv[1:])))
-    report, kept = _or_fail(
-        lambda: demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
-    )
+    settings = defaults(fmt.value, command=("qadvisor", *sys.argv[1:]))
+    report, kept = demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
     if prove:
         report = _proven(report, settings, max(rows * 2, 2_000_000))
-    render.write(report, settings.format, sys.stdout, annotations=settings.github_annotations)
+    _to_stdout(
+        lambda out: render.write(
+            report, settings.format, out, annotations=settings.github_annotations
+        )
+    )
     if kept:
         typer.echo(
             f"\nThe demo server is still running: qadvisor check '{kept.dsn}'\n"
@@ -565,9 +582,10 @@ def checks_cmd(
     from qadvisor.docgen.pages import checks_json, checks_table
     from qadvisor.registry import load_checks
 
-    checks = _or_fail(load_checks)
+    checks = load_checks()
     _imported()
-    typer.echo(checks_json(checks) if fmt is ListFormat.json else checks_table(checks))
+    text = checks_json(checks) if fmt is ListFormat.json else checks_table(checks)
+    _to_stdout(lambda out: out.write(text + "\n"))
 
 
 @app.command()
@@ -580,15 +598,16 @@ def explain(
     from qadvisor.docgen.pages import check_list, check_page, find_check
     from qadvisor.registry import load_checks
 
-    checks = _or_fail(load_checks)
+    checks = load_checks()
     _imported()
     if code is None:
-        typer.echo(check_list(checks))
-        return
-    chk = find_check(checks, code)
-    if chk is None:
-        _fail(f"no check {code!r}; `qadvisor explain` lists them")
-    typer.echo(check_page(chk))
+        text = check_list(checks)
+    else:
+        chk = find_check(checks, code)
+        if chk is None:
+            raise UnknownCheck(f"no check {code!r}; `qadvisor explain` lists them")
+        text = check_page(chk)
+    _to_stdout(lambda out: out.write(text + "\n"))
 
 
 class _SampleBar:
@@ -637,6 +656,43 @@ def _imported() -> None:
         gc.enable()
 
 
+def _run() -> int:
+    """The command line's exit code: the command's own (a gate's verdict), or the one its
+    error's type maps to (qadvisor.errors.exit_code); every error is one line on stderr."""
+    # The click typer runs on (its own copy in recent typer): an unknown option, a bad value.
+    usage: type[Exception] = next(
+        c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+    )
+    try:
+        ended = app(standalone_mode=False)
+    except usage as exc:
+        exc.show()  # type: ignore[attr-defined]
+        return ExitCode.USAGE
+    except typer.Abort:
+        return 128 + signal.SIGINT
+    except QadvisorError as exc:
+        typer.echo(f"qadvisor: error: {exc}", err=True)
+        return exit_code(exc)
+    except Exception as exc:
+        _internal_error(exc)
+        return exit_code(exc)
+    return ended if isinstance(ended, int) else ExitCode.OK
+
+
+def _internal_error(exc: Exception) -> None:
+    """A bug, said in one line: what was raised and where, never its message (it may hold
+    anything, a password included); the traceback only when asked for."""
+    if os.environ.get(TRACEBACK_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on"):
+        traceback.print_exception(exc, file=sys.stderr)
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    typer.echo(
+        f"qadvisor: internal error: {type(exc).__name__}{where} (a bug in qadvisor or in a "
+        f"check pack; {TRACEBACK_VARIABLE}=1 prints the traceback)",
+        err=True,
+    )
+
+
 def main() -> None:
     # Everything a run imports (psycopg, sqlglot, about 140 dataclasses) lives until exit, so
     # a collection can free none of it, yet each full one walks it all, and so does the one at
@@ -646,6 +702,7 @@ def main() -> None:
     gc.disable()
     _gc_held = True
     try:
-        app()
+        code = _run()
     finally:
         _imported()
+    sys.exit(code)

@@ -3,8 +3,8 @@
 :func:`check` is the one entry of every command that judges a database (``check``, ``demo``):
 :func:`collect` reads the snapshot the settings name (a saved file, else the server, through
 qadvisor.collect, the only code that talks to PostgreSQL), and :func:`judge` runs the checks
-on it. ``snapshot`` stops after :func:`collect`. :func:`gate` says whether the report fails
-the run. Rendering is the renderers' (qadvisor.render), exit codes the command line's.
+on it. ``snapshot`` stops after :func:`collect`. :func:`gate` gives the run's exit code by its
+report (the codes are qadvisor.errors'). Rendering is the renderers' (qadvisor.render).
 
 Judging: every check is pure; the engine attaches identities, filters and sorts, drops what
 the inline ignores of --query-file statements name, places findings in the repository and
@@ -29,7 +29,7 @@ from qadvisor import registry
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import snapshot_of
 from qadvisor.derive.statement_queues import statement_id
-from qadvisor.errors import InputError, read_json
+from qadvisor.errors import ExitCode, InputError, read_json
 from qadvisor.model import (
     BaselineEntry,
     Finding,
@@ -158,16 +158,18 @@ def apply_inline_ignores(report: Report) -> tuple[Report, set[str]]:
     return replace(report, findings=tuple(keep), ignored=tuple(records)), dropped
 
 
-def gate(report: Report, settings: Settings) -> bool:
-    """Whether the report fails the run: a finding at or above fail_on, or, with
-    fail_on_skip, a check that could not judge a queue (or no queue at all)."""
+def gate(report: Report, settings: Settings) -> ExitCode:
+    """The run's exit code by its report: FINDINGS for a finding at or above fail_on (with a
+    baseline, a new one), else NOT_JUDGED when skips fail the gate and a check could not judge
+    a queue (or no queue was found), else OK. A finding is the surer verdict, so it wins."""
+    if settings.fail_on != "never":
+        floor = Severity.parse(settings.fail_on)
+        # With a baseline, only new findings count: the accepted ones are still reported.
+        if any(f.severity >= floor for f in report.new_findings):
+            return ExitCode.FINDINGS
     if settings.fail_on_skip and not report.fully_judged:
-        return True
-    if settings.fail_on == "never":
-        return False
-    floor = Severity.parse(settings.fail_on)
-    # With a baseline, only new findings count: the accepted ones are still reported.
-    return any(f.severity >= floor for f in report.new_findings)
+        return ExitCode.NOT_JUDGED
+    return ExitCode.OK
 
 
 def load_snapshot(path: Path) -> Snapshot:

@@ -38,18 +38,19 @@ def test_explain_prints_the_docs_of_a_check() -> None:
 
 
 @pytest.mark.parametrize(
-    ("dsn", "expected"),
+    ("dsn", "expected", "code"),
     [
-        (f"host=localhost password={SECRET} port=notaport", "port"),
-        (f"postgresql://app:{SECRET}@127.0.0.1:1/app?connect_timeout=3", "cannot connect"),
-        (f"dbname=app password='{SECRET}' user", "malformed DSN"),
+        (f"host=localhost password={SECRET} port=notaport", "port", 2),
+        (f"postgresql://app:{SECRET}@127.0.0.1:1/app?connect_timeout=3", "cannot connect", 3),
+        (f"dbname=app password='{SECRET}' user", "malformed DSN", 2),
     ],
 )
 def test_bad_dsn_or_unreachable_server_is_one_line_without_the_password(
-    dsn: str, expected: str
+    dsn: str, expected: str, code: int
 ) -> None:
+    # A DSN that is bad input is 2; a server that cannot be reached, 3.
     run = qadvisor("check", dsn)
-    assert run.rc == 2
+    assert run.rc == code
     assert SECRET not in run.stderr + run.stdout
     assert expected in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
@@ -69,12 +70,13 @@ def test_wrong_password_and_missing_database(db: TestDB) -> None:
     wrong = (
         f"host={server.socket_dir} port={server.port} dbname={db.name} user=qa_pw password={SECRET}"
     )
+    # The server refused the connection: could not connect, exit 3.
     run = qadvisor("check", wrong)
-    assert run.rc == 2 and SECRET not in run.stderr
+    assert run.rc == 3 and SECRET not in run.stderr
     assert "password authentication failed" in run.stderr
     missing = server.dsn("no_such_db")
     run = qadvisor("check", missing)
-    assert run.rc == 2 and 'database "no_such_db" does not exist' in run.stderr
+    assert run.rc == 3 and 'database "no_such_db" does not exist' in run.stderr
 
 
 def test_missing_table_and_bad_snapshot_file(db: TestDB, tmp_path: Path) -> None:
@@ -262,7 +264,7 @@ def test_no_queue_found_says_so(db: TestDB) -> None:
     assert run.rc == 0
     assert "No queue tables found" in run.stdout and "No problems found" not in run.stdout
     # A gate that refuses a blind pass: nothing was judged.
-    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 1
+    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 3
 
 
 HEALTHY_CLAIM = (
@@ -287,11 +289,11 @@ def test_fail_on_skip_refuses_a_blind_pass_and_lets_an_earned_one_through(
     text = qadvisor("check", db.dsn)
     assert text.rc == 0 and "No problems found" not in text.stdout
     assert "Not an all-clear" in text.stdout
-    assert check(db, "--fail-on-skip").rc == 1
-    assert check(db, "--fail-on-skip", "--fail-on", "never").rc == 1
+    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 3
+    assert qadvisor("check", db.dsn, "--fail-on-skip", "--fail-on", "never").rc == 3
     cfg = tmp_path / "qadvisor.toml"
     cfg.write_text("fail_on_skip = true\n")
-    assert check(db, "--config", str(cfg)).rc == 1
+    assert qadvisor("check", db.dsn, "--config", str(cfg)).rc == 3
     assert check(db, "--config", str(cfg), "--no-fail-on-skip").rc == 0
     junit = qadvisor("check", db.dsn, "--format", "junit")
     assert junit.rc == 0 and 'skipped="0"' not in junit.stdout

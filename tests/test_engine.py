@@ -16,6 +16,7 @@ from qadvisor import engine, registry, render
 from qadvisor.cli import Format
 from qadvisor.derive.statement_queues import statement_id, statement_target
 from qadvisor.engine import SnapshotFileError
+from qadvisor.errors import ExitCode
 from qadvisor.model import (
     Ignored,
     InlineIgnore,
@@ -91,13 +92,17 @@ def test_the_gate(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     report = engine.check(settings)
     assert max(f.severity for f in report.findings) == Severity.WARNING
-    assert engine.gate(report, settings)  # warning by default
-    assert not engine.gate(report, dataclasses.replace(settings, fail_on="critical"))
-    assert not engine.gate(report, dataclasses.replace(settings, fail_on="never"))
+    assert engine.gate(report, settings) == ExitCode.FINDINGS  # warning by default
+    assert engine.gate(report, dataclasses.replace(settings, fail_on="critical")) == ExitCode.OK
+    assert engine.gate(report, dataclasses.replace(settings, fail_on="never")) == ExitCode.OK
     clean = dataclasses.replace(report, findings=())
     blind = dataclasses.replace(clean, snapshot=dataclasses.replace(report.snapshot, queues=()))
-    assert not engine.gate(blind, settings)
-    assert engine.gate(blind, dataclasses.replace(settings, fail_on_skip=True, fail_on="never"))
+    assert engine.gate(blind, settings) == ExitCode.OK
+    skips_fail = dataclasses.replace(settings, fail_on_skip=True, fail_on="never")
+    assert engine.gate(blind, skips_fail) == ExitCode.NOT_JUDGED
+    # A finding is the surer verdict: it wins over a queue not judged.
+    found_blind = dataclasses.replace(report, snapshot=blind.snapshot)
+    assert engine.gate(found_blind, dataclasses.replace(skips_fail, fail_on="warning")) == 1
 
 
 def _counting(name: str) -> Check:

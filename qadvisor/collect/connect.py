@@ -30,11 +30,12 @@ from urllib.parse import unquote
 import psycopg
 from psycopg import conninfo
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, NotJudgedError
 from qadvisor.settings.resolve import SessionLimits
 
 __all__ = [
     "ConnectError",
+    "DsnError",
     "SessionLimits",
     "Unresponsive",
     "connect",
@@ -46,8 +47,12 @@ __all__ = [
 APPLICATION_NAME = "qadvisor"
 
 
-class ConnectError(InputError):
-    """A connection could not be made; the message is safe to print (no secrets)."""
+class ConnectError(NotJudgedError):
+    """A connection could not be made or set up; the message is safe to print (no secrets)."""
+
+
+class DsnError(InputError):
+    """The DSN is malformed: nothing was tried; the message is safe to print (no secrets)."""
 
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -324,7 +329,7 @@ def connect(
     run_s = default_run_timeout_s(limits) if run_timeout_s is None else run_timeout_s
     if cut_user_info(dsn):
         # Connecting would try a host made of the user name and a port made of the password.
-        raise ConnectError(
+        raise DsnError(
             "malformed DSN: an '@' follows a '/', '?' or '#' in the URI, so its user info was "
             "cut short (details withheld: they may hold part of a password); percent-encode "
             "those characters in a password ('/' as %2F, '?' as %3F, '#' as %23, '@' as %40)"
@@ -336,8 +341,9 @@ def connect(
         rest = _after_scheme(dsn)
         user_info = rest.rpartition("@")[0] if rest is not None else ""
         if dsn and (_secrets(dsn) or "password" in dsn.lower() or ":" in user_info):
-            raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
-        raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
+            raise DsnError("malformed DSN (details withheld: it holds a password)") from None
+        raise DsnError(f"malformed DSN: {_first_line(exc)}") from None
+    _check_ports(params)
     extra: dict[str, Any] = {"connect_timeout": connect_timeout_s(limits, params)}
     # The DSN's (or PGKEEPALIVES*'s) own keepalive settings are the DBA's choice.
     env_keys = {"keepalives": "PGKEEPALIVES"}
@@ -349,9 +355,11 @@ def connect(
             dsn or "", autocommit=True, application_name=APPLICATION_NAME, **extra
         )
     except psycopg.Error as exc:
-        raise ConnectError(
-            f"cannot connect to {describe(dsn)}: {redact(_first_line(exc), dsn)}"
-        ) from None
+        why = redact(_first_line(exc), dsn)
+        # libpq judges its options before it tries a host: such a DSN is bad input, not a
+        # server that could not be reached.
+        error = DsnError if _OPTION_REFUSED.search(why) else ConnectError
+        raise error(f"cannot connect to {describe(dsn)}: {why}") from None
     statement_ms = limits.statement_timeout_ms
     conn.bound(statement_bound_s(statement_ms), started + run_s, run_s)
     try:
@@ -395,6 +403,23 @@ def connect(
             )
         raise ConnectError(f"cannot set up the session: {why}") from None
     return conn
+
+
+# libpq's words for an option value it refuses before trying any host (fe-connect.c).
+_OPTION_REFUSED = re.compile(
+    r"invalid (\w+ value|port number|integer value)|could not match \d+ host names"
+)
+
+
+def _check_ports(params: dict[str, Any]) -> None:
+    """A DSN's ports are numbers libpq accepts (psycopg would otherwise hand a word to the
+    resolver as a service name, and the error would read as a host that cannot be reached)."""
+    given = str(params.get("port") or os.environ.get("PGPORT") or "")
+    for port in given.split(","):
+        port = port.strip()
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            withheld = port if port.isdigit() else "details withheld"
+            raise DsnError(f"malformed DSN: invalid port number ({withheld})")
 
 
 def _first_line(exc: BaseException) -> str:

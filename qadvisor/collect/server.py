@@ -30,11 +30,15 @@ def snapshot_of(
         limits, len(settings.queries), sample or 0
     )
     conn = connect(dsn, limits, run_s)
+    # Closed, not left through ``with conn``: the session is in autocommit, and the rollback a
+    # with block sends on an error would fail again on a connection the bound closed, adding
+    # psycopg's own warning to the run's one line.
     try:
-        with conn:
-            return collect(conn, settings.tables, sample, progress if sample else None,
-                           settings.queries, settings.analyze)  # fmt: skip
+        return collect(conn, settings.tables, sample, progress if sample else None,
+                       settings.queries, settings.analyze)  # fmt: skip
     except psycopg.Error as exc:
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__
         raise CollectError(f"reading the catalog failed: {redact(first, dsn)}") from None
+    finally:
+        conn.close()

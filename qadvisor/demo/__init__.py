@@ -17,12 +17,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, NotJudgedError
 from qadvisor.model import Report
 from qadvisor.settings.resolve import Settings
 
 
 class DemoError(InputError):
+    """The demo cannot run here: its server's binaries are not installed."""
+
+
+class DemoServerError(NotJudgedError):
     """The demo server could not be started or its queue built."""
 
 
@@ -69,9 +73,9 @@ def run(
             say(f"queue built in {time.monotonic() - started:.0f} s; checking it")
             report = engine.check(dataclasses.replace(settings, dsn=dsn))
         except pgserver.ServerError as exc:
-            raise DemoError(f"could not start PostgreSQL: {exc}") from None
+            raise DemoServerError(f"could not start PostgreSQL: {exc}") from None
         except psycopg.Error as exc:
-            raise DemoError(f"building the demo queue failed: {exc}") from None
+            raise DemoServerError(f"building the demo queue failed: {exc}") from None
         finally:
             with pgserver.signals_held():
                 if server is not None and not keep:

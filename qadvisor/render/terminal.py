@@ -3,6 +3,8 @@ severity with fixes as highlighted SQL, and the all-clear only when it was earne
 
 from __future__ import annotations
 
+import errno
+import os
 from typing import Any, TextIO
 
 from rich.console import Console, Group
@@ -222,7 +224,15 @@ def _sql(text: str) -> Syntax:
     return Syntax(text, "sql", word_wrap=True, background_color="default")
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would end the process with exit 1, which reads as findings: the command line
+        # says the report could not be written instead.
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 def write(report: Report, out: TextIO, *, verbose: bool = False) -> None:
     """To ``out`` in colour when it is a terminal (and NO_COLOR is unset), at its width; with
     ``verbose``, the candidates discovery rejected and the statements it left out, listed."""
-    render(report, Console(file=out), verbose=verbose)
+    render(report, _Console(file=out), verbose=verbose)

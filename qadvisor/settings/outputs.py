@@ -19,11 +19,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from qadvisor.errors import InputError
+
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
-class OutputError(OSError):
-    """A report file could not be written."""
+class OutputError(InputError, OSError):
+    """A report (a file, or stdout) could not be written: the caller's side failed (a path,
+    a full disk, a closed pipe), not the database's, so it ends the run as bad input does."""
 
 
 def unwritable(path: Path) -> str | None:

@@ -16,7 +16,8 @@ and :data:`IGNORE` are this list as a table, each row read the same way:
 
 - the settings file: QADVISOR_CONFIG / --config
 - gate severity: fail_on / QADVISOR_FAIL_ON / --fail-on
-- blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip
+- blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip (default: on where
+  the CI variable is true, as CI services set it)
 - queue tables: tables / QADVISOR_TABLES (comma-separated) / --table
 - session timeouts: statement_timeout, lock_timeout, connect_timeout, run_timeout /
   QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT,
@@ -71,6 +72,9 @@ MIN_CONNECT_TIMEOUT_S = 1
 MIN_RUN_TIMEOUT_S = 1
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+# Set to true by CI services (GitHub Actions, GitLab CI, CircleCI, Buildkite, ...): there a
+# pass that judged nothing is a gate left open, so skips fail it unless a layer says not.
+CI_VARIABLE = "CI"
 
 
 # The most of a --query-file read: parsing is client-side work, bounded like the rest.
@@ -186,6 +190,8 @@ def resolve(
         raise ConfigError(f"{layers.file_label}: {exc}") from None
     given = {s: layers.top(s) for s in SETTINGS}
     value = {s.key: found[0] if found else s.default for s, found in given.items()}
+    if not given[FAIL_ON_SKIP]:
+        value["fail_on_skip"] = in_ci(environ)
     limits = SessionLimits(
         statement_timeout_ms=value["statement_timeout"],
         lock_timeout_ms=value["lock_timeout"],
@@ -350,6 +356,12 @@ def defaults(
     )
 
 
+def in_ci(environ: Mapping[str, str]) -> bool:
+    """Whether the run is under a CI service (the CI variable is true): the default of
+    fail_on_skip."""
+    return environ.get(CI_VARIABLE, "").strip().lower() in _TRUE
+
+
 def _name(key: str) -> str:
     return ENV_PREFIX + key
 
@@ -441,9 +453,11 @@ class Setting:
 # environment < flags, the top one that sets it wins (None, "" and () set nothing).
 _LIMITS = SessionLimits()
 SARIF_ANCHOR = Setting("sarif_anchor", "--sarif-anchor", _path)
+# Its default is in_ci()'s, read with the other layers.
+FAIL_ON_SKIP = Setting("fail_on_skip", "--fail-on-skip", _bool, default=False)
 SETTINGS = (
     Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default="warning"),
-    Setting("fail_on_skip", "--fail-on-skip", _bool, default=False),
+    FAIL_ON_SKIP,
     Setting("tables", "--table", _list, default=()),
     Setting("statement_timeout", "--statement-timeout", _whole("ms"),
             _at_least(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
@@ -460,7 +474,7 @@ SETTINGS = (
 # Ignores add up instead: the file's, then the environment's, then the flags'.
 IGNORE = Setting("ignore", "--ignore", _list)
 # Every variable resolve() reads (with GITHUB_ACTIONS, which only turns on annotations).
-ENV_VARIABLES = (_name("CONFIG"), *(s.variable for s in (*SETTINGS, IGNORE)))
+ENV_VARIABLES = (_name("CONFIG"), *(s.variable for s in (*SETTINGS, IGNORE)), CI_VARIABLE)
 
 
 def _given(setting: Setting, value: Any, where: str) -> Iterator[tuple[Any, str]]:
