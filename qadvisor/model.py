@@ -597,6 +597,11 @@ class Target:
         return ".".join(parts) if parts else self.kind
 
 
+# qadvisor's placeholders open with a lower-case word right after '<', which SQL's comparisons,
+# printed with a space after the operator, never do.
+_UNFILLED = re.compile(r"<[a-z][\w$ ,.'-]*>")
+
+
 @dataclass(frozen=True)
 class FixStep:
     """One step of a fix. ``sql`` is the statement as printed: for a rewrite, the statement
@@ -611,6 +616,13 @@ class FixStep:
     note: str = ""
     before: str | None = None
     source: str | None = None
+
+    @property
+    def left_to_fill(self) -> tuple[str, ...]:
+        """The parts of ``sql`` left for the DBA or the application to write (``<value of
+        $2>``, ``<condition true only for finished rows>``), each once: a step that holds one
+        never runs as printed, and nothing fills it with a guess."""
+        return tuple(dict.fromkeys(m.group(0) for m in _UNFILLED.finditer(self.sql)))
 
 
 @dataclass(frozen=True)

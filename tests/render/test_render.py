@@ -783,7 +783,7 @@ def test_terminal_counts_what_discovery_did_not_take_and_lists_it_when_verbose()
 
 def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     text = " ".join(_terminal(proven_report(), verbose=False).split(" "))
-    flat = " ".join(text.replace("│", " ").split())
+    flat = " ".join(text.split())
     assert (
         "proven on a 2,000,000-row copy (scaled down from 10,000,000 rows), PostgreSQL 18.6 "
         "(the checked server runs 16.4): claim 9.60 s -> 1.2 ms" in flat
@@ -798,6 +798,23 @@ def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     assert "proven on" not in " ".join(_terminal(full_report(), verbose=False).split())
 
 
+def test_terminal_fixes_are_sql_that_a_copy_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A narrow terminal: before, each fix sat in a frame ("│" on every line) and its
+    # statements were folded at the frame's width.
+    monkeypatch.setenv("COLUMNS", "50")
+    report = full_report()
+    text = _terminal(report, verbose=False)
+    assert not set("│╭╮╰╯┃") & set(text)
+    lines = text.splitlines()
+    steps = [s for f in report.findings if f.fix for s in f.fix.steps]
+    assert {s.kind for s in steps} >= {"migration", "review", "rewrite"}
+    for step in steps:
+        for line in step.sql.rstrip().splitlines():
+            # What runs as printed is SQL line for line; the rest is commented out, whole.
+            shown = line if step.kind == "migration" and not step.left_to_fill else f"-- {line}"
+            assert shown.rstrip() in lines, (step.kind, line)
+
+
 def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
     # QA101 when claims pass an existing partial index over: advice, no statement.
     (first, *rest) = _findings()
@@ -806,8 +823,8 @@ def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
     md = markdown.render(report)
     assert "**Fix** (nothing to run: read the notes):" in md
     assert "Their plans pass jobs_pending over." in md
-    flat = " ".join(_terminal(report, verbose=False).replace("│", " ").split())
-    assert "fix (nothing to run): Their plans pass jobs_pending over." in flat
+    flat = " ".join(_terminal(report, verbose=False).split())
+    assert "fix (nothing to run): -- Their plans pass jobs_pending over." in flat
     # A fix with statements keeps its safety.
     assert "**Fix** (safe: can run as printed on a live system):" in markdown.render(full_report())
 
