@@ -86,6 +86,7 @@ class Format(enum.StrEnum):
     markdown = "markdown"
     sarif = "sarif"
     junit = "junit"
+    sql = "sql"
 
 
 class FailOn(enum.StrEnum):
@@ -222,7 +223,13 @@ ConnectTimeoutOpt = Annotated[
 
 
 FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
+    Format,
+    typer.Option(
+        "--format",
+        "-f",
+        help="Report format; sql: every fix as one commented migration script for psql.",
+        case_sensitive=False,
+    ),
 ]
 
 

@@ -294,7 +294,7 @@ def _run_cli(*args: str) -> None:
 
 
 @settings(FUZZ, max_examples=_RANDOM or 60)
-@given(_mutated_snapshot(), st.sampled_from(["text", "json", "markdown", "sarif", "junit"]))
+@given(_mutated_snapshot(), st.sampled_from(["text", "json", "markdown", "sarif", "junit", "sql"]))
 def test_check_of_a_mutated_snapshot_reports_or_exits_2(data: object, fmt: str) -> None:
     path = _written(json.dumps(data), ".json")
     try:

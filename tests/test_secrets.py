@@ -40,7 +40,7 @@ PASSWORDS = {
     "percent-quotes": "Pe0w%41Zx8q'Jd4n\"Bs8m",
     "every-breaker": "Vt6c/Fm1h@Gw9y:Xe2r?Ab3d#Cf5h%Ej7k'Gl9n\"Io2p Kr4t\\Ms6v",
 }
-FORMATS = ("json", "markdown", "sarif", "junit")  # to files; text goes to stdout
+FORMATS = ("json", "markdown", "sarif", "junit", "sql")  # to files; text goes to stdout
 MIN_PIECE = 4
 
 

@@ -1,5 +1,5 @@
-"""Renderers: takes one report, gives it in a format (text, json, markdown, sarif, junit): one
-format per module, each a function of the report alone.
+"""Renderers: takes one report, gives it in a format (text, json, markdown, sarif, junit, sql):
+one format per module, each a function of the report alone.
 
 :data:`RENDERERS` maps a ``--format`` value to its module; each has ``write(report, out)``.
 ``github`` is no format of its own: under GitHub Actions its annotations follow the text
@@ -29,6 +29,7 @@ class _Renderers(Mapping[str, Renderer]):
         "markdown": "markdown",
         "sarif": "sarif",
         "junit": "junit",
+        "sql": "sql",
     }
 
     def __getitem__(self, fmt: str) -> Renderer:

@@ -62,7 +62,7 @@ from qadvisor.sql import dequeue
 
 FailOn = Literal["critical", "warning", "info", "never"]
 # The report formats (qadvisor.render.RENDERERS has one renderer for each).
-FORMATS = ("text", "json", "markdown", "sarif", "junit")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "sql")
 ENV_PREFIX = "QADVISOR_"
 # Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
 # cancels even the catalog reads of a small database.

@@ -58,6 +58,7 @@ from qadvisor.model import (
 from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import json as json_render
 from qadvisor.render import junit, labels, markdown, sarif, terminal
+from qadvisor.render import sql as sql_render
 from tests import snapshots as S
 from tests.conftest import in_ci
 from tests.json_schemas import assert_valid_sarif
@@ -397,13 +398,14 @@ FORMATS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "markdown": ("md", markdown.render),
     "sarif": ("sarif", sarif.render),
     "junit": ("junit.xml", junit.render),
+    "sql": ("sql", sql_render.render),
 }
 
 
 @pytest.fixture(autouse=True)
 def _fixed_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Golden files do not change with each release."""
-    for module in (json_render, markdown, sarif, junit):
+    for module in (json_render, markdown, sarif, junit, sql_render):
         monkeypatch.setattr(module, "__version__", "0.0.0-test")
     yield
 
@@ -699,7 +701,7 @@ def test_every_format_renders_a_report_of_the_real_checks() -> None:
 # --- the CLI -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["markdown", "sarif", "junit"])
+@pytest.mark.parametrize("fmt", ["markdown", "sarif", "junit", "sql"])
 def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
     idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
     snap = S.snapshot(S.jobs_table(indexes=(idx,)))
@@ -722,6 +724,11 @@ def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
     elif fmt == "junit":
         root = ET.fromstring(proc.stdout)
         assert int(root.get("failures", "0")) >= 1
+    elif fmt == "sql":
+        assert proc.stdout.startswith("-- qadvisor ")
+        assert "-- QA101 archive-bloated-index: public.jobs_status_created_at_idx (warning)" in (
+            proc.stdout
+        )
     else:
         assert proc.stdout.startswith("# qadvisor report: app on PostgreSQL 18.x")
         assert "### QA101 archive-bloated-index: `public.jobs_status_created_at_idx`" in (
@@ -813,6 +820,36 @@ def test_terminal_fixes_are_sql_that_a_copy_can_run(monkeypatch: pytest.MonkeyPa
             # What runs as printed is SQL line for line; the rest is commented out, whole.
             shown = line if step.kind == "migration" and not step.left_to_fill else f"-- {line}"
             assert shown.rstrip() in lines, (step.kind, line)
+
+
+def test_the_sql_script_runs_the_migrations_once_and_comments_out_everything_else() -> None:
+    # Names and messages come from the database: a line break in one must not end a comment
+    # and turn the rest of the line into a statement.
+    hostile = "x\nDROP TABLE users; --\r\nDROP TABLE accounts;"
+    report = full_report()
+    snap = replace(report.snapshot, server=replace(report.snapshot.server, database=hostile))
+    (first, *rest) = report.findings
+    evil = replace(first, message=f"About {hostile}.", target=replace(first.target, name=hostile))
+    # Another finding proposes the same statement: it runs once.
+    twice = replace(rest[0], target=replace(rest[0].target, name="other"))
+    report = replace(report, snapshot=snap, findings=(evil, *rest, twice))
+    script = sql_render.render(report)
+    runnable = {
+        line
+        for f in report.findings
+        if f.fix
+        for step in f.fix.steps
+        if step.kind == "migration" and not step.left_to_fill
+        for line in step.sql.splitlines()
+    }
+    statements = [ln for ln in script.splitlines() if ln and not ln.startswith("-- ")]
+    assert set(statements) - runnable == {"SET lock_timeout = '5s';"}, statements
+    assert "DROP TABLE users" in script and "DROP TABLE accounts" in script  # in comments
+    drops = [ln for ln in statements if ln.startswith("DROP INDEX CONCURRENTLY")]
+    assert len(drops) == 1
+    assert "-- already run above: DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;" in (
+        script
+    )
 
 
 def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
