@@ -71,12 +71,19 @@ def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:
 def judge(snapshot: Snapshot, settings: Settings) -> Report:
     """Every check of the settings on the snapshot, with their options and ignores (given and
     inline), each finding placed in the repository, measured against the baseline if any;
-    stamped with the time and the command as run (passwords removed)."""
+    stamped with the time and the command as run (its DSN as "$DSN": a report is pasted where
+    the server's host, port and user are no one's business; passwords removed elsewhere)."""
     report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
     report, dropped = apply_inline_ignores(report)
     # Each argument is redacted before it is quoted for the shell: quoting rewrites a quote
     # in a password ('"'"'), and the password would no longer be found to remove.
-    command = " ".join(shlex.quote(redact(a, settings.dsn)) for a in settings.command) or None
+    command = (
+        " ".join(
+            '"$DSN"' if settings.dsn and a == settings.dsn else shlex.quote(redact(a, settings.dsn))
+            for a in settings.command
+        )
+        or None
+    )
     report = replace(
         report,
         locations=locations(report, settings.root),

@@ -176,6 +176,23 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert check(db, *ignored).rc == 0
 
 
+def test_no_format_holds_the_dsn_or_the_server_s_host(db: TestDB, tmp_path: Path) -> None:
+    # docs/output-formats.md promises it; the markdown header's command held the DSN whole.
+    build_archive_queue(db, archive=2_000)
+    host = str(db.server.socket_dir)
+    outputs = [f"{fmt}:{tmp_path / fmt}" for fmt in ("json", "markdown", "sarif", "junit", "sql")]
+    run = qadvisor("check", db.dsn, "--fail-on", "never", *(a for o in outputs
+                                                           for a in ("--output", o)))  # fmt: skip
+    assert run.rc == 0, run.stderr
+    for fmt in ("json", "markdown", "sarif", "junit", "sql"):
+        text = (tmp_path / fmt).read_text()
+        assert host not in text and db.dsn not in text and "host=" not in text, fmt
+    header = (tmp_path / "markdown").read_text().split("**Summary:**")[0]
+    assert f'- **Command:** `qadvisor check "$DSN" --fail-on never --output json:{tmp_path}' in (
+        header
+    )
+
+
 def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
     build_archive_queue(db)
     out = tmp_path / "s.json"

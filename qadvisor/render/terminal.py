@@ -20,7 +20,7 @@ from qadvisor.model import Finding, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import ScriptLine, as_text, fix_lines
-from qadvisor.render.values import statement_start
+from qadvisor.render.values import docs_url, statement_start
 from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
@@ -62,7 +62,7 @@ def render(report: Report, console: Console, *, verbose: bool = False) -> None:
         if group:
             console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
             for f in group:
-                _finding(f, console)
+                _finding(f, console, report.docs_url)
     _baselined(report, console)
     if report.ignored:
         console.rule(Text("ignored in the SQL files", style="dim"), align="left")
@@ -166,7 +166,7 @@ def _not_taken(report: Report, console: Console, verbose: bool) -> None:
             console.print(Text(f"    {statement_start(m.text)}"))
 
 
-def _finding(f: Finding, console: Console) -> None:
+def _finding(f: Finding, console: Console, docs: str | None) -> None:
     """One finding: its title, message, evidence, then its fix as SQL that a copy can run
     (no frame, no line break inside a statement: see qadvisor.render.steps)."""
     console.print(
@@ -206,7 +206,8 @@ def _finding(f: Finding, console: Console) -> None:
         console.print(Text(f"\n{proof[0]}", style="bold"))
         for said in proof[1:]:
             console.print(Text(said, style="dim"))
-    console.print(Text(f"docs: {f.docs}", style="dim"))
+    page = docs_url(docs, f.docs) or f.docs
+    console.print(Text(f"docs: {page} (qadvisor explain {f.code})", style="dim"))
     console.print()
 
 

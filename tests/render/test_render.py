@@ -852,6 +852,32 @@ def test_the_sql_script_runs_the_migrations_once_and_comments_out_everything_els
     )
 
 
+def test_docs_pages_follow_the_docs_url_in_markdown_and_the_terminal() -> None:
+    report = replace(full_report(), docs_url="https://example.org/qadvisor/")
+    md = markdown.render(report)
+    assert (
+        "Docs: [docs/checks/QA101.md](https://example.org/qadvisor/docs/checks/QA101.md) "
+        "(`qadvisor explain QA101`)"
+    ) in md
+    assert "](docs/" not in md  # never a link into whatever repository it is pasted in
+    text = _terminal(report, verbose=False)
+    assert "docs: https://example.org/qadvisor/docs/checks/QA101.md (qadvisor explain QA101)" in (
+        " ".join(text.split())
+    )
+    # Without a published URL, the page is named, not linked.
+    assert "Docs: `docs/checks/QA101.md` (`qadvisor explain QA101`)" in markdown.render(
+        full_report()
+    )
+
+
+def test_markdown_leaves_an_arrow_alone_and_escapes_a_quote_mark_that_starts_a_line() -> None:
+    (first, *rest) = full_report().findings
+    arrow = replace(first, message="> Claim 0.2 ms -> 80 ms; a <value> stays text.")
+    md = markdown.render(replace(full_report(), findings=(arrow, *rest)))
+    assert "\\> Claim 0.2 ms -> 80 ms; a \\<value> stays text." in md
+    assert "-\\>" not in md
+
+
 def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
     # QA101 when claims pass an existing partial index over: advice, no statement.
     (first, *rest) = _findings()
