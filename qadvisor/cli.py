@@ -50,7 +50,7 @@ app = typer.Typer(
     name="qadvisor",
     help=_help(),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -595,26 +595,46 @@ def checks_cmd(
     _to_stdout(lambda out: out.write(text + "\n"))
 
 
+def _check_codes(incomplete: str) -> list[str]:
+    """Shell completion: the installed checks' codes that start with what was typed."""
+    from qadvisor.registry import load_checks
+
+    return [c.code for c in load_checks() if c.code.startswith(incomplete)]
+
+
 @app.command()
 def explain(
     code: Annotated[
-        str | None, typer.Argument(help="Check code, e.g. QA101. Omitted: list all checks.")
+        str | None,
+        typer.Argument(
+            help="Check code, e.g. QA101. Omitted: list all checks.",
+            autocompletion=_check_codes,
+        ),
     ] = None,
 ) -> None:
-    """Show what a check finds, why it matters, how to fix it and when it stays quiet."""
+    """Show what a check finds, why it matters, how to fix it and when it stays quiet.
+
+    In a terminal the page is rendered; piped or redirected, it is the Markdown of
+    docs/checks/CODE.md."""
     from qadvisor.docgen.pages import check_list, check_page, find_check
     from qadvisor.registry import load_checks
 
     checks = load_checks()
     _imported()
     if code is None:
-        text = check_list(checks)
-    else:
-        chk = find_check(checks, code)
-        if chk is None:
-            raise UnknownCheck(f"no check {code!r}; `qadvisor explain` lists them")
-        text = check_page(chk)
-    _to_stdout(lambda out: out.write(text + "\n"))
+        _to_stdout(lambda out: out.write(check_list(checks) + "\n"))
+        return
+    chk = find_check(checks, code)
+    if chk is None:
+        raise UnknownCheck(f"no check {code!r}; `qadvisor explain` lists them")
+    page = check_page(chk)
+
+    def write(out: TextIO) -> None:
+        from qadvisor.render.terminal import write_page
+
+        write_page(page, out)
+
+    _to_stdout(write)
 
 
 class _SampleBar:

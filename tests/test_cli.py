@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +38,54 @@ def test_explain_prints_the_docs_of_a_check() -> None:
     run = qadvisor("explain", "QA201")
     assert run.rc == 0 and "## How to fix" in run.stdout
     assert qadvisor("explain", "QA999").rc == 2
+
+
+def test_explain_renders_the_page_in_a_terminal() -> None:
+    # On a terminal (a pty here) the page is rendered: no Markdown marks left.
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qadvisor", "explain", "QA201"],
+        stdout=secondary, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the pty closes when the process ends
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert proc.wait(timeout=60) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())
+    assert "What it finds" in shown and "How to fix" in shown
+    assert not re.search(r"^\s*#+ ", shown, re.M) and "```" not in shown, shown[:500]
+
+
+def test_shell_completion_completes_commands_options_values_and_codes() -> None:
+    # The script --show-completion prints, sourced by bash as a user's ~/.bashrc would.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+
+    def completed(*words: str) -> list[str]:
+        script = (
+            "source <(qadvisor --show-completion bash) && COMP_WORDS=("
+            + " ".join(f"'{w}'" for w in words)
+            + f") && COMP_CWORD={len(words) - 1} && _qadvisor_completion qadvisor && "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        run = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                             env={**os.environ, "PATH": path}, timeout=60)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return run.stdout.split()
+
+    assert completed("qadvisor", "ch") == ["check", "checks"]
+    assert completed("qadvisor", "check", "--fail-on-") == ["--fail-on-skip"]
+    assert completed("qadvisor", "check", "--format", "s") == ["sarif", "sql"]
+    assert completed("qadvisor", "explain", "QA20") == [f"QA20{n}" for n in range(1, 7)]
 
 
 @pytest.mark.parametrize(

@@ -226,6 +226,19 @@ def _sql(text: str) -> Text:
     return shown
 
 
+def write_page(markdown: str, out: TextIO) -> None:
+    """A docs page (Markdown) to ``out``: rendered when ``out`` is a terminal (headings,
+    lists, tables and highlighted SQL at its width), else as the Markdown it is, so that
+    ``qadvisor explain QA101 > QA101.md`` writes the page."""
+    from rich.markdown import Markdown
+
+    console = _Console(file=out)
+    if console.is_terminal:
+        console.print(Markdown(markdown, code_theme="ansi_dark"))
+    else:
+        out.write(markdown + "\n")
+
+
 class _Console(Console):
     def on_broken_pipe(self) -> None:
         # rich would end the process with exit 1, which reads as findings: the command line
