@@ -683,15 +683,16 @@ def _imported() -> None:
         gc.enable()
 
 
-def _run() -> int:
-    """The command line's exit code: the command's own (a gate's verdict), or the one its
-    error's type maps to (qadvisor.errors.exit_code); every error is one line on stderr."""
+def _run(args: list[str] | None = None) -> int:
+    """The command line's exit code (``args``: the command line, else sys.argv's): the
+    command's own (a gate's verdict), or the one its error's type maps to
+    (qadvisor.errors.exit_code); every error is one line on stderr."""
     # The click typer runs on (its own copy in recent typer): an unknown option, a bad value.
     usage: type[Exception] = next(
         c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
     )
     try:
-        ended = app(standalone_mode=False)
+        ended = app(args=args, standalone_mode=False)
     except usage as exc:
         exc.show()  # type: ignore[attr-defined]
         return ExitCode.USAGE
