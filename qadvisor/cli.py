@@ -222,6 +222,13 @@ ConnectTimeoutOpt = Annotated[
 ]
 
 
+def _check_codes(incomplete: str) -> list[str]:
+    """Shell completion: the installed checks' codes that start with what was typed."""
+    from qadvisor.registry import load_checks
+
+    return [c.code for c in load_checks() if c.code.startswith(incomplete)]
+
+
 FormatOpt = Annotated[
     Format,
     typer.Option(
@@ -273,6 +280,18 @@ def check(
             show_default=False,
         ),
     ] = None,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            help="Run only these checks: a code (QA201) or the start of codes (QA2: QA201 to "
+            "QA206); repeatable. Default: QADVISOR_SELECT, the config file's select, else "
+            "every installed check.",
+            metavar="CODE",
+            show_default=False,
+            autocompletion=_check_codes,
+        ),
+    ] = None,
     ignore: Annotated[
         list[str] | None,
         typer.Option(
@@ -280,6 +299,7 @@ def check(
             help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
             metavar="CODE|KEY",
             show_default=False,
+            autocompletion=_check_codes,
         ),
     ] = None,
     config: ConfigOpt = None,
@@ -390,6 +410,7 @@ def check(
         query_files=query_file or (),
         analyze=analyze,
         ignore=ignore or (),
+        select=select or (),
         fail_on=fail_on.value if fail_on else None,
         fail_on_skip=fail_on_skip,
         format=fmt.value,
@@ -593,13 +614,6 @@ def checks_cmd(
     _imported()
     text = checks_json(checks) if fmt is ListFormat.json else checks_table(checks)
     _to_stdout(lambda out: out.write(text + "\n"))
-
-
-def _check_codes(incomplete: str) -> list[str]:
-    """Shell completion: the installed checks' codes that start with what was typed."""
-    from qadvisor.registry import load_checks
-
-    return [c.code for c in load_checks() if c.code.startswith(incomplete)]
 
 
 @app.command()

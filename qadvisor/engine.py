@@ -43,6 +43,7 @@ from qadvisor.model import (
 )
 from qadvisor.registry import Check
 from qadvisor.settings import baseline
+from qadvisor.settings.config import selected
 from qadvisor.settings.resolve import Settings, repo_path
 
 # Called while --sample waits: (seconds elapsed, seconds in all).
@@ -73,7 +74,8 @@ def judge(snapshot: Snapshot, settings: Settings) -> Report:
     inline), each finding placed in the repository, measured against the baseline if any;
     stamped with the time and the command as run (its DSN as "$DSN": a report is pasted where
     the server's host, port and user are no one's business; passwords removed elsewhere)."""
-    report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
+    chosen = [c for c in settings.checks if selected(c.code, settings.select)]
+    report = run_checks(snapshot, chosen, settings.options, settings.ignore, settings.severities)
     report, dropped = apply_inline_ignores(report)
     # Each argument is redacted before it is quoted for the shell: quoting rewrites a quote
     # in a password ('"'"'), and the password would no longer be found to remove.
@@ -198,9 +200,12 @@ def run_checks(
     checks: Sequence[Check],
     options: Mapping[str, Any] | None = None,
     ignore: Iterable[str] = (),
+    severities: Mapping[str, Severity] | None = None,
 ) -> Report:
     """Run each check on the snapshot; ``options`` maps a code to its options object (the
-    check's defaults where missing), ``ignore`` holds codes or finding keys to drop.
+    check's defaults where missing), ``ignore`` holds codes or finding keys to drop,
+    ``severities`` a code to the severity the config file gives the check (see
+    :func:`configured_severity`).
 
     The entry for a check's own tests: no settings, no server."""
     ignored = set(ignore)
@@ -230,6 +235,9 @@ def run_checks(
             if _queue_of(item) in missing:
                 continue
             finding = _reported(chk, item, snapshot.server.is_standby)
+            if chk.code in (severities or {}):
+                own = finding.severity
+                finding = replace(finding, severity=configured_severity(own, chk, severities))
             if finding.key not in ignored:
                 findings.append(finding)
         for reason, queue in dict.fromkeys(reasons):
@@ -237,8 +245,24 @@ def run_checks(
         for queue_skips in missing.values():
             skipped += queue_skips
     findings.sort(key=lambda f: (-f.severity, f.code, f.key))
-    rules = tuple(chk.rule for chk in checks if chk.code in ran)
+    rules = tuple(
+        replace(chk.rule, severity=(severities or {}).get(chk.code, chk.severity))
+        for chk in checks
+        if chk.code in ran
+    )
     return Report(snapshot, tuple(findings), tuple(skipped), tuple(ran), rules)
+
+
+def configured_severity(
+    own: Severity, chk: Check, severities: Mapping[str, Severity] | None
+) -> Severity:
+    """A finding's severity under the config file's [severity] entry for its check: the
+    entry, except for a finding the check itself rated below its default (evidence only near
+    a threshold, or one a counter contradicts), which the entry never raises."""
+    configured = (severities or {}).get(chk.code)
+    if configured is None:
+        return own
+    return min(own, configured) if own < chk.severity else configured
 
 
 def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]]:

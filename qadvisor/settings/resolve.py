@@ -28,6 +28,8 @@ and :data:`IGNORE` are this list as a table, each row read the same way:
   QADVISOR_SARIF_ANCHOR / --sarif-anchor
 - the docs' published URL: docs_url / QADVISOR_DOCS_URL / --docs-url
 - ignores: ignore / QADVISOR_IGNORE (comma-separated) / --ignore
+- the checks to run: select / QADVISOR_SELECT (comma-separated) / --select
+- a check's severity: [severity] CODE = "info" / (none) / (none)
 - statements: queries, query_files / (none) / --query, --query-file
 - report files: (none) / (none) / --output FORMAT:PATH
 
@@ -45,7 +47,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from qadvisor.errors import InputError
-from qadvisor.model import InlineIgnore, Location
+from qadvisor.model import InlineIgnore, Location, Severity
 from qadvisor.registry import Check, load_checks
 from qadvisor.settings import baseline as baseline_file
 from qadvisor.settings import inline_ignores
@@ -55,6 +57,8 @@ from qadvisor.settings.config import (
     ConfigError,
     check_ignores,
     check_options,
+    check_selects,
+    check_severities,
     find_config,
 )
 from qadvisor.settings.outputs import same_file, unwritable
@@ -110,6 +114,7 @@ class Flags:
     query_files: Sequence[Path] = ()
     analyze: bool = False
     ignore: Sequence[str] = ()
+    select: Sequence[str] = ()
     fail_on: str | None = None
     fail_on_skip: bool | None = None
     format: str = "text"
@@ -139,7 +144,11 @@ class Settings:
     queries: tuple[tuple[str, str], ...] = ()
     analyze: bool = False
     ignore: tuple[str, ...] = ()  # codes and finding keys
+    # The checks to run: codes or the start of codes (none: every installed check).
+    select: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)  # code -> options object
+    # A check's severity set by the config file, in place of its own (code -> severity).
+    severities: Mapping[str, Severity] = field(default_factory=dict)
     fail_on: FailOn = "warning"
     fail_on_skip: bool = False
     format: str = "text"
@@ -186,9 +195,17 @@ def resolve(
             raise SettingsError(f"{where} {exc}") from None
     try:
         options = check_options(installed, cfg)
+        severities = check_severities(installed, cfg)
     except ConfigError as exc:
         raise ConfigError(f"{layers.file_label}: {exc}") from None
     given = {s: layers.top(s) for s in SETTINGS}
+    chosen = given[SELECT]
+    if chosen is not None:
+        patterns, where = chosen
+        try:
+            check_selects(patterns, installed)
+        except ConfigError as exc:
+            raise SettingsError(f"{where} {exc}") from None
     value = {s.key: found[0] if found else s.default for s, found in given.items()}
     if not given[FAIL_ON_SKIP]:
         value["fail_on_skip"] = in_ci(environ)
@@ -230,7 +247,9 @@ def resolve(
         queries=queries,
         analyze=flags.analyze,
         ignore=tuple(p for patterns, _ in ignores for p in patterns),
+        select=value["select"],
         options=options,
+        severities=severities,
         fail_on=cast(FailOn, value["fail_on"]),
         fail_on_skip=value["fail_on_skip"],
         format=flags.format,
@@ -455,9 +474,11 @@ _LIMITS = SessionLimits()
 SARIF_ANCHOR = Setting("sarif_anchor", "--sarif-anchor", _path)
 # Its default is in_ci()'s, read with the other layers.
 FAIL_ON_SKIP = Setting("fail_on_skip", "--fail-on-skip", _bool, default=False)
+SELECT = Setting("select", "--select", _list, default=())
 SETTINGS = (
     Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default="warning"),
     FAIL_ON_SKIP,
+    SELECT,
     Setting("tables", "--table", _list, default=()),
     Setting("statement_timeout", "--statement-timeout", _whole("ms"),
             _at_least(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
