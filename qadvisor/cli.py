@@ -549,6 +549,55 @@ def snapshot_cmd(
 
 
 @app.command()
+def role(
+    dsn: DsnArg = None,
+    name: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            metavar="NAME",
+            help="The monitoring role to set up (created unless it exists).",
+        ),
+    ] = "qadvisor_monitor",
+    table: TableOpt = None,
+    query: QueryOpt = None,
+    query_file: QueryFileOpt = None,
+    config: ConfigOpt = None,
+    statement_timeout: StatementTimeoutOpt = None,
+    lock_timeout: LockTimeoutOpt = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    run_timeout: RunTimeoutOpt = None,
+) -> None:
+    """Print the SQL that sets up a monitoring role for this database: CREATE ROLE, then the
+    GRANTs every check needs to judge its queues (schemas, columns, sequences), each with
+    what it shows.
+
+    Connect as a role that may read the queue tables (their owner, a DBA): the grants come
+    from the checks themselves, collecting as the monitoring role would and taking each GRANT
+    it asks for until nothing more is asked. Nothing is changed: the SQL is printed to run.
+    """
+    from qadvisor import engine
+    from qadvisor.render import role as role_render
+    from qadvisor.settings.resolve import Flags, resolve
+
+    flags = Flags(
+        dsn=dsn,
+        config=config,
+        tables=table or (),
+        queries=query or (),
+        query_files=query_file or (),
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        run_timeout=run_timeout,
+    )
+    settings = resolve(flags)
+    _imported()
+    setup = engine.role_setup(settings, name)
+    _to_stdout(lambda out: role_render.write(setup, out))
+
+
+@app.command()
 def demo(
     keep: Annotated[
         bool, typer.Option("--keep", help="Leave the server running and print its DSN.")

@@ -27,7 +27,7 @@ from typing import Any
 
 from qadvisor import registry
 from qadvisor.collect.connect import redact
-from qadvisor.collect.server import snapshot_of
+from qadvisor.collect.server import role_setup_of, snapshot_of
 from qadvisor.derive.statement_queues import statement_id
 from qadvisor.errors import ExitCode, InputError, read_json
 from qadvisor.model import (
@@ -36,6 +36,7 @@ from qadvisor.model import (
     Ignored,
     Location,
     Report,
+    RoleSetup,
     Severity,
     Skip,
     Snapshot,
@@ -57,6 +58,17 @@ class SnapshotFileError(InputError):
 def check(settings: Settings, progress: Progress | None = None) -> Report:
     """The report of the run the settings describe."""
     return judge(collect(settings, progress), settings)
+
+
+def role_setup(settings: Settings, role: str) -> RoleSetup:
+    """What monitoring role ``role`` needs for every installed check to judge the queues of
+    the settings' database, each grant with the checks that read what it shows."""
+    setup = role_setup_of(settings, role)
+    grants = tuple(
+        replace(g, checks=tuple(c.code for c in settings.checks if set(c.requires) & set(g.facts)))
+        for g in setup.grants
+    )
+    return replace(setup, grants=grants)
 
 
 def collect(settings: Settings, progress: Progress | None = None) -> Snapshot:

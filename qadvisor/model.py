@@ -771,6 +771,31 @@ BaselineState = Literal["new", "preexisting"]
 
 
 @dataclass(frozen=True)
+class RoleGrant:
+    """One statement of a monitoring role's setup (``qadvisor role``), with the facts it shows
+    (qadvisor.facts) and the checks that read them."""
+
+    statement: str
+    facts: tuple[str, ...]
+    checks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RoleSetup:
+    """What a monitoring role needs on one database for every check to judge its queues:
+    the statements that make it (``create`` unless the role exists) and grant it, each with
+    what it shows; ``hidden``, what it would still not see (another session's lock)."""
+
+    role: str
+    database: str
+    server_version: str
+    create: bool
+    queues: tuple[Queue, ...]
+    grants: tuple[RoleGrant, ...]
+    hidden: tuple[HiddenFact, ...] = ()
+
+
+@dataclass(frozen=True)
 class BaselineResult:
     """The findings of a run compared with a baseline file."""
 

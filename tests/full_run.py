@@ -82,6 +82,7 @@ def runs(dsn: str, work: Path) -> list[tuple[str, ...]]:
         ("check", dsn, "--format", "json", "--table", "jobs", "--analyze"),
         ("snapshot", dsn, "-o", str(snapshot), "--sample", "1", "--query", RR_BY_ID,
          "--analyze"),
+        ("role", dsn, "--query", RR_BY_ID, "--query-file", str(query_file)),
         ("check", "--snapshot", str(snapshot), "--format", "json"),
     ]  # fmt: skip
     return out
