@@ -12,9 +12,9 @@ import os
 import signal
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
 import typer
 
@@ -240,33 +240,62 @@ FormatOpt = Annotated[
 ]
 
 
+FailOnOpt = Annotated[
+    FailOn | None,
+    typer.Option(
+        "--fail-on",
+        help="Exit 1 when a finding is at or above this severity (never: no finding fails "
+        "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else warning.",
+        case_sensitive=False,
+        show_default=False,
+    ),
+]
+
+FailOnSkipOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--fail-on-skip/--no-fail-on-skip",
+        help="Exit 3 when a check could not judge a discovered or named queue (a hidden "
+        "fact, another session's lock, an unknown claim) or when no queue was found, and "
+        "no finding fails the run: a CI gate that refuses a blind pass. Default: "
+        "QADVISOR_FAIL_ON_SKIP, the config file's fail_on_skip, else on where the CI "
+        "variable is true (as CI services set it), else off.",
+        show_default=False,
+    ),
+]
+
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--select",
+        help="Run only these checks: a code (QA201) or the start of codes (QA2: QA201 to "
+        "QA206); repeatable. Default: QADVISOR_SELECT, the config file's select, else "
+        "every installed check.",
+        metavar="CODE",
+        show_default=False,
+        autocompletion=_check_codes,
+    ),
+]
+
+IgnoreOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ignore",
+        help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
+        metavar="CODE|KEY",
+        show_default=False,
+        autocompletion=_check_codes,
+    ),
+]
+
+
 @app.command()
 def check(
     dsn: DsnArg = None,
     table: TableOpt = None,
     fmt: FormatOpt = Format.text,
-    fail_on: Annotated[
-        FailOn | None,
-        typer.Option(
-            "--fail-on",
-            help="Exit 1 when a finding is at or above this severity (never: no finding fails "
-            "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else warning.",
-            case_sensitive=False,
-            show_default=False,
-        ),
-    ] = None,
-    fail_on_skip: Annotated[
-        bool | None,
-        typer.Option(
-            "--fail-on-skip/--no-fail-on-skip",
-            help="Exit 3 when a check could not judge a discovered or named queue (a hidden "
-            "fact, another session's lock, an unknown claim) or when no queue was found, and "
-            "no finding fails the run: a CI gate that refuses a blind pass. Default: "
-            "QADVISOR_FAIL_ON_SKIP, the config file's fail_on_skip, else on where the CI "
-            "variable is true (as CI services set it), else off.",
-            show_default=False,
-        ),
-    ] = None,
+    fail_on: FailOnOpt = None,
+    fail_on_skip: FailOnSkipOpt = None,
     sample: SampleOpt = None,
     query: QueryOpt = None,
     query_file: QueryFileOpt = None,
@@ -280,28 +309,8 @@ def check(
             show_default=False,
         ),
     ] = None,
-    select: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--select",
-            help="Run only these checks: a code (QA201) or the start of codes (QA2: QA201 to "
-            "QA206); repeatable. Default: QADVISOR_SELECT, the config file's select, else "
-            "every installed check.",
-            metavar="CODE",
-            show_default=False,
-            autocompletion=_check_codes,
-        ),
-    ] = None,
-    ignore: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--ignore",
-            help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
-            metavar="CODE|KEY",
-            show_default=False,
-            autocompletion=_check_codes,
-        ),
-    ] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
     config: ConfigOpt = None,
     verbose: Annotated[
         bool,
@@ -397,7 +406,6 @@ def check(
     Read-only: the session runs with default_transaction_read_only, statement_timeout and
     lock_timeout, and only reads catalogs and statistics (never counts the archive).
     """
-    from qadvisor import engine, render
     from qadvisor.settings.resolve import Flags, resolve
 
     flags = Flags(
@@ -426,7 +434,16 @@ def check(
         sarif_anchor=sarif_anchor,
         docs_url=docs_url,
     )
-    settings = resolve(flags)  # imports the checks
+    _check(resolve(flags), prove, prove_rows)  # resolve imports the checks
+
+
+def _check(
+    settings: Settings, prove: bool, prove_rows: int, files: Sequence[Path] | None = None
+) -> NoReturn:
+    """The run of ``check`` (and ``check-sql``, whose report keeps the findings about the
+    statements of ``files`` alone)."""
+    from qadvisor import engine, render
+
     _imported()
     if prove:
         from qadvisor.prove import scratch_binaries
@@ -434,6 +451,8 @@ def check(
         scratch_binaries()
     with _SampleBar() as bar:
         report = engine.check(settings, bar)
+    if files is not None:
+        report = engine.about_files(report, files, settings.root)
     if prove:
         report = _proven(report, settings, prove_rows)
     _write_files(report, settings)
@@ -447,6 +466,63 @@ def check(
         )
     )
     raise typer.Exit(engine.gate(report, settings))
+
+
+@app.command("check-sql")
+def check_sql(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="SQL files of the application (what a pre-commit hook passes): their "
+            "row-locking statements are planned against the database, never executed.",
+            metavar="FILE...",
+            show_default=False,
+        ),
+    ],
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            metavar="DSN",
+            help="libpq connection string or URI (default: the PG* environment, .pgpass and "
+            "pg_service.conf, as psql reads them: PGSERVICE=staging).",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: FormatOpt = Format.text,
+    fail_on: FailOnOpt = None,
+    fail_on_skip: FailOnSkipOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    config: ConfigOpt = None,
+    statement_timeout: StatementTimeoutOpt = None,
+    lock_timeout: LockTimeoutOpt = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    run_timeout: RunTimeoutOpt = None,
+) -> None:
+    """Check the dequeue statements of SQL files against a database: `check --query-file`
+    for each FILE, reporting only the findings about their statements (the pre-commit hook).
+
+    The exit code is check's, of those findings.
+    """
+    from qadvisor.settings.resolve import Flags, resolve
+
+    flags = Flags(
+        dsn=dsn,
+        config=config,
+        query_files=files,
+        ignore=ignore or (),
+        select=select or (),
+        fail_on=fail_on.value if fail_on else None,
+        fail_on_skip=fail_on_skip,
+        format=fmt.value,
+        command=("qadvisor", *sys.argv[1:]),
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        run_timeout=run_timeout,
+    )
+    _check(resolve(flags), prove=False, prove_rows=0, files=files)
 
 
 def _proven(report: Report, settings: Settings, rows: int) -> Report:

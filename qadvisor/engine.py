@@ -123,6 +123,18 @@ def judge(snapshot: Snapshot, settings: Settings) -> Report:
     return replace(report, baseline=baseline.compare(report, settings.baseline, judged))
 
 
+def about_files(report: Report, files: Sequence[Path], root: Path) -> Report:
+    """The report with the findings about statements of ``files`` alone (``check-sql``): a
+    finding about a table or another statement is not theirs to fix. What could not be
+    judged is still said."""
+    paths = {repo_path(f, root) or str(f) for f in files}
+    mine = tuple(
+        f for f in report.findings if f.key in report.locations
+        and report.locations[f.key].path in paths
+    )  # fmt: skip
+    return replace(report, findings=mine)
+
+
 def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:
     """The statements read from a --query-file, with the file and the line they start on."""
     out = []

@@ -82,7 +82,7 @@ def test_shell_completion_completes_commands_options_values_and_codes() -> None:
         assert run.returncode == 0, run.stderr
         return run.stdout.split()
 
-    assert completed("qadvisor", "ch") == ["check", "checks"]
+    assert completed("qadvisor", "ch") == ["check", "check-sql", "checks"]
     assert completed("qadvisor", "check", "--fail-on-") == ["--fail-on-skip"]
     assert completed("qadvisor", "check", "--format", "s") == ["sarif", "sql"]
     assert completed("qadvisor", "explain", "QA20") == [f"QA20{n}" for n in range(1, 7)]
