@@ -44,3 +44,14 @@ def test_every_check_option_has_a_row(page: str, heading: str) -> None:
         o for o in options if not any(re.search(rf"(?<![\w-]){o}(?![\w-])", row) for row in rows)
     ]
     assert not missing, f"{page}: no row for {missing}"
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """CI proves what a contributor runs: .ci/run's last command is the README's test command,
+    and docs/testing.md shows the same one."""
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
+    test_command = next(c for c in commands if "pytest" in c)
+    ci = (ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == test_command
+    assert f"```sh\n{test_command}\n```" in (ROOT / "docs" / "testing.md").read_text()
