@@ -68,13 +68,19 @@ def test_the_report_is_stamped_with_the_time_and_the_command_without_its_passwor
     tmp_path: Path,
 ) -> None:
     dsn = "postgresql://monitor:s3cr%3Ct@db.example/app"
-    settings = _settings(tmp_path, dsn=dsn, command=("qadvisor", "check", dsn, "-f", "markdown"))
+    # The password also sits in another argument (a second DSN-shaped value).
+    other = "postgresql://monitor:s3cr%3Ct@replica.example/app"
+    command = ("qadvisor", "check", dsn, "-f", "markdown", "--docs-url", other)
+    settings = _settings(tmp_path, dsn=dsn, command=command)
     before = datetime.now(UTC).replace(microsecond=0)
     report = engine.judge(engine.collect(_settings(tmp_path)), settings)
     assert report.checked_at is not None and report.checked_at.endswith("Z")
     assert before <= datetime.fromisoformat(report.checked_at) <= datetime.now(UTC)
-    # Each argument redacted, then quoted for the shell ('***' is quoted as a glob would be).
-    assert report.command == "qadvisor check 'postgresql://monitor:***@db.example/app' -f markdown"
+    # The DSN is written "$DSN" (no host, port or user in a pasted report); every other
+    # argument is redacted, then quoted for the shell ('***' is quoted as a glob would be).
+    assert report.command == (
+        "qadvisor check \"$DSN\" -f markdown --docs-url 'postgresql://monitor:***@replica.example/app'"
+    )
     assert engine.judge(engine.collect(settings), _settings(tmp_path)).command is None
 
 
