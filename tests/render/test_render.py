@@ -292,7 +292,7 @@ def full_report() -> Report:
         checks_run=("QA101", "QA102", "QA201", "QA203", "QA501", "QA999"),
         rules=RULES,
         checked_at="2026-12-01T09:30:00Z",
-        command="qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown",
+        command='qadvisor check "$DSN" --format markdown',
     )
 
 
@@ -944,7 +944,7 @@ def test_markdown_header_names_database_time_version_and_command() -> None:
     assert "- **Database:** `app` on PostgreSQL 18.6" in head
     assert "- **Checked at:** 2026-12-01T09:30:00Z" in head
     assert "- **qadvisor:** 0.0.0-test" in head
-    assert "`qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown`" in head
+    assert '`qadvisor check "$DSN" --format markdown`' in head
     assert "index_bytes" not in md and "live_rows" not in md  # no raw field names
 
 
