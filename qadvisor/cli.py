@@ -677,7 +677,12 @@ def role(
 @app.command()
 def demo(
     keep: Annotated[
-        bool, typer.Option("--keep", help="Leave the server running and print its DSN.")
+        bool,
+        typer.Option(
+            "--keep",
+            help="Leave the server running and print its DSN and the command that stops it "
+            "and removes its files.",
+        ),
     ] = False,
     fmt: FormatOpt = Format.text,
     rows: Annotated[
