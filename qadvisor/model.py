@@ -688,6 +688,11 @@ class Target:
         return ".".join(parts) if parts else self.kind
 
 
+# qadvisor's placeholders open with a lower-case word right after '<', which SQL's comparisons,
+# printed with a space after the operator, never do.
+_UNFILLED = re.compile(r"<[a-z][\w$ ,.'-]*>")
+
+
 @dataclass(frozen=True)
 class FixStep:
     """One step of a fix. ``sql`` is the statement as printed: for a rewrite, the statement
@@ -702,6 +707,13 @@ class FixStep:
     note: str = ""
     before: str | None = None
     source: str | None = None
+
+    @property
+    def left_to_fill(self) -> tuple[str, ...]:
+        """The parts of ``sql`` left for the DBA or the application to write (``<value of
+        $2>``, ``<condition true only for finished rows>``), each once: a step that holds one
+        never runs as printed, and nothing fills it with a guess."""
+        return tuple(dict.fromkeys(m.group(0) for m in _UNFILLED.finditer(self.sql)))
 
 
 @dataclass(frozen=True)
@@ -856,6 +868,31 @@ class BaselineEntry:
 # A finding measured against a baseline: "new" (its key was not in the baseline, or its
 # severity rose) or "preexisting".
 BaselineState = Literal["new", "preexisting"]
+
+
+@dataclass(frozen=True)
+class RoleGrant:
+    """One statement of a monitoring role's setup (``qadvisor role``), with the facts it shows
+    (qadvisor.facts) and the checks that read them."""
+
+    statement: str
+    facts: tuple[str, ...]
+    checks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RoleSetup:
+    """What a monitoring role needs on one database for every check to judge its queues:
+    the statements that make it (``create`` unless the role exists) and grant it, each with
+    what it shows; ``hidden``, what it would still not see (another session's lock)."""
+
+    role: str
+    database: str
+    server_version: str
+    create: bool
+    queues: tuple[Queue, ...]
+    grants: tuple[RoleGrant, ...]
+    hidden: tuple[HiddenFact, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from tests.checks.test_qa401_round_robin_walks_backlog import FIFO, RR_BY_ID, bu
 from tests.conftest import TestDB, flush_stats
 from tests.helpers import qadvisor
 
-FORMATS = ("text", "json", "markdown", "sarif", "junit")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "sql")
 # 7 tenants and 325 queued jobs, the large tenant first.
 BACKLOG = {1: 300, 2: 20, **dict.fromkeys(range(3, 8), 1)}
 QUEUED = 325
@@ -82,6 +82,7 @@ def runs(dsn: str, work: Path) -> list[tuple[str, ...]]:
         ("check", dsn, "--format", "json", "--table", "jobs", "--analyze"),
         ("snapshot", dsn, "-o", str(snapshot), "--sample", "1", "--query", RR_BY_ID,
          "--analyze"),
+        ("role", dsn, "--query", RR_BY_ID, "--query-file", str(query_file)),
         ("check", "--snapshot", str(snapshot), "--format", "json"),
     ]  # fmt: skip
     return out

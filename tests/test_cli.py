@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -37,19 +40,68 @@ def test_explain_prints_the_docs_of_a_check() -> None:
     assert qadvisor("explain", "QA999").rc == 2
 
 
+def test_explain_renders_the_page_in_a_terminal() -> None:
+    # On a terminal (a pty here) the page is rendered: no Markdown marks left.
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "COLUMNS": "80", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qadvisor", "explain", "QA201"],
+        stdout=secondary, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the pty closes when the process ends
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(primary)
+    assert proc.wait(timeout=60) == 0
+    shown = re.sub(r"\x1b\[[0-9;]*m", "", b"".join(chunks).decode())
+    assert "What it finds" in shown and "How to fix" in shown
+    assert not re.search(r"^\s*#+ ", shown, re.M) and "```" not in shown, shown[:500]
+
+
+def test_shell_completion_completes_commands_options_values_and_codes() -> None:
+    # The script --show-completion prints, sourced by bash as a user's ~/.bashrc would.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+
+    def completed(*words: str) -> list[str]:
+        script = (
+            "source <(qadvisor --show-completion bash) && COMP_WORDS=("
+            + " ".join(f"'{w}'" for w in words)
+            + f") && COMP_CWORD={len(words) - 1} && _qadvisor_completion qadvisor && "
+            'printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        run = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                             env={**os.environ, "PATH": path}, timeout=60)  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        return run.stdout.split()
+
+    assert completed("qadvisor", "ch") == ["check", "check-sql", "checks"]
+    assert completed("qadvisor", "check", "--fail-on-") == ["--fail-on-skip"]
+    assert completed("qadvisor", "check", "--format", "s") == ["sarif", "sql"]
+    assert completed("qadvisor", "explain", "QA20") == [f"QA20{n}" for n in range(1, 7)]
+
+
 @pytest.mark.parametrize(
-    ("dsn", "expected"),
+    ("dsn", "expected", "code"),
     [
-        (f"host=localhost password={SECRET} port=notaport", "port"),
-        (f"postgresql://app:{SECRET}@127.0.0.1:1/app?connect_timeout=3", "cannot connect"),
-        (f"dbname=app password='{SECRET}' user", "malformed DSN"),
+        (f"host=localhost password={SECRET} port=notaport", "port", 2),
+        (f"postgresql://app:{SECRET}@127.0.0.1:1/app?connect_timeout=3", "cannot connect", 3),
+        (f"dbname=app password='{SECRET}' user", "malformed DSN", 2),
     ],
 )
 def test_bad_dsn_or_unreachable_server_is_one_line_without_the_password(
-    dsn: str, expected: str
+    dsn: str, expected: str, code: int
 ) -> None:
+    # A DSN that is bad input is 2; a server that cannot be reached, 3.
     run = qadvisor("check", dsn)
-    assert run.rc == 2
+    assert run.rc == code
     assert SECRET not in run.stderr + run.stdout
     assert expected in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
@@ -69,12 +121,13 @@ def test_wrong_password_and_missing_database(db: TestDB) -> None:
     wrong = (
         f"host={server.socket_dir} port={server.port} dbname={db.name} user=qa_pw password={SECRET}"
     )
+    # The server refused the connection: could not connect, exit 3.
     run = qadvisor("check", wrong)
-    assert run.rc == 2 and SECRET not in run.stderr
+    assert run.rc == 3 and SECRET not in run.stderr
     assert "password authentication failed" in run.stderr
     missing = server.dsn("no_such_db")
     run = qadvisor("check", missing)
-    assert run.rc == 2 and 'database "no_such_db" does not exist' in run.stderr
+    assert run.rc == 3 and 'database "no_such_db" does not exist' in run.stderr
 
 
 def test_missing_table_and_bad_snapshot_file(db: TestDB, tmp_path: Path) -> None:
@@ -176,6 +229,23 @@ def test_json_contract_and_exit_codes(db: TestDB) -> None:
     assert check(db, *ignored).rc == 0
 
 
+def test_no_format_holds_the_dsn_or_the_server_s_host(db: TestDB, tmp_path: Path) -> None:
+    # docs/output-formats.md promises it; the markdown header's command held the DSN whole.
+    build_archive_queue(db, archive=2_000)
+    host = str(db.server.socket_dir)
+    outputs = [f"{fmt}:{tmp_path / fmt}" for fmt in ("json", "markdown", "sarif", "junit", "sql")]
+    run = qadvisor("check", db.dsn, "--fail-on", "never", *(a for o in outputs
+                                                           for a in ("--output", o)))  # fmt: skip
+    assert run.rc == 0, run.stderr
+    for fmt in ("json", "markdown", "sarif", "junit", "sql"):
+        text = (tmp_path / fmt).read_text()
+        assert host not in text and db.dsn not in text and "host=" not in text, fmt
+    header = (tmp_path / "markdown").read_text().split("**Summary:**")[0]
+    assert f'- **Command:** `qadvisor check "$DSN" --fail-on never --output json:{tmp_path}' in (
+        header
+    )
+
+
 def test_snapshot_saved_and_checked_offline(db: TestDB, tmp_path: Path) -> None:
     build_archive_queue(db)
     out = tmp_path / "s.json"
@@ -264,7 +334,7 @@ def test_no_queue_found_says_so(db: TestDB) -> None:
     assert run.rc == 0
     assert "No queue tables found" in run.stdout and "No problems found" not in run.stdout
     # A gate that refuses a blind pass: nothing was judged.
-    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 1
+    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 3
 
 
 HEALTHY_CLAIM = (
@@ -289,11 +359,11 @@ def test_fail_on_skip_refuses_a_blind_pass_and_lets_an_earned_one_through(
     text = qadvisor("check", db.dsn)
     assert text.rc == 0 and "No problems found" not in text.stdout
     assert "Not an all-clear" in text.stdout
-    assert check(db, "--fail-on-skip").rc == 1
-    assert check(db, "--fail-on-skip", "--fail-on", "never").rc == 1
+    assert qadvisor("check", db.dsn, "--fail-on-skip").rc == 3
+    assert qadvisor("check", db.dsn, "--fail-on-skip", "--fail-on", "never").rc == 3
     cfg = tmp_path / "qadvisor.toml"
     cfg.write_text("fail_on_skip = true\n")
-    assert check(db, "--config", str(cfg)).rc == 1
+    assert qadvisor("check", db.dsn, "--config", str(cfg)).rc == 3
     assert check(db, "--config", str(cfg), "--no-fail-on-skip").rc == 0
     junit = qadvisor("check", db.dsn, "--format", "junit")
     assert junit.rc == 0 and 'skipped="0"' not in junit.stdout

@@ -17,6 +17,7 @@ from qadvisor.cli import Format
 from qadvisor.derive.statement_ids import statement_id
 from qadvisor.derive.statement_queues import statement_target
 from qadvisor.engine import SnapshotFileError
+from qadvisor.errors import ExitCode
 from qadvisor.model import (
     Ignored,
     InlineIgnore,
@@ -68,13 +69,19 @@ def test_the_report_is_stamped_with_the_time_and_the_command_without_its_passwor
     tmp_path: Path,
 ) -> None:
     dsn = "postgresql://monitor:s3cr%3Ct@db.example/app"
-    settings = _settings(tmp_path, dsn=dsn, command=("qadvisor", "check", dsn, "-f", "markdown"))
+    # The password also sits in another argument (a second DSN-shaped value).
+    other = "postgresql://monitor:s3cr%3Ct@replica.example/app"
+    command = ("qadvisor", "check", dsn, "-f", "markdown", "--docs-url", other)
+    settings = _settings(tmp_path, dsn=dsn, command=command)
     before = datetime.now(UTC).replace(microsecond=0)
     report = engine.judge(engine.collect(_settings(tmp_path)), settings)
     assert report.checked_at is not None and report.checked_at.endswith("Z")
     assert before <= datetime.fromisoformat(report.checked_at) <= datetime.now(UTC)
-    # Each argument redacted, then quoted for the shell ('***' is quoted as a glob would be).
-    assert report.command == "qadvisor check 'postgresql://monitor:***@db.example/app' -f markdown"
+    # The DSN is written "$DSN" (no host, port or user in a pasted report); every other
+    # argument is redacted, then quoted for the shell ('***' is quoted as a glob would be).
+    assert report.command == (
+        "qadvisor check \"$DSN\" -f markdown --docs-url 'postgresql://monitor:***@replica.example/app'"
+    )
     assert engine.judge(engine.collect(settings), _settings(tmp_path)).command is None
 
 
@@ -92,13 +99,17 @@ def test_the_gate(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     report = engine.check(settings)
     assert max(f.severity for f in report.findings) == Severity.WARNING
-    assert engine.gate(report, settings)  # warning by default
-    assert not engine.gate(report, dataclasses.replace(settings, fail_on="critical"))
-    assert not engine.gate(report, dataclasses.replace(settings, fail_on="never"))
+    assert engine.gate(report, settings) == ExitCode.FINDINGS  # warning by default
+    assert engine.gate(report, dataclasses.replace(settings, fail_on="critical")) == ExitCode.OK
+    assert engine.gate(report, dataclasses.replace(settings, fail_on="never")) == ExitCode.OK
     clean = dataclasses.replace(report, findings=())
     blind = dataclasses.replace(clean, snapshot=dataclasses.replace(report.snapshot, queues=()))
-    assert not engine.gate(blind, settings)
-    assert engine.gate(blind, dataclasses.replace(settings, fail_on_skip=True, fail_on="never"))
+    assert engine.gate(blind, settings) == ExitCode.OK
+    skips_fail = dataclasses.replace(settings, fail_on_skip=True, fail_on="never")
+    assert engine.gate(blind, skips_fail) == ExitCode.NOT_JUDGED
+    # A finding is the surer verdict: it wins over a queue not judged.
+    found_blind = dataclasses.replace(report, snapshot=blind.snapshot)
+    assert engine.gate(found_blind, dataclasses.replace(skips_fail, fail_on="warning")) == 1
 
 
 def _counting(name: str) -> Check:

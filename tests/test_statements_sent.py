@@ -96,6 +96,9 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
             assert not only_analyze & sent, (run.args, only_analyze & sent)
     # A snapshot file is judged without a connection.
     assert runs[-1].args[1] == "--snapshot" and runs[-1].statements == []
+    # qadvisor role sends what a check sends, and asks whether its role exists.
+    (role,) = [r for r in runs if r.args[0] == "role"]
+    assert {"role_exists", "plan_without_row_locks", "plan_prepare"} <= set(_names([role]))
     # --sample reads the counters again: one more read of the tables per run with it.
     with_sample = [r for r in runs if "--sample" in r.args]
     for run in with_sample:

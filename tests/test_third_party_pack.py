@@ -259,6 +259,41 @@ def test_the_cli_runs_the_installed_pack(install: Install, tmp_path: Path) -> No
     assert item["fix"]["statements"] == ["VACUUM (ANALYZE) public.jobs;"]
 
 
+BROKEN_PACK = '''
+from qadvisor.api import Snapshot, Severity, check
+
+
+@check("ACME900", "always-crashes", severity=Severity.WARNING, category="indexes")
+def run(snapshot: Snapshot, options: object) -> list[object]:
+    """Divides by zero."""
+    return [1 // 0]
+'''
+
+
+def test_a_check_that_raises_is_an_internal_error_in_one_line(
+    install: Install, tmp_path: Path
+) -> None:
+    # Exit 4: a bug (here the pack's), one line naming what was raised and where, never its
+    # message, which may hold anything.
+    site = install("crashing_checks", BROKEN_PACK, "crashing")
+    snapshot = tmp_path / "jobs.json"
+    snapshot.write_text(json.dumps(S.snapshot(S.jobs_table()).to_dict()))
+    path = [str(site), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in path if p)}
+    env.pop("QADVISOR_TRACEBACK", None)
+    run = qadvisor("check", "--snapshot", str(snapshot), env=env)
+    assert run.rc == 4 and run.stdout == "", run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line == (
+        "qadvisor: internal error: ZeroDivisionError at crashing_checks.py:8 (a bug in "
+        "qadvisor or in a check pack; QADVISOR_TRACEBACK=1 prints the traceback)"
+    )
+    run = qadvisor("check", "--snapshot", str(snapshot), env=env | {"QADVISOR_TRACEBACK": "1"})
+    assert run.rc == 4
+    assert "Traceback (most recent call last)" in run.stderr and "1 // 0" in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == line
+
+
 def test_a_pack_that_reuses_a_built_in_code_stops_loading(install: Install) -> None:
     site = install("dup_checks", DUPLICATE_PACK, "dup")
     with pytest.raises(PackError, match=r"check code QA101 is registered twice: by pack '"):

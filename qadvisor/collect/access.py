@@ -6,12 +6,17 @@ answers, before a query is sent, whether it can run at once; when it cannot, the
 recorded as a :class:`~qadvisor.model.HiddenFact` with the exact GRANT that would show it (the
 role's real name, identifiers quoted) or the lock that blocks it, and the query is not sent.
 Checks that require the fact then report a skip for that queue naming it.
+
+For ``qadvisor role`` the guard decides for a role that does not hold its privileges yet
+(:class:`Assumed`): the collector runs as whoever connected (a DBA), but every decision is the
+one it would take as that role, and each GRANT it would ask for is recorded, so the role's
+setup is what the checks themselves ask for, not a second list of it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -149,6 +154,68 @@ class TableAccess:
         return f"{self.schema}.{self.table}"
 
 
+@dataclass(frozen=True)
+class Asked:
+    """One GRANT the guard asked for: of which fact, of which kind (qadvisor.facts), on what
+    (a table, a schema, a sequence, or nothing for a role), and the statement itself."""
+
+    fact: str
+    kind: str
+    schema: str
+    name: str  # the table or sequence ("" for a schema or a role)
+    columns: tuple[str, ...]
+    statement: str
+
+
+@dataclass
+class Assumed:
+    """The privileges a monitoring role would have, for a guard that decides as that role:
+    none but what it was granted so far (pg_read_all_stats is taken as given). ``asked`` is
+    every GRANT the guard asked for, in order."""
+
+    role: str
+    usage: set[str] = field(default_factory=set)  # schemas
+    tables: set[tuple[str, str]] = field(default_factory=set)  # SELECT on the whole table
+    columns: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    updates: set[tuple[str, str]] = field(default_factory=set)
+    sequences: set[tuple[str, str]] = field(default_factory=set)
+    asked: list[Asked] = field(default_factory=list)
+
+    def access(self, real: TableAccess) -> TableAccess:
+        """What the role may do with a table the connected role reads as ``real``."""
+        key = (real.schema, real.table)
+        readable = real.columns if key in self.tables else self.columns.get(key, set())
+        return replace(
+            real,
+            schema_usage=real.schema in self.usage,
+            any_select=key in self.tables or bool(readable),
+            any_update=key in self.updates,
+            readable=frozenset(readable) & real.columns,
+        )
+
+    def grant_asked(self) -> bool:
+        """Take every GRANT asked for as given; whether one was new."""
+        before = self._held()
+        for a in self.asked:
+            key = (a.schema, a.name)
+            if a.kind == "usage":
+                self.usage.add(a.schema)
+            elif a.kind == "sequence":
+                self.sequences.add(key)
+            elif a.kind == "update":
+                self.updates.add(key)
+            elif a.columns:
+                self.columns.setdefault(key, set()).update(a.columns)
+            elif a.name:
+                self.tables.add(key)
+        return self._held() != before
+
+    def _held(self) -> tuple[object, ...]:
+        columns = {k: frozenset(v) for k, v in self.columns.items()}
+        return (frozenset(self.usage), frozenset(self.tables), columns,
+                frozenset(self.updates), frozenset(self.sequences))  # fmt: skip
+
+
 def unclaimed(queues: Sequence[Queue], statements: Sequence[Statement]) -> list[Queue]:
     """Queues that no known row-locking statement (from pg_stat_statements or given) names:
     the statement checks cannot judge them. A statement counts for every queue table it
@@ -195,12 +262,38 @@ class Guard:
         locks: Locks,
         access: dict[int, TableAccess] | None,
         relids: dict[str, int],
+        assumed: Assumed | None = None,
     ) -> None:
-        self.role = role
+        self.assumed = assumed
+        self.role = assumed.role if assumed is not None else role
         self.locks = locks
         # None: the privileges could not be read; queries are then sent and their errors kept.
-        self.access = access
+        self.access = self._as_assumed(access)
         self.relids = relids  # queue "schema.table" -> relid
+
+    def _as_assumed(self, access: dict[int, TableAccess] | None) -> dict[int, TableAccess] | None:
+        if self.assumed is None or access is None:
+            return access
+        return {relid: self.assumed.access(acc) for relid, acc in access.items()}
+
+    def _grant(
+        self,
+        fact: str,
+        kind: str,
+        schema: str = "",
+        name: str = "",
+        columns: Iterable[str] = (),
+    ) -> str:
+        """The GRANT of ``fact`` that would show it to this role; recorded when deciding for
+        an assumed role."""
+        cols = tuple(columns)
+        statement = FACTS[fact].grant(kind, self.role, schema, name, cols)
+        # A grant of the whole table (tenant_rotation's) gives every column, whichever the
+        # question was about.
+        cols = cols if "{columns}" in FACTS[fact].grants[kind] else ()
+        if self.assumed is not None:
+            self.assumed.asked.append(Asked(fact, kind, schema, name, cols, statement))
+        return statement
 
     # --- what is hidden ----------------------------------------------------------------------
 
@@ -252,10 +345,9 @@ class Guard:
         if chosen is not None:
             return chosen.form
         assert acc is not None  # without privileges read, the first form is chosen
-        fact = FACTS["plans"]
         missing = judged.lacks(acc)
         grants = [
-            fact.grant(kind, self.role, acc.schema, acc.table, judged.unreadable(acc))
+            self._grant("plans", kind, acc.schema, acc.table, judged.unreadable(acc))
             for _, kind in missing
         ]
         reason = (
@@ -279,9 +371,9 @@ class Guard:
         unreadable = [c for c in dict.fromkeys(columns) if c not in acc.readable]
         grants = []
         if not acc.schema_usage:
-            grants.append(FACTS[fact].grant("usage", self.role, acc.schema))
+            grants.append(self._grant(fact, "usage", acc.schema))
         if unreadable:
-            grants.append(FACTS[fact].grant("select", self.role, acc.schema, acc.table, unreadable))
+            grants.append(self._grant(fact, "select", acc.schema, acc.table, unreadable))
         if not grants:
             return None
         needs = []
@@ -299,7 +391,9 @@ class Guard:
         """This guard, knowing the privileges of tables found later (a rotation table)."""
         if self.access is None:
             return self
-        return Guard(self.role, self.locks, {**self.access, **extra}, self.relids)
+        guard = Guard(self.role, self.locks, None, self.relids, self.assumed)
+        guard.access = {**self.access, **(self._as_assumed(extra) or {})}
+        return guard
 
     # --- after reading: what the snapshot lacks -------------------------------------------------
 
@@ -315,7 +409,6 @@ class Guard:
         if relid is None or table is None:
             return None
         acc = self.access.get(relid) if self.access is not None else None
-        fact = FACTS["live_set"]
         if queue.live is None:
             hidden = [
                 c.column
@@ -323,7 +416,7 @@ class Guard:
                 if c.relid == relid and c.is_status and not c.readable and not c.enum_labels
             ]
             if hidden:
-                grant = fact.grant("select", self.role, table.schema, table.name, hidden[:1])
+                grant = self._grant("live_set", "select", table.schema, table.name, hidden[:1])
                 return self._hidden(
                     "live_set",
                     queue.qualified,
@@ -359,7 +452,7 @@ class Guard:
         hidden = [c for c in columns if acc is not None and c not in acc.readable]
         if hidden:
             column = hidden[0]
-            grant = fact.grant("select", self.role, table.schema, table.name, [column])
+            grant = self._grant("live_set", "select", table.schema, table.name, [column])
             return self._hidden(
                 "live_set",
                 queue.qualified,
@@ -391,7 +484,7 @@ class Guard:
             what = " (integers that may hold epoch time)"
         if not hidden:
             return None
-        grant = FACTS["archive_age"].grant("select", self.role, table.schema, table.name, hidden)
+        grant = self._grant("archive_age", "select", table.schema, table.name, hidden)
         return self._hidden(
             "archive_age",
             queue.qualified,
@@ -410,9 +503,17 @@ class Guard:
             if seq.column_type == "bigint" and seq.data_type == "bigint":
                 continue  # a range no queue uses up: how far it has gone does not matter
             bound = table.stats_of(seq.column)
-            if seq.readable or (bound is not None and bound.upper_bound is not None):
+            readable = seq.readable
+            if self.assumed is not None:
+                # The connected role's view is not the assumed one's: the sequence is read
+                # only once granted, and pg_stats shows the id column only if it may read it.
+                readable = (seq.schema, seq.name) in self.assumed.sequences
+                acc = self.access.get(self.relids.get(queue.qualified, 0)) if self.access else None
+                if acc is None or seq.column not in acc.readable:
+                    bound = None
+            if readable or (bound is not None and bound.upper_bound is not None):
                 continue
-            grant = FACTS["id_sequences"].grant("sequence", self.role, seq.schema, seq.name)
+            grant = self._grant("id_sequences", "sequence", seq.schema, seq.name)
             return self._hidden(
                 "id_sequences",
                 queue.qualified,
@@ -431,7 +532,6 @@ class Guard:
         """Tables discovery could not judge because their status values are hidden: those
         with an index on the status column or row-locking statements on them."""
         taken = {q.qualified for q in queues}
-        fact = FACTS["discovery"]
         out = []
         for c in candidates:
             name = f"{c.schema}.{c.table}"
@@ -440,7 +540,7 @@ class Guard:
             claimed = any(s.table == c.table and s.schema in (None, c.schema) for s in statements)
             if not (c.indexed or claimed):
                 continue
-            grant = fact.grant("select", self.role, c.schema, c.table, [c.column])
+            grant = self._grant("discovery", "select", c.schema, c.table, [c.column])
             reason = (
                 f"{qualified(c.schema, c.table)} was not judged as a queue: the values of "
                 f"{ident(c.column)} are hidden from {ident(self.role)}: {grant}"
@@ -451,7 +551,7 @@ class Guard:
     def statements(self, unclaimed: Sequence[Queue] | None) -> list[HiddenFact]:
         """Queues without a known claim (None: no statement at all) while pg_stat_statements
         hides other roles' texts."""
-        grant = FACTS["statements"].grant("read_all_stats", self.role)
+        grant = self._grant("statements", "read_all_stats")
         reason = (
             f"no dequeue statement known: pg_stat_statements shows {ident(self.role)} the "
             f"text of its own statements only: {grant} (pg_monitor includes it), or give the "
@@ -465,7 +565,7 @@ class Guard:
     def horizon(self, reads_all_stats: bool) -> HiddenFact | None:
         if reads_all_stats:
             return None
-        grant = FACTS["horizon"].grant("read_all_stats", self.role)
+        grant = self._grant("horizon", "read_all_stats")
         return self._hidden(
             "horizon",
             None,

@@ -32,11 +32,12 @@ import psycopg
 from psycopg import conninfo
 
 from qadvisor.collect.session_limits import catalog_blockers, role_lock_timeout, startup_options
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, NotJudgedError
 from qadvisor.settings.resolve import MAX_TIMEOUT, SessionLimits
 
 __all__ = [
     "ConnectError",
+    "DsnError",
     "RunBoundPassed",
     "SessionLimits",
     "Unresponsive",
@@ -49,8 +50,12 @@ __all__ = [
 APPLICATION_NAME = "qadvisor"
 
 
-class ConnectError(InputError):
-    """A connection could not be made; the message is safe to print (no secrets)."""
+class ConnectError(NotJudgedError):
+    """A connection could not be made or set up; the message is safe to print (no secrets)."""
+
+
+class DsnError(InputError):
+    """The DSN is malformed: nothing was tried; the message is safe to print (no secrets)."""
 
 
 DEFAULT_CONNECT_TIMEOUT_S = 10
@@ -368,7 +373,7 @@ def connect(
     run_s = default_run_timeout_s(limits) if run_timeout_s is None else run_timeout_s
     if cut_user_info(dsn):
         # Connecting would try a host made of the user name and a port made of the password.
-        raise ConnectError(
+        raise DsnError(
             "malformed DSN: the URI's user info ends before its last '@' (an unencoded '@', "
             "'/', '?' or '#' in the password), so libpq would read part of the password as "
             "host, port or database (details withheld); percent-encode those characters in a "
@@ -381,11 +386,12 @@ def connect(
         rest = _after_scheme(dsn)
         user_info = rest.rpartition("@")[0] if rest is not None else ""
         if dsn and (_secrets(dsn) or "password" in dsn.lower() or ":" in user_info):
-            raise ConnectError("malformed DSN (details withheld: it holds a password)") from None
-        raise ConnectError(f"malformed DSN: {_first_line(exc)}") from None
+            raise DsnError("malformed DSN (details withheld: it holds a password)") from None
+        raise DsnError(f"malformed DSN: {_first_line(exc)}") from None
+    _check_ports(params)
     bad_host = _unresolvable_host(dsn, params)
     if bad_host is not None:
-        raise ConnectError(bad_host)
+        raise DsnError(bad_host)
     extra: dict[str, Any] = {
         "connect_timeout": connect_timeout_s(limits, params),
         # Before the first statement: one waiting on a system catalog's lock ends in time.
@@ -406,7 +412,13 @@ def connect(
             f"of {describe(dsn)} answered (each address is tried for up to "
             f"{extra['connect_timeout']} s, the connect timeout); qadvisor stopped"
         ) from None
-    except (psycopg.Error, ValueError, OSError) as exc:
+    except psycopg.Error as exc:
+        why = redact(_first_line(exc), dsn)
+        # libpq judges its options before it tries a host: such a DSN is bad input, not a
+        # server that could not be reached.
+        error = DsnError if _OPTION_REFUSED.search(why) else ConnectError
+        raise error(f"cannot connect to {describe(dsn)}: {why}") from None
+    except (ValueError, OSError) as exc:
         raise ConnectError(
             f"cannot connect to {describe(dsn)}: {redact(_first_line(exc), dsn)}"
         ) from None
@@ -509,6 +521,23 @@ def _within(deadline: float, make: Callable[[], BoundedConnection]) -> BoundedCo
         conn: BoundedConnection = box["conn"]
         return conn
     raise TimeoutError
+
+
+# libpq's words for an option value it refuses before trying any host (fe-connect.c).
+_OPTION_REFUSED = re.compile(
+    r"invalid (\w+ value|port number|integer value)|could not match \d+ host names"
+)
+
+
+def _check_ports(params: dict[str, Any]) -> None:
+    """A DSN's ports are numbers libpq accepts (psycopg would otherwise hand a word to the
+    resolver as a service name, and the error would read as a host that cannot be reached)."""
+    given = str(params.get("port") or os.environ.get("PGPORT") or "")
+    for port in given.split(","):
+        port = port.strip()
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            withheld = port if port.isdigit() else "details withheld"
+            raise DsnError(f"malformed DSN: invalid port number ({withheld})")
 
 
 def _first_line(exc: BaseException) -> str:

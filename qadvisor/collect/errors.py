@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, NotJudgedError
 
 
-class CollectError(InputError):
+class CollectError(NotJudgedError):
     """A fact every check needs could not be read; the message is safe to print."""
 
 
-class TableNotFound(CollectError):
+class TableNotFound(InputError):
     """A table named by the user does not resolve to a table of this database."""

@@ -38,6 +38,7 @@ GROUPS: dict[str, str] = {
     "planning": "Planning the dequeue statements (a claim known from pg_stat_statements, "
     "a function, `--query` or `--query-file`)",
     "sample": "`--sample`",
+    "role": "`qadvisor role`",
     "analyze": "`--analyze`",
     "transaction": "Transaction control (psycopg's, around the steps above)",
     "fleet": "`--all-databases` (once, in a session of its own on the database the DSN names, "
@@ -159,6 +160,10 @@ SENT: tuple[Sent, ...] = (
           "whether the role may connect to it: the databases --all-databases checks.",
           NO_LOCK, "none beyond CONNECT (pg_database is readable by every role)",
           when="with --all-databases"),
+    # --- qadvisor role (collect/role.py): the collection above, then -------------------------
+    _file("role_exists", "role",
+          "Whether the monitoring role exists already (then its setup grants, and does not "
+          "create it).", NO_LOCK, CONNECT, when="qadvisor role"),
     # --- collection (collect/snapshot.py and the modules it calls) ----------------------------
     _file("server", "collection", "The server, the database, the role and its standing.",
           NO_LOCK, CONNECT),
@@ -325,6 +330,13 @@ SENT: tuple[Sent, ...] = (
          template="SET LOCAL {setting} = off", composed=True,
          when="a tenant read or a probe is sent"),
     # --- planning (collect/planner.py) ----------------------------------------------------
+    Sent("plan_without_row_locks", ("planning",),
+         "Switches off index-only and parallel scans for this transaction, which a row lock "
+         "rules out: the claim's scan planned without its row locks is the scan its LockRows "
+         "reads.", "none", CONNECT,
+         template="SET LOCAL {setting} = 0", composed=True,
+         when="a claim is planned without its row locks (a role without UPDATE on the queue "
+         "table, as docs/privileges.md's smallest role, and qadvisor role)"),
     Sent("plan_search_path", ("planning", "analyze"),
          "The search_path the statement's names were resolved under, for this transaction.",
          "none", CONNECT, template="SELECT set_config('search_path', {path}, true)",

@@ -29,7 +29,7 @@ import psycopg
 
 from qadvisor.collect import queries as q
 from qadvisor.collect import statements
-from qadvisor.collect.access import Guard, TableAccess, read_access, unclaimed
+from qadvisor.collect.access import Assumed, Guard, TableAccess, read_access, unclaimed
 from qadvisor.collect.errors import CollectError, TableNotFound
 from qadvisor.collect.functions import scan_functions
 from qadvisor.collect.locks import ACCESS_SHARE, ROW_EXCLUSIVE, Locks, describe_all, read_locks
@@ -82,8 +82,10 @@ def collect(
     progress: Callable[[float, float], None] | None = None,
     queries: Sequence[tuple[str, str]] = (),
     analyze: bool = False,
+    assumed: Assumed | None = None,
 ) -> Snapshot:
-    """Read one snapshot; with ``sample_seconds`` read the counters again after that long.
+    """Read one snapshot; with ``sample_seconds`` read the counters again after that long;
+    with ``assumed``, every read decided as that role would have it decided (qadvisor role).
 
     ``queries`` are (source, SQL text) pairs given by the user: they are parsed and planned
     (EXPLAIN only; with ``analyze`` EXPLAIN ANALYZE inside a rolled-back transaction), never
@@ -131,7 +133,7 @@ def collect(
         no_access,
     )
     queue_relids = {f"{d.schema}.{d.table}": d.relid for d in decisions}
-    guard = Guard(server.user, locks.value, access.value, queue_relids)
+    guard = Guard(server.user, locks.value, access.value, queue_relids, assumed)
     indexes_hidden = _hidden(guard.index_definitions(queue) for queue in queues)
     table_facts = _tables(conn, relids, locks.value, server.user) if relids else Read([])
     sequences_hidden = _hidden(

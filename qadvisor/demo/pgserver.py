@@ -30,6 +30,7 @@ __all__ = [
     "LocalServer",
     "ServerError",
     "binary_version_num",
+    "changes_as_root",
     "embedded_bin_dir",
     "start_server",
     "system_bin_dirs",
@@ -372,6 +373,40 @@ def _server_os_user(bin_dir: Path) -> str | None:
             f"from {bin_dir} as"
         ) from None
     return DEBIAN_OS_USER
+
+
+def changes_as_root(bin_dir: Path, base_dir: Path) -> list[str]:
+    """What starting a server from ``bin_dir`` under ``base_dir`` will change on this machine
+    beyond ``base_dir`` (nothing unless we run as root, which PostgreSQL refuses to run as),
+    said before it is done: the OS user the server runs as, created if missing, and the
+    directories whose permissions are widened so that user can reach its files."""
+    if os.geteuid() != 0:
+        return []
+    bin_dir = bin_dir.resolve()
+    embedded = embedded_bin_dir()
+    is_embedded = embedded is not None and embedded.resolve() == bin_dir
+    user = EMBEDDED_OS_USER if is_embedded else DEBIAN_OS_USER
+    out = []
+    try:
+        pwd.getpwnam(user)
+        out.append(f"the server runs as the OS user {user}")
+    except KeyError:
+        # Only the wheel's user is created; a missing postgres user stops the start instead.
+        if is_embedded:
+            out.append(f"the server runs as the OS user {user}, created now (useradd {user})")
+    if is_embedded:
+        # The wheel's helper opens the installation's directory and every directory above it.
+        read_traverse = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
+        prefix = [bin_dir.parent, *bin_dir.parent.parents]
+        opened = [p for p in prefix if p.stat().st_mode & read_traverse != read_traverse]
+        if opened:
+            shown = ", ".join(str(p) for p in opened)
+            out.append(f"everyone may now list and enter {shown} (chmod g+rx,o+rx)")
+        out.append(f"everyone may now read the server's own files under {bin_dir.parent}")
+    traverse = [p for p in base_dir.resolve().parents if not p.stat().st_mode & stat.S_IXOTH]
+    if traverse:
+        out.append(f"everyone may now enter {', '.join(str(p) for p in traverse)} (chmod o+x)")
+    return out
 
 
 @functools.cache

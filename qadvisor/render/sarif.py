@@ -26,6 +26,7 @@ from qadvisor import __version__
 from qadvisor.model import Finding, FleetReport, Location, Report, Rule, Severity, Target
 from qadvisor.render.json import fix_dict
 from qadvisor.render.proof import proof_dict
+from qadvisor.render.values import docs_url
 
 SARIF_VERSION = "2.1.0"
 SARIF_SCHEMA = (
@@ -172,8 +173,9 @@ def _rule(c: Rule, docs_base_url: str | None) -> dict[str, Any]:
         "defaultConfiguration": {"level": LEVEL[c.severity]},
         "properties": {"category": c.category, "docs": c.docs_path, "tags": [c.category]},
     }
-    if docs_base_url:
-        rule["helpUri"] = docs_base_url.rstrip("/") + "/" + c.docs_path
+    url = docs_url(docs_base_url, c.docs_path)
+    if url:
+        rule["helpUri"] = url
     return rule
 
 

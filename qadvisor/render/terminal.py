@@ -1,24 +1,27 @@
 """The terminal report: summary first, then what could not be judged and why, findings by
-severity with fixes as highlighted SQL, and the all-clear only when it was earned."""
+severity with fixes as highlighted SQL, and the all-clear only when it was earned.
+
+Nothing frames a finding and no statement is broken across lines: a fix selected in the
+terminal and pasted into psql is SQL (what must not run as printed is commented out, see
+qadvisor.render.steps)."""
 
 from __future__ import annotations
 
 import errno
 import os
 from dataclasses import replace
-from typing import Any, TextIO
+from typing import TextIO
 
-from rich.console import Console, Group
-from rich.panel import Panel
+from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
+from qadvisor.model import Finding, FleetReport, Report, Severity
 from qadvisor.render.labels import human_evidence
 from qadvisor.render.proof import proof_lines
-from qadvisor.render.steps import step_heading
-from qadvisor.render.values import statement_start
+from qadvisor.render.steps import ScriptLine, as_text, fix_lines
+from qadvisor.render.values import docs_url, statement_start
 from qadvisor.render.verdict import (
     baseline_note,
     checks_run_note,
@@ -69,7 +72,7 @@ def render(
         if group:
             console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
             for f in group:
-                console.print(_finding(replace(f, database=database)))
+                _finding(replace(f, database=database), console, report.docs_url)
     _baselined(report, console)
     if report.ignored:
         console.rule(Text("ignored in the SQL files", style="dim"), align="left")
@@ -173,72 +176,85 @@ def _not_taken(report: Report, console: Console, verbose: bool) -> None:
             console.print(Text(f"    {statement_start(m.text)}"))
 
 
-def _finding(f: Finding) -> Panel:
-    parts: list[Any] = [Text(f.message)]
+def _finding(f: Finding, console: Console, docs: str | None) -> None:
+    """One finding: its title, message, evidence, then its fix as SQL that a copy can run
+    (no frame, no line break inside a statement: see qadvisor.render.steps)."""
+    where = f"{f.database}/" if f.database is not None else ""
+    console.print(
+        Text.assemble(
+            (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {where}{f.target.key_part}"
+        )
+    )
+    console.print(Text(f.message))
     if f.explanation:
-        parts.append(Text(f.explanation, style="dim italic"))
+        console.print(Text(f.explanation, style="dim italic"))
     human = human_evidence(f.evidence)
     ev = Table(box=None, show_header=False, pad_edge=False)
     ev.add_column(style="dim")
     ev.add_column(overflow="fold")
     for line in human.facts:
         ev.add_row(line.label, line.text)
-    parts += [Text(""), ev]
+    console.print(Text(""), ev)
     if human.thresholds:
         flagged = Table(box=None, show_header=False, pad_edge=False)
         flagged.add_column(style="dim")
         flagged.add_column(overflow="fold", style="dim")
         for line in human.thresholds:
             flagged.add_row(line.label, line.text)
-        parts += [Text("flagged because (the check's thresholds):", style="dim"), flagged]
+        console.print(Text("flagged because (the check's thresholds):", style="dim"), flagged)
     for line in human.blocks:
-        parts.append(Text(f"{line.label}:", style="dim"))
+        console.print(Text(f"{line.label}:", style="dim"))
         if "plan" in line.field:
-            parts.append(Text(line.text))
+            console.print(Text(line.text))
         else:
-            parts.append(Syntax(line.text, "sql", word_wrap=True, background_color="default"))
+            console.print(_sql(line.text), soft_wrap=True)
     if f.fix:
         safety = f.fix.safety if f.fix.steps else "nothing to run"
-        parts.append(Text(f"\nfix ({safety}):", style="bold"))
-        for step in f.fix.steps:
-            parts += _step(step)
-        if f.fix.notes:
-            parts.append(Text(f.fix.notes, style="dim"))
+        console.print(Text(f"\nfix ({safety}):", style="bold"))
+        _script(fix_lines(f.fix), console)
     if f.proof is not None:
-        lines = proof_lines(f.proof)
-        parts.append(Text(f"\n{lines[0]}", style="bold"))
-        parts += [Text(line, style="dim") for line in lines[1:]]
-    parts.append(Text(f"docs: {f.docs}", style="dim"))
-    where = f"{f.database}/" if f.database is not None else ""
-    title = Text.assemble(
-        (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {where}{f.target.key_part}"
-    )
-    return Panel(Group(*parts), title=title, title_align="left", border_style=_STYLE[f.severity])
+        proof = proof_lines(f.proof)
+        console.print(Text(f"\n{proof[0]}", style="bold"))
+        for said in proof[1:]:
+            console.print(Text(said, style="dim"))
+    page = docs_url(docs, f.docs) or f.docs
+    console.print(Text(f"docs: {page} (qadvisor explain {f.code})", style="dim"))
+    console.print()
 
 
-def _step(step: FixStep) -> list[Any]:
-    """A step under its heading; a rewrite as the statement before and after, never as one
-    block to run."""
-    parts: list[Any] = [Text(step_heading(step), style="bold")]
-    if step.kind == "rewrite":
-        if step.before is not None:
-            parts += [Text("before:", style="dim"), _sql(step.before)]
-        parts += [Text("after:", style="dim"), _sql(step.sql)]
+def _script(lines: list[ScriptLine], console: Console) -> None:
+    """Lines of an SQL script: statements highlighted and comments dimmed, each printed whole
+    (soft wrap: the terminal folds a long line, a copy gets it as one)."""
+    for line in lines:
+        for text in as_text([line], console.width):
+            shown = _sql(text) if line.kind == "sql" else Text(text, style="dim")
+            console.print(shown, soft_wrap=True)
+
+
+def _sql(text: str) -> Text:
+    shown = Syntax(text, "sql", background_color="default").highlight(text)
+    shown.rstrip()
+    return shown
+
+
+def write_page(markdown: str, out: TextIO) -> None:
+    """A docs page (Markdown) to ``out``: rendered when ``out`` is a terminal (headings,
+    lists, tables and highlighted SQL at its width), else as the Markdown it is, so that
+    ``qadvisor explain QA101 > QA101.md`` writes the page."""
+    from rich.markdown import Markdown
+
+    console = _Console(file=out)
+    if console.is_terminal:
+        console.print(Markdown(markdown, code_theme="ansi_dark"))
     else:
-        parts.append(_sql(step.sql))
-    if step.note:
-        parts.append(Text(step.note, style="dim"))
-    return parts
-
-
-def _sql(text: str) -> Syntax:
-    return Syntax(text, "sql", word_wrap=True, background_color="default")
+        out.write(markdown + "\n")
 
 
 class _Console(Console):
     def on_broken_pipe(self) -> None:
-        # rich's own answer is exit 1 without a word, which a CI gate reads as findings: the
-        # error goes to whoever writes the report, as any other failed write does.
+        # rich would end the process with exit 1, which reads as findings: the command line
+        # says the report could not be written instead.
+        self.quiet = True
         raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
@@ -287,7 +303,7 @@ def render_fleet(fleet: FleetReport, console: Console, *, verbose: bool = False)
 
 def write_fleet(fleet: FleetReport, out: TextIO, *, verbose: bool = False) -> None:
     """A fleet's report, to ``out`` as :func:`write` writes one database's."""
-    render_fleet(fleet, Console(file=out), verbose=verbose)
+    render_fleet(fleet, _Console(file=out), verbose=verbose)
 
 
 def write(report: Report, out: TextIO, *, verbose: bool = False) -> None:

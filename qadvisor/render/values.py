@@ -24,6 +24,13 @@ def evidence_text(v: object, none: str = "-") -> str:
     return json.dumps(v, sort_keys=True, default=str)
 
 
+def docs_url(base: str | None, path: str) -> str | None:
+    """Where a docs page (``docs/checks/QA101.md``, a path of qadvisor's repository) is
+    published, when ``base`` (--docs-url) says where qadvisor's docs/ is; None without it: a
+    relative link pasted into another repository's issue would point into that one."""
+    return base.rstrip("/") + "/" + path if base else None
+
+
 def statement_start(text: str, width: int = 160) -> str:
     """A statement on one line, cut at ``width`` characters."""
     flat = " ".join(text.split())

@@ -8,6 +8,7 @@ The file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
     fail_on_skip = true      # exit 1 when a check could not judge a queue
     tables = ["public.jobs"]
     ignore = ["QA201:public.audit_jobs"]
+    select = ["QA1", "QA201"]  # only these checks (codes, or a code's start)
     query_files = ["sql/dequeue.sql"]
     statement_timeout = 5000 # ms, like --statement-timeout
     lock_timeout = 1000      # ms
@@ -19,6 +20,9 @@ The file is ``qadvisor.toml`` (top level) or the ``[tool.qadvisor]`` table of
 
     [options.QA201]          # [tool.qadvisor.options.QA201] in pyproject.toml
     min_ratio = 20
+
+    [severity]               # a check's severity in this project's reports and gate
+    QA204 = "info"
 
 Here each value is read and its type checked; bounds, ignores and options are judged with
 the other layers, against the installed checks. Checks receive their options dataclass, never
@@ -38,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from qadvisor.errors import InputError, read_bounded
+from qadvisor.model import Severity
 from qadvisor.registry import Check
 
 # The most read of a config file: parsing it is client-side work, bounded like the rest.
@@ -45,9 +50,11 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 # --fail-on's values: a severity, or never (no finding fails the run).
 FAIL_ON = ("critical", "warning", "info", "never")
-_KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "queries", "query_files", "options",
-         "statement_timeout", "lock_timeout", "connect_timeout", "run_timeout", "baseline",
-         "sarif_anchor", "docs_url"}  # fmt: skip
+_KEYS = {"fail_on", "fail_on_skip", "tables", "ignore", "select", "queries", "query_files",
+         "options", "severity", "statement_timeout", "lock_timeout", "connect_timeout",
+         "run_timeout", "baseline", "sarif_anchor", "docs_url"}  # fmt: skip
+# The severities a [severity] entry may set.
+SEVERITIES = ("critical", "warning", "info")
 
 
 class ConfigError(InputError, ValueError):
@@ -61,9 +68,11 @@ class Config:
     fail_on_skip: bool | None = None
     tables: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    select: tuple[str, ...] = ()
     queries: tuple[str, ...] = ()
     query_files: tuple[Path, ...] = ()
     options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    severity: dict[str, str] = field(default_factory=dict)  # code -> severity
     statement_timeout: int | None = None  # ms
     lock_timeout: int | None = None  # ms
     connect_timeout: int | None = None  # seconds
@@ -124,15 +133,23 @@ def _load(path: Path, in_pyproject: bool, missing_ok: bool = False) -> Config:
     fail_on_skip = data.get("fail_on_skip")
     if fail_on_skip is not None and not isinstance(fail_on_skip, bool):
         raise ConfigError(f"{path}: fail_on_skip must be true or false")
+    severity = data.get("severity", {})
+    if not isinstance(severity, dict) or not all(v in SEVERITIES for v in severity.values()):
+        raise ConfigError(
+            f"{path}: severity must be a table of check codes, each one of "
+            f'{", ".join(SEVERITIES)} ([severity] QA204 = "info")'
+        )
     return Config(
         source=path,
         fail_on=fail_on,
         fail_on_skip=fail_on_skip,
         tables=_strs(data, "tables", path),
         ignore=_strs(data, "ignore", path),
+        select=_strs(data, "select", path),
         queries=_strs(data, "queries", path),
         query_files=tuple(base / p for p in _strs(data, "query_files", path)),
         options={code.upper(): dict(v) for code, v in options.items()},
+        severity={code.upper(): v for code, v in severity.items()},
         statement_timeout=_int(data, "statement_timeout", path),
         lock_timeout=_int(data, "lock_timeout", path),
         connect_timeout=_int(data, "connect_timeout", path),
@@ -196,11 +213,40 @@ def check_ignores(patterns: Iterable[str], checks: Sequence[Check]) -> None:
             raise ConfigError(
                 f"{pattern!r} names no object after {code}: (e.g. {code}:public.jobs)"
             )
-        close = difflib.get_close_matches(code.upper(), codes, n=1, cutoff=0.0)
-        hint = f"; the closest code is {close[0]}" if close else ""
-        raise ConfigError(
-            f"{pattern!r}: no check has the code {code!r}{hint} (qadvisor explain lists them)"
-        )
+        raise _no_such_code(pattern, code, codes)
+
+
+def _no_such_code(given: str, code: str, codes: Sequence[str]) -> ConfigError:
+    close = difflib.get_close_matches(code.upper(), codes, n=1, cutoff=0.0)
+    hint = f"; the closest code is {close[0]}" if close else ""
+    return ConfigError(
+        f"{given!r}: no check has the code {code!r}{hint} (qadvisor explain lists them)"
+    )
+
+
+def selected(code: str, patterns: Iterable[str]) -> bool:
+    """Whether ``--select`` patterns (codes, or the start of codes: ``QA2``) take the check;
+    no pattern takes every check."""
+    given = tuple(patterns)
+    return not given or any(code.startswith(p) for p in given)
+
+
+def check_selects(patterns: Iterable[str], checks: Sequence[Check]) -> None:
+    """Every select pattern takes a check: a typo would otherwise run fewer checks than
+    meant, unnoticed."""
+    codes = sorted(c.code for c in checks)
+    for pattern in patterns:
+        if not any(selected(code, [pattern]) for code in codes):
+            raise _no_such_code(pattern, pattern, codes)
+
+
+def check_severities(checks: Sequence[Check], config: Config) -> dict[str, Severity]:
+    """The [severity] table: each code a check's, each value a severity."""
+    codes = sorted(c.code for c in checks)
+    for code in config.severity:
+        if code not in codes:
+            raise _no_such_code(code, code, codes)
+    return {code: Severity.parse(value) for code, value in config.severity.items()}
 
 
 # How a config-file value of the option's type is described in an error.

@@ -33,9 +33,10 @@ from qadvisor.errors import PIPE_WAIT_S, InputError
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks followed in one lookup
 
 
-class OutputError(InputError):
-    """A report, baseline or snapshot could not be written, to its file or to stdout: one
-    line and exit 2, with the input errors (a message safe to print)."""
+class OutputError(InputError, OSError):
+    """A report, baseline or snapshot could not be written, to its file or to stdout: the
+    caller's side failed (a path, a full disk, a closed pipe), not the database's, so it ends
+    the run as bad input does (one line and exit 2, a message safe to print)."""
 
 
 def unwritable(path: Path) -> str | None:

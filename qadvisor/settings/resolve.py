@@ -16,7 +16,8 @@ and :data:`IGNORE` are this list as a table, each row read the same way:
 
 - the settings file: QADVISOR_CONFIG / --config
 - gate severity: fail_on / QADVISOR_FAIL_ON / --fail-on
-- blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip
+- blind-pass gate: fail_on_skip / QADVISOR_FAIL_ON_SKIP / --fail-on-skip (default: on where
+  the CI variable is true, as CI services set it)
 - queue tables: tables / QADVISOR_TABLES (comma-separated) / --table
 - session timeouts: statement_timeout, lock_timeout, connect_timeout, run_timeout /
   QADVISOR_STATEMENT_TIMEOUT, QADVISOR_LOCK_TIMEOUT, QADVISOR_CONNECT_TIMEOUT,
@@ -27,6 +28,8 @@ and :data:`IGNORE` are this list as a table, each row read the same way:
   QADVISOR_SARIF_ANCHOR / --sarif-anchor
 - the docs' published URL: docs_url / QADVISOR_DOCS_URL / --docs-url
 - ignores: ignore / QADVISOR_IGNORE (comma-separated) / --ignore
+- the checks to run: select / QADVISOR_SELECT (comma-separated) / --select
+- a check's severity: [severity] CODE = "info" / (none) / (none)
 - statements: queries, query_files / (none) / --query, --query-file
 - report files: (none) / (none) / --output FORMAT:PATH
 
@@ -46,7 +49,7 @@ from typing import Any, Literal, cast
 
 from qadvisor.errors import InputError, TooLarge, read_bounded
 from qadvisor.history.store import DEFAULT_KEEP, unusable
-from qadvisor.model import InlineIgnore, Location
+from qadvisor.model import InlineIgnore, Location, Severity
 from qadvisor.registry import Check, load_checks
 from qadvisor.settings import baseline as baseline_file
 from qadvisor.settings import inline_ignores
@@ -56,6 +59,8 @@ from qadvisor.settings.config import (
     ConfigError,
     check_ignores,
     check_options,
+    check_selects,
+    check_severities,
     find_config,
 )
 from qadvisor.settings.outputs import overwritten_input, same_file, unwritable
@@ -63,7 +68,7 @@ from qadvisor.sql import dequeue
 
 FailOn = Literal["critical", "warning", "info", "never"]
 # The report formats (qadvisor.render.RENDERERS has one renderer for each).
-FORMATS = ("text", "json", "markdown", "sarif", "junit", "html", "openmetrics")
+FORMATS = ("text", "json", "markdown", "sarif", "junit", "html", "openmetrics", "sql")
 ENV_PREFIX = "QADVISOR_"
 # Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
 # cancels even the catalog reads of a small database.
@@ -78,6 +83,9 @@ MAX_TIMEOUT = 2_147_483_647
 SAMPLE_S = (1, 3600)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
+# Set to true by CI services (GitHub Actions, GitLab CI, CircleCI, Buildkite, ...): there a
+# pass that judged nothing is a gate left open, so skips fail it unless a layer says not.
+CI_VARIABLE = "CI"
 
 
 # Databases a fleet checks at once by default: four sessions at a time is a light load on one
@@ -117,6 +125,7 @@ class Flags:
     query_files: Sequence[Path] = ()
     analyze: bool = False
     ignore: Sequence[str] = ()
+    select: Sequence[str] = ()
     fail_on: str | None = None
     fail_on_skip: bool | None = None
     format: str = "text"
@@ -151,7 +160,11 @@ class Settings:
     queries: tuple[tuple[str, str], ...] = ()
     analyze: bool = False
     ignore: tuple[str, ...] = ()  # codes and finding keys
+    # The checks to run: codes or the start of codes (none: every installed check).
+    select: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)  # code -> options object
+    # A check's severity set by the config file, in place of its own (code -> severity).
+    severities: Mapping[str, Severity] = field(default_factory=dict)
     fail_on: FailOn = "warning"
     fail_on_skip: bool = False
     format: str = "text"
@@ -215,10 +228,20 @@ def resolve(
             raise SettingsError(f"{where} {exc}") from None
     try:
         options = check_options(installed, cfg)
+        severities = check_severities(installed, cfg)
     except ConfigError as exc:
         raise ConfigError(f"{layers.file_label}: {exc}") from None
     given = {s: layers.top(s) for s in SETTINGS}
+    chosen = given[SELECT]
+    if chosen is not None:
+        patterns, where = chosen
+        try:
+            check_selects(patterns, installed)
+        except ConfigError as exc:
+            raise SettingsError(f"{where} {exc}") from None
     value = {s.key: found[0] if found else s.default for s, found in given.items()}
+    if not given[FAIL_ON_SKIP]:
+        value["fail_on_skip"] = in_ci(environ)
     limits = SessionLimits(
         statement_timeout_ms=value["statement_timeout"],
         lock_timeout_ms=value["lock_timeout"],
@@ -266,7 +289,9 @@ def resolve(
         queries=queries,
         analyze=flags.analyze,
         ignore=tuple(p for patterns, _ in ignores for p in patterns),
+        select=value["select"],
         options=options,
+        severities=severities,
         fail_on=cast(FailOn, value["fail_on"]),
         fail_on_skip=value["fail_on_skip"],
         format=flags.format,
@@ -467,6 +492,12 @@ def defaults(
     )
 
 
+def in_ci(environ: Mapping[str, str]) -> bool:
+    """Whether the run is under a CI service (the CI variable is true): the default of
+    fail_on_skip."""
+    return environ.get(CI_VARIABLE, "").strip().lower() in _TRUE
+
+
 def _name(key: str) -> str:
     return ENV_PREFIX + key
 
@@ -561,9 +592,13 @@ class Setting:
 _LIMITS = SessionLimits()
 SARIF_ANCHOR = Setting("sarif_anchor", "--sarif-anchor", _path)
 BASELINE = Setting("baseline", "--baseline", _path)
+# Its default is in_ci()'s, read with the other layers.
+FAIL_ON_SKIP = Setting("fail_on_skip", "--fail-on-skip", _bool, default=False)
+SELECT = Setting("select", "--select", _list, default=())
 SETTINGS = (
     Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default="warning"),
-    Setting("fail_on_skip", "--fail-on-skip", _bool, default=False),
+    FAIL_ON_SKIP,
+    SELECT,
     Setting("tables", "--table", _list, default=()),
     Setting("statement_timeout", "--statement-timeout", _whole("ms"),
             _between(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
@@ -580,7 +615,7 @@ SETTINGS = (
 # Ignores add up instead: the file's, then the environment's, then the flags'.
 IGNORE = Setting("ignore", "--ignore", _list)
 # Every variable resolve() reads (with GITHUB_ACTIONS, which only turns on annotations).
-ENV_VARIABLES = (_name("CONFIG"), *(s.variable for s in (*SETTINGS, IGNORE)))
+ENV_VARIABLES = (_name("CONFIG"), *(s.variable for s in (*SETTINGS, IGNORE)), CI_VARIABLE)
 
 
 def _given(setting: Setting, value: Any, where: str) -> Iterator[tuple[Any, str]]:

@@ -85,7 +85,7 @@ def test_a_connect_timeout_of_zero_does_not_disable_the_bound(where: str) -> Non
         else:
             proc = _qadvisor("check", dsn, env=_env(PGCONNECT_TIMEOUT="0"))
         rc, err, took = _ended(proc, DEFAULT_CONNECT_TIMEOUT_S + START_SLACK_S)
-    assert rc == 2, err
+    assert rc == 3, err
     assert len(err.strip().splitlines()) == 1 and "timeout" in err, err
     assert took >= DEFAULT_CONNECT_TIMEOUT_S - 1
 
@@ -94,7 +94,7 @@ def test_a_stricter_dsn_connect_timeout_wins() -> None:
     with silent_endpoint() as port:
         dsn = f"host=127.0.0.1 port={port} dbname=app user=nobody connect_timeout=2"
         rc, err, _took = _ended(_qadvisor("check", dsn, "--connect-timeout", "30"), 2 + 10)
-    assert rc == 2 and "timeout" in err, err
+    assert rc == 3 and "timeout" in err, err
 
 
 @pytest.fixture
@@ -155,7 +155,7 @@ def test_a_stopped_backend_ends_the_run_within_its_bound(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert rc == 2, err
+    assert rc == 3, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], err
     assert time.monotonic() - started >= min(bound, 3) - 1

@@ -5,7 +5,7 @@ The commands are read from the page, section by section, not copied here: a comm
 the page is the command tested. Two kinds of line are not run: ``pip install`` (qadvisor is
 installed already) and ``git`` (committing is not qadvisor's business). The YAML around the
 commands is read for its ``run:`` steps and ``script:`` items only; GitHub's and GitLab's
-runners are not emulated beyond the variables the page relies on (GITHUB_ACTIONS,
+runners are not emulated beyond the variables the page relies on (CI, GITHUB_ACTIONS,
 GITHUB_STEP_SUMMARY, STAGING_DSN).
 """
 
@@ -120,7 +120,13 @@ def test_the_commands_of_the_page_on_a_real_server(db: TestDB, tmp_path: Path) -
     assert {f["code"] for f in accepted} >= {"QA203", "QA301"}
     assert "QA501" not in {f["code"] for f in accepted}  # the sweeper's is ignored inline
 
-    github = {**staging, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": str(summary)}
+    # As the runners set them: CI=true makes skips fail the gate.
+    github = {
+        **staging,
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
     commands = _commands("GitHub Actions", "yaml")
 
     # Nothing new: the job passes, and the accepted findings are in the report, apart.
@@ -156,7 +162,7 @@ def test_the_commands_of_the_page_on_a_real_server(db: TestDB, tmp_path: Path) -
 
     # GitLab: the JUnit report has the one new finding as its failure.
     for command in _commands("GitLab CI", "yaml"):
-        run = _run(command, repo, **staging)
+        run = _run(command, repo, **staging, CI="true")
         assert run.returncode == 1, (command, run.stderr)
     suite = ET.fromstring((repo / "qadvisor.xml").read_text()).find("testsuite")
     assert suite is not None and suite.get("failures") == "1"

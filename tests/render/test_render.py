@@ -58,6 +58,7 @@ from qadvisor.model import (
 from qadvisor.registry import Check, NoOptions, load_checks
 from qadvisor.render import json as json_render
 from qadvisor.render import junit, labels, markdown, sarif, terminal
+from qadvisor.render import sql as sql_render
 from tests import snapshots as S
 from tests.conftest import in_ci
 from tests.json_schemas import assert_valid_sarif
@@ -291,7 +292,7 @@ def full_report() -> Report:
         checks_run=("QA101", "QA102", "QA201", "QA203", "QA501", "QA999"),
         rules=RULES,
         checked_at="2026-12-01T09:30:00Z",
-        command="qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown",
+        command='qadvisor check "$DSN" --format markdown',
     )
 
 
@@ -397,13 +398,14 @@ FORMATS: dict[str, tuple[str, Callable[[Report], str]]] = {
     "markdown": ("md", markdown.render),
     "sarif": ("sarif", sarif.render),
     "junit": ("junit.xml", junit.render),
+    "sql": ("sql", sql_render.render),
 }
 
 
 @pytest.fixture(autouse=True)
 def _fixed_version(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Golden files do not change with each release."""
-    for module in (json_render, markdown, sarif, junit):
+    for module in (json_render, markdown, sarif, junit, sql_render):
         monkeypatch.setattr(module, "__version__", "0.0.0-test")
     yield
 
@@ -699,7 +701,7 @@ def test_every_format_renders_a_report_of_the_real_checks() -> None:
 # --- the CLI -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("fmt", ["markdown", "sarif", "junit"])
+@pytest.mark.parametrize("fmt", ["markdown", "sarif", "junit", "sql"])
 def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
     idx = S.index("jobs_status_created_at_idx", ("status", "created_at"), int(310.4 * MB))
     snap = S.snapshot(S.jobs_table(indexes=(idx,)))
@@ -722,6 +724,11 @@ def test_cli_formats_on_a_snapshot_file(fmt: str, tmp_path: Path) -> None:
     elif fmt == "junit":
         root = ET.fromstring(proc.stdout)
         assert int(root.get("failures", "0")) >= 1
+    elif fmt == "sql":
+        assert proc.stdout.startswith("-- qadvisor ")
+        assert "-- QA101 archive-bloated-index: public.jobs_status_created_at_idx (warning)" in (
+            proc.stdout
+        )
     else:
         assert proc.stdout.startswith("# qadvisor report: app on PostgreSQL 18.x")
         assert "### QA101 archive-bloated-index: `public.jobs_status_created_at_idx`" in (
@@ -783,7 +790,7 @@ def test_terminal_counts_what_discovery_did_not_take_and_lists_it_when_verbose()
 
 def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     text = " ".join(_terminal(proven_report(), verbose=False).split(" "))
-    flat = " ".join(text.replace("│", " ").split())
+    flat = " ".join(text.split())
     assert (
         "proven on a 2,000,000-row copy (scaled down from 10,000,000 rows), PostgreSQL 18.6 "
         "(the checked server runs 16.4): claim 9.60 s -> 1.2 ms" in flat
@@ -798,6 +805,79 @@ def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     assert "proven on" not in " ".join(_terminal(full_report(), verbose=False).split())
 
 
+def test_terminal_fixes_are_sql_that_a_copy_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A narrow terminal: before, each fix sat in a frame ("│" on every line) and its
+    # statements were folded at the frame's width.
+    monkeypatch.setenv("COLUMNS", "50")
+    report = full_report()
+    text = _terminal(report, verbose=False)
+    assert not set("│╭╮╰╯┃") & set(text)
+    lines = text.splitlines()
+    steps = [s for f in report.findings if f.fix for s in f.fix.steps]
+    assert {s.kind for s in steps} >= {"migration", "review", "rewrite"}
+    for step in steps:
+        for line in step.sql.rstrip().splitlines():
+            # What runs as printed is SQL line for line; the rest is commented out, whole.
+            shown = line if step.kind == "migration" and not step.left_to_fill else f"-- {line}"
+            assert shown.rstrip() in lines, (step.kind, line)
+
+
+def test_the_sql_script_runs_the_migrations_once_and_comments_out_everything_else() -> None:
+    # Names and messages come from the database: a line break in one must not end a comment
+    # and turn the rest of the line into a statement.
+    hostile = "x\nDROP TABLE users; --\r\nDROP TABLE accounts;"
+    report = full_report()
+    snap = replace(report.snapshot, server=replace(report.snapshot.server, database=hostile))
+    (first, *rest) = report.findings
+    evil = replace(first, message=f"About {hostile}.", target=replace(first.target, name=hostile))
+    # Another finding proposes the same statement: it runs once.
+    twice = replace(rest[0], target=replace(rest[0].target, name="other"))
+    report = replace(report, snapshot=snap, findings=(evil, *rest, twice))
+    script = sql_render.render(report)
+    runnable = {
+        line
+        for f in report.findings
+        if f.fix
+        for step in f.fix.steps
+        if step.kind == "migration" and not step.left_to_fill
+        for line in step.sql.splitlines()
+    }
+    statements = [ln for ln in script.splitlines() if ln and not ln.startswith("-- ")]
+    assert set(statements) - runnable == {"SET lock_timeout = '5s';"}, statements
+    assert "DROP TABLE users" in script and "DROP TABLE accounts" in script  # in comments
+    drops = [ln for ln in statements if ln.startswith("DROP INDEX CONCURRENTLY")]
+    assert len(drops) == 1
+    assert "-- already run above: DROP INDEX CONCURRENTLY public.jobs_status_created_at_idx;" in (
+        script
+    )
+
+
+def test_docs_pages_follow_the_docs_url_in_markdown_and_the_terminal() -> None:
+    report = replace(full_report(), docs_url="https://example.org/qadvisor/")
+    md = markdown.render(report)
+    assert (
+        "Docs: [docs/checks/QA101.md](https://example.org/qadvisor/docs/checks/QA101.md) "
+        "(`qadvisor explain QA101`)"
+    ) in md
+    assert "](docs/" not in md  # never a link into whatever repository it is pasted in
+    text = _terminal(report, verbose=False)
+    assert "docs: https://example.org/qadvisor/docs/checks/QA101.md (qadvisor explain QA101)" in (
+        " ".join(text.split())
+    )
+    # Without a published URL, the page is named, not linked.
+    assert "Docs: `docs/checks/QA101.md` (`qadvisor explain QA101`)" in markdown.render(
+        full_report()
+    )
+
+
+def test_markdown_leaves_an_arrow_alone_and_escapes_a_quote_mark_that_starts_a_line() -> None:
+    (first, *rest) = full_report().findings
+    arrow = replace(first, message="> Claim 0.2 ms -> 80 ms; a <value> stays text.")
+    md = markdown.render(replace(full_report(), findings=(arrow, *rest)))
+    assert "\\> Claim 0.2 ms -> 80 ms; a \\<value> stays text." in md
+    assert "-\\>" not in md
+
+
 def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
     # QA101 when claims pass an existing partial index over: advice, no statement.
     (first, *rest) = _findings()
@@ -806,8 +886,8 @@ def test_a_fix_of_notes_alone_says_there_is_nothing_to_run() -> None:
     md = markdown.render(report)
     assert "**Fix** (nothing to run: read the notes):" in md
     assert "Their plans pass jobs_pending over." in md
-    flat = " ".join(_terminal(report, verbose=False).replace("│", " ").split())
-    assert "fix (nothing to run): Their plans pass jobs_pending over." in flat
+    flat = " ".join(_terminal(report, verbose=False).split())
+    assert "fix (nothing to run): -- Their plans pass jobs_pending over." in flat
     # A fix with statements keeps its safety.
     assert "**Fix** (safe: can run as printed on a live system):" in markdown.render(full_report())
 
@@ -864,7 +944,7 @@ def test_markdown_header_names_database_time_version_and_command() -> None:
     assert "- **Database:** `app` on PostgreSQL 18.6" in head
     assert "- **Checked at:** 2026-12-01T09:30:00Z" in head
     assert "- **qadvisor:** 0.0.0-test" in head
-    assert "`qadvisor check 'postgresql://monitor:***@db.example/app' --format markdown`" in head
+    assert '`qadvisor check "$DSN" --format markdown`' in head
     assert "index_bytes" not in md and "live_rows" not in md  # no raw field names
 
 
