@@ -203,7 +203,7 @@ def gather(
 
 
 _RUNTIME = ("queryid", "calls", "mean_exec_ms", "shared_blks_per_call", "plans_per_call",
-            "roles", "role")  # fmt: skip
+            "rows_per_call", "roles", "role")  # fmt: skip
 
 
 def _merged(found: list[Statement]) -> list[Statement]:
@@ -331,6 +331,7 @@ def _combined(a: Statement, b: Statement) -> Statement:
         mean_exec_ms=weighted(a.mean_exec_ms, b.mean_exec_ms),
         shared_blks_per_call=weighted(a.shared_blks_per_call, b.shared_blks_per_call),
         plans_per_call=weighted(a.plans_per_call, b.plans_per_call),
+        rows_per_call=weighted(a.rows_per_call, b.rows_per_call),
         roles=roles,
         role=roles[0] if len(roles) == 1 else None,
     )
@@ -382,6 +383,7 @@ def _from_pg_stat_statements(
                 calls=calls,
                 mean_exec_ms=_round(r["mean_exec_ms"]),
                 shared_blks_per_call=_round(r["shared_blks_per_call"]),
+                rows_per_call=_round(int(r["rows"]) / calls) if r.get("rows") is not None else None,
                 plans_per_call=_round(int(plans) / calls)
                 if r.get("track_planning") and plans is not None
                 else None,

@@ -221,6 +221,7 @@ def _prove_table(
                     over_time,
                     clones,
                     statements,
+                    before,
                     version,
                     say,
                 )
