@@ -116,6 +116,9 @@ class ColumnStats:
     # The smallest value ANALYZE saw: of a date or timestamp column in UTC as PostgreSQL
     # prints a timestamp, of an integer column the number (epoch time, when it is one).
     lower_bound: str | None = None
+    # pg_stats' histogram_bounds (as text; not of wide columns) and correlation.
+    histogram_bounds: tuple[str, ...] | None = None
+    correlation: float | None = None
 
 
 @dataclass(frozen=True)

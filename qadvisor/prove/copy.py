@@ -71,6 +71,9 @@ class CopyPlan:
     # by deleting __K__ live rows (``retire``) and letting as many arrive, before its VACUUM.
     bloated: tuple[tuple[str, int], ...] = ()
     retire: str = ""
+    # Rows filled live that ``claim`` takes out of the live set after the VACUUM: the dead row
+    # versions the checked table held (n_dead_tup), and their index entries.
+    dead: int = 0
 
     @property
     def scaled_down(self) -> bool:
@@ -104,6 +107,11 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     live_n = min(round(estimate.rows), table_rows)
     rows = min(table_rows, max(max_rows, live_n))
     archive_n = rows - live_n
+    # The dead row versions the checked table held (n_dead_tup): claims since its last vacuum,
+    # each a row that left the live set; their entries are still in the live set's indexes,
+    # where every claim walks past them. The newest archive rows are made live and retired
+    # after the copy's VACUUM, one dead version each.
+    dead = min(max(table.stats.n_dead_tup, 0), archive_n)
     # Each live column's value in a live row and in an archive row. A union's live rows meet
     # one of its conditions, the one statistics say holds most rows, and none of the others.
     parts = live.parts if live.op == "or" else (() if live.whole_table else (live,))
@@ -130,22 +138,32 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
 
     def select(is_live: bool, tenant_expr: str | None, source: str) -> str:
         values = []
-        for c in stored:
+        for n, c in enumerate(stored):
             if c.name in by_column:
                 values.append(live_value(c, is_live))
             elif tenant_expr is not None and c.name == tenant:
                 values.append(f"({tenant_expr})::{c.type}")
             else:
-                values.append(_plain_value(c, table.column_stats, c.name in unique, rows))
-        return f"INSERT INTO {target} ({names}) SELECT {', '.join(values)} FROM {source}"
+                stats = table.column_stats
+                values.append(_other_value(c, stats, c.name in unique, rows, n, table_rows))
+        # Each row's draws, made once (OFFSET 0 keeps the planner from copying their
+        # expressions into every use).
+        draws = ", ".join(f"{_draw(n, k)} AS d{n}_{k}" for n in range(len(stored)) for k in (0, 1))
+        return (
+            f"INSERT INTO {target} ({names}) SELECT {', '.join(values)} FROM {source}"
+            f" CROSS JOIN LATERAL (SELECT {draws} OFFSET 0) AS drawn"
+        )
 
     fill: list[str] = []
-    if archive_n:
-        archive_tenant = None
-        if tenant is not None and tenants is not None:
-            ids = _tenant_ids(tenants)
-            archive_tenant = f"({_array(ids)})[1 + (g % {len(ids)})]"
-        fill.append(select(False, archive_tenant, f"generate_series(1, {archive_n}) AS g"))
+    archive_tenant = None
+    if tenant is not None and tenants is not None:
+        ids = _tenant_ids(tenants)
+        archive_tenant = f"({_array(ids)})[1 + (g % {len(ids)})]"
+    if archive_n > dead:
+        fill.append(select(False, archive_tenant, f"generate_series(1, {archive_n - dead}) AS g"))
+    if dead:
+        span = f"generate_series({archive_n - dead + 1}, {archive_n}) AS g"
+        fill.append(select(True, archive_tenant, span))
     if live_n:
         if tenant is not None and tenants is not None:
             counted = [(t.tenant, t.rows) for t in tenants.live_by_tenant]
@@ -200,6 +218,7 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         arrive,
         bloated if claim else (),
         f"DELETE FROM {target} WHERE {picked}" if claim else "",
+        dead if claim else 0,
     )
 
 
@@ -349,6 +368,98 @@ def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_li
         return f"{literal(pool[0])}::{c.type}"
     arr = _array(pool)
     return f"(({arr})[1 + (g % {len(pool)})])::{c.type}"
+
+
+# A column whose values follow the rows' physical order at least this closely (pg_stats'
+# correlation) is filled in that order; others in an order drawn from the row number.
+CORRELATED = 0.5
+# Types filled plainly whatever pg_stats says (wide or unordered values no claim compares).
+_PLAIN_TYPES = ("json", "jsonb", "bytea", "uuid")
+
+
+def _other_value(
+    c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: int, n: int, table_rows: int
+) -> str:
+    """A column outside the live predicate: its values as pg_stats describes them (NULLs in
+    their share, its most common values in their frequencies, the rest spread over its
+    histogram, in the rows' order where it correlates with it), so that a claim's other
+    conditions and joins match on the copy as they do on the checked table. Without
+    statistics, or for a column unique rows need, one plain value (:func:`_plain_value`).
+    ``n`` is the column's place: its draws are ``drawn.d{n}_0`` and ``drawn.d{n}_1``; a copy
+    scaled down from ``table_rows`` keeps as many NULLs of a correlated column as the table,
+    the newest rows, as it keeps its live set whole."""
+    cs = next((s for s in stats if s.column == c.name), None)
+    base = c.type.split("(")[0].strip().lower()
+    if (
+        cs is None
+        or unique
+        or base.endswith("[]")
+        or base in _PLAIN_TYPES
+        or (not cs.most_common_vals and not cs.histogram_bounds and cs.null_frac < 1)
+    ):
+        return _plain_value(c, stats, unique, rows)
+    if cs.null_frac >= 1:
+        return f"NULL::{c.type}"
+    correlated = abs(cs.correlation or 0.0) >= CORRELATED
+    filled = max(rows - min(cs.null_frac * max(table_rows, rows), rows), 1.0)
+    # u: where the row falls in the column's distribution, 0 to 1. In order, the NULLs are
+    # the newest rows (a time set later in a job's life is NULL for the youngest); drawn, a
+    # second draw decides NULL or not.
+    if correlated:
+        u = f"((g - 0.5) / {filled!r})"
+        if (cs.correlation or 0.0) < 0:
+            u = f"(1 - {u})"
+        null = f"g > {filled!r}"
+    else:
+        u, null = f"drawn.d{n}_0", f"drawn.d{n}_1 < {cs.null_frac!r}"
+    cases: list[str] = []
+    share = 1 - cs.null_frac
+    upto = 0.0
+    for value, freq in zip(cs.most_common_vals or (), cs.most_common_freqs or (), strict=False):
+        upto += freq / share if share > 0 else 0.0
+        cases.append(f"WHEN {u} < {min(upto, 1.0)!r} THEN {literal(value)}::{c.type}")
+    rest = _histogram(c, cs, u, upto, rows)
+    body = f"CASE {' '.join(cases)} ELSE {rest} END" if cases else rest
+    if cs.null_frac > 0:
+        body = f"CASE WHEN {null} THEN NULL ELSE {body} END"
+    return f"({body})::{c.type}"
+
+
+def _draw(n: int, k: int) -> str:
+    """A number from 0 to 1 drawn from the row number, the same on every build (``n``, ``k``:
+    the column's place and which of its draws)."""
+    seed = 2 * n + k + 1
+    return f"((hashint8extended(g::bigint, {seed}) & 9007199254740991)::float8 / 9007199254740992)"
+
+
+def _histogram(c: Column, cs: ColumnStats, u: str, below: float, rows: int) -> str:
+    """The value of a row past the most common values (``u`` from ``below`` to 1): spread
+    over the histogram's buckets, each as full as the next; between the bounds for numbers
+    and times, on the bounds otherwise (with the row number after them where the column has
+    more distinct values than the bounds). The most common value when there is no
+    histogram."""
+    bounds = cs.histogram_bounds or ()
+    if len(bounds) < 2:
+        mcv = cs.most_common_vals or ()
+        return f"{literal(mcv[0])}::{c.type}" if mcv else _plain_value(c, (), False, rows)
+    r = f"greatest(least(({u} - {below!r}) / {max(1.0 - below, 1e-9)!r}, 0.999999999), 0)"
+    n = len(bounds) - 1
+    base = c.type.split("(")[0].strip().lower()
+    dated = base.startswith(("timestamp", "date"))
+    if dated or _INTEGER.match(base) or _NUMBER.match(c.type.lower()):
+        kind = "float8" if not dated else (
+            "timestamptz" if "with time zone" in c.type.lower() else "timestamp"
+        )  # fmt: skip
+        h = f"(ARRAY[{', '.join(literal(b) for b in bounds)}]::{kind}[])"
+        i = f"(1 + floor({r} * {n})::int)"
+        frac = f"({r} * {n} - floor({r} * {n}))"
+        return f"({h}[{i}] + ({h}[{i} + 1] - {h}[{i}]) * {frac})::{c.type}"
+    h = f"(ARRAY[{', '.join(literal(b) for b in bounds)}]::text[])"
+    pick = f"{h}[1 + floor({r} * {n + 1})::int]"
+    distinct = -cs.n_distinct * rows if cs.n_distinct < 0 else cs.n_distinct
+    if distinct > 2 * len(bounds) and (_TEXT.match(c.type.lower()) or base == "text"):
+        pick = f"({pick} || lpad(g::text, 10, '0'))"
+    return f"({pick})::{c.type}"
 
 
 def _plain_value(c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: int) -> str:

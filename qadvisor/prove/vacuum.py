@@ -43,13 +43,15 @@ VACUUM_CODES = frozenset({"QA201"})
 MAX_DEAD_PER_S = 20_000.0
 
 
-def driven_rate(measured: float, before: float, after: Sequence[float]) -> float:
+def driven_rate(
+    measured: float, before: float, after: Sequence[float], start: float = 0.0
+) -> float:
     """Dead rows a second to drive: the measured rate, raised so that each fixed trigger
     (``after``) is crossed about every CROSSINGS_S seconds, but kept under the trigger without
-    the fix (``before``) for the whole phase, as in production, where the archive keeps it
-    far away; never above MAX_DEAD_PER_S."""
+    the fix (``before``) for the whole phase from the ``start`` dead tuples, as in production,
+    where the archive keeps it far away; never above MAX_DEAD_PER_S."""
     wanted = max([measured, *(t / CROSSINGS_S for t in after)])
-    ceiling = 0.8 * before / PHASE_S
+    ceiling = 0.8 * max(before - start, 0.0) / PHASE_S
     if ceiling > measured:
         wanted = min(wanted, ceiling)
     return max(1.0, min(wanted, MAX_DEAD_PER_S))
