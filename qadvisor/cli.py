@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import gc
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
@@ -370,6 +371,7 @@ def check(
     from qadvisor import engine, render
     from qadvisor.settings.resolve import Flags, resolve
 
+    started = time.monotonic()
     flags = Flags(
         dsn=dsn,
         config=config,
@@ -404,7 +406,7 @@ def check(
     with _SampleBar() as bar:
         report = _or_fail(lambda: engine.check(settings, bar))
     if prove:
-        report = _proven(report, settings, prove_rows)
+        report = _proven(report, settings, prove_rows, started)
     _write_files(report, settings)
     render.write(
         report,
@@ -416,13 +418,21 @@ def check(
     raise typer.Exit(EXIT_FINDINGS if engine.gate(report, settings) else EXIT_OK)
 
 
-def _proven(report: Report, settings: Settings, rows: int) -> Report:
-    from qadvisor.prove import prove
+def _proven(report: Report, settings: Settings, rows: int, started: float | None = None) -> Report:
+    """``report`` proven (--prove): within what is left of the run timeout when one is set,
+    else within --prove's own bound."""
+    from qadvisor.prove import PROVE_TIMEOUT_S, prove
+    from qadvisor.prove.scratch import Deadline
 
     def say(message: str) -> None:
         typer.echo(message, err=True)
 
-    return _or_fail(lambda: prove(report, settings, rows=rows, say=say))
+    bound = settings.limits.run_timeout_s
+    if bound is not None and started is not None:
+        deadline = Deadline(bound - (time.monotonic() - started), f"the run timeout of {bound} s")
+    else:
+        deadline = Deadline(PROVE_TIMEOUT_S, "--prove's own bound without a run timeout")
+    return _or_fail(lambda: prove(report, settings, rows=rows, say=say, deadline=deadline))
 
 
 def _write_files(report: Report, settings: Settings) -> None:

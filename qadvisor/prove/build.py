@@ -23,13 +23,15 @@ BLOAT_BATCH = 5_000
 
 def build(dsn: str, plan: CopyPlan, say: Say) -> list[str]:
     """Builds the copy; what of the measured shape it could not give it (a column's
-    statistics not restored, a bloat not reached)."""
+    statistics not restored, a bloat not reached). Each statement made of the snapshot's text
+    is sent alone, in the extended protocol, which the server refuses to split: text smuggled
+    after a ';' is an error, never a second statement."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in (*plan.schema, *plan.fill):
-            conn.execute(stmt.encode())
+            conn.execute(stmt.encode(), binary=True)
         say(f"prove: indexes and constraints of the copy of {plan.table}")
         for stmt in plan.finish:
-            conn.execute(stmt.encode())
+            conn.execute(stmt.encode(), binary=True)
         notes = _relive_bloat(conn, plan, say)
         say(f"prove: VACUUM of the copy of {plan.table}")
         conn.execute("VACUUM")
@@ -42,7 +44,7 @@ def build(dsn: str, plan: CopyPlan, say: Say) -> list[str]:
         conn.execute("ANALYZE")
         for stmt, column in zip(plan.statistics, plan.statistics_of, strict=True):
             try:
-                conn.execute(stmt.encode())
+                conn.execute(stmt.encode(), binary=True)
             except psycopg.Error as exc:
                 notes.append(
                     f"the checked statistics of {column} could not be restored on the copy "

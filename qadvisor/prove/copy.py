@@ -83,6 +83,7 @@ class CopyPlan:
 def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows: int) -> CopyPlan:
     """The statements of ``table``'s copy. Raises CopyError where the snapshot lacks what
     the rows need (no live predicate of a known kind, no estimate of the live set)."""
+    _refuse_smuggled(table, tenants)
     live = queue.live
     if live is None:
         raise CopyError("its live set is not known")
@@ -181,9 +182,9 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     finish = [*_indexes(table), *_reloptions(table)]
     if tenants is not None and tenants.rotation_table and tenants.rotation_columns:
         rotation = _rotation(tenants)
-        schema = (*schema, *rotation[:1])
-        fill.append(rotation[1])
-        finish += rotation[2:]
+        schema = (*schema, *rotation[:2])
+        fill.append(rotation[2])
+        finish += rotation[3:]
     restores = _statistics(table, {c.name for c in stored}, scaled=rows < table_rows)
     picked = f"ctid = ANY(ARRAY(SELECT ctid FROM {target} WHERE {predicate_sql(live)} LIMIT __K__))"
     if live.whole_table:
@@ -220,6 +221,48 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         f"DELETE FROM {target} WHERE {picked}" if claim else "",
         dead if claim else 0,
     )
+
+
+# What a type name as format_type prints it may hold: names (quoted or not, qualified), a
+# modifier in parentheses, "with time zone", array brackets. Nothing that ends a statement or
+# opens a string.
+_TYPE_NAME = re.compile(
+    r'^[A-Za-z_"][\w$ ."]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?( with(out)? time zone)?(\[\d*\])*$'
+)
+_RELOPTION = re.compile(r"^[a-z_][a-z0-9_.]*$")
+_INDEX_DEFINITION = re.compile(r"^CREATE (UNIQUE )?INDEX ", re.I)
+
+
+def _refuse_smuggled(table: Table, tenants: TenantFacts | None) -> None:
+    """CopyError for snapshot text that is not what the catalog prints: the snapshot is a
+    file someone hands over, and its definitions and type names become SQL on the scratch
+    server. An index definition must be one CREATE INDEX statement, a type a type's name, a
+    generated column one expression. (The build also sends each statement alone, which the
+    server refuses to split.)"""
+    from qadvisor.sql.dequeue import StatementError, split_statements
+
+    def one(text: str, what: str, pattern: re.Pattern[str] | None = None) -> None:
+        try:
+            statements = split_statements(text)
+        except StatementError:
+            statements = []
+        if len(statements) != 1 or (pattern is not None and not pattern.match(statements[0])):
+            raise CopyError(f"the snapshot's {what} is not what the catalog prints: refused")
+
+    columns = (*table.columns, *(tenants.rotation_columns if tenants else ()))
+    for c in columns:
+        if not _TYPE_NAME.match(c.type):
+            raise CopyError(f"the snapshot's type of column {c.name} is not a type name: refused")
+        if c.generated is not None:
+            one(f"SELECT ({c.generated})", f"expression of generated column {c.name}")
+    for i in table.indexes:
+        if i.is_ready and i.is_valid:
+            one(i.definition, f"definition of index {i.name}", _INDEX_DEFINITION)
+    for definition in tenants.rotation_indexes if tenants else ():
+        one(definition, "definition of an index of the rotation table", _INDEX_DEFINITION)
+    for key in table.reloptions:
+        if not _RELOPTION.match(key):
+            raise CopyError(f"the snapshot's storage parameter {key!r} is not one: refused")
 
 
 def _statistics(table: Table, columns: set[str], *, scaled: bool) -> list[tuple[str, str]]:
@@ -272,8 +315,8 @@ def _rotation(tenants: TenantFacts) -> list[str]:
             values.append(_plain_value(c, (), False, n))
     names = ", ".join(ident(c.name) for c in stored)
     return [
-        f"CREATE SCHEMA IF NOT EXISTS {ident(tenants.rotation_schema or 'public')};"
-        f" CREATE TABLE {target} ({columns})",
+        f"CREATE SCHEMA IF NOT EXISTS {ident(tenants.rotation_schema or 'public')}",
+        f"CREATE TABLE {target} ({columns})",
         f"INSERT INTO {target} ({names}) SELECT {', '.join(values)}"
         f" FROM generate_series(1, {n}) AS g",
         *tenants.rotation_indexes,
@@ -281,13 +324,13 @@ def _rotation(tenants: TenantFacts) -> list[str]:
 
 
 def _enum_types(table: Table) -> list[str]:
-    out = []
+    """CREATE TYPE of each enum the columns use, once each."""
+    out: dict[str, str] = {}
     for c in table.columns:
-        if c.enum_labels:
+        if c.enum_labels and c.type not in out:
             labels = ", ".join(literal(v) for v in c.enum_labels)
-            out.append(f"DO $$ BEGIN CREATE TYPE {c.type} AS ENUM ({labels});"
-                       " EXCEPTION WHEN duplicate_object THEN NULL; END $$")  # fmt: skip
-    return out
+            out[c.type] = f"CREATE TYPE {c.type} AS ENUM ({labels})"
+    return list(out.values())
 
 
 def _column_ddl(c: Column) -> str:

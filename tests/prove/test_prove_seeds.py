@@ -28,6 +28,7 @@ from tests.helpers import (
     check,
     interruptible,
     qadvisor,
+    wait_for_line,
 )
 from tests.shapes import APP_MONITOR, Shape
 
@@ -256,11 +257,7 @@ def test_an_interrupted_proof_leaves_no_server_and_no_files(
     scratch.mkdir()
     with interruptible("check", db.dsn, "--prove", "--format", "json", scratch=scratch) as proc:
         assert proc.stderr is not None
-        for line in proc.stderr:
-            if "building a copy" in line:
-                break
-        else:
-            raise AssertionError("the proof never started building its copy")
+        wait_for_line(proc, "building a copy")
         assert list(scratch.iterdir()), "the scratch server's files are not under TMPDIR"
         proc.send_signal(signum)
         if times == 2:
@@ -280,8 +277,8 @@ def test_a_crafted_snapshot_reaches_nothing_past_the_scratch_databases(
     db: TestDB, tmp_path: Path
 ) -> None:
     # A snapshot is a file someone hands over: its index definitions become SQL on the
-    # scratch server. Run as the copies' owner, which is no superuser, a statement smuggled
-    # into one (reading a server file) is refused, and the proof says the copy failed.
+    # scratch server. A statement smuggled into one (reading a server file) is refused before
+    # anything runs, and the proof says the copy cannot be built.
     build_archive_queue(db)
     saved = tmp_path / "s.json"
     assert qadvisor("snapshot", db.dsn, "--output", str(saved)).rc == 0
@@ -296,7 +293,8 @@ def test_a_crafted_snapshot_reaches_nothing_past_the_scratch_databases(
     proof = proof_of(run.report, "QA101")
     assert proof["reproduced"] is False and proof["finding_gone"] is None
     (note,) = proof["notes"]
-    assert "could not be built" in note and "permission denied" in note
+    assert "cannot be built" in note and "jobs_status_created_at_idx" in note
+    assert "is not what the catalog prints: refused" in note
 
 
 def test_dead_entry_bloated_partial_index_relived_on_the_copy_and_reindexed(db: TestDB) -> None:
