@@ -187,8 +187,9 @@ def test_round_robin_trap_proven_from_seconds_to_about_a_millisecond(db: TestDB)
         with conn.transaction():
             assert conn.execute(RR_BY_ID).fetchone() is not None
         flush_stats(conn)
-    run = qadvisor("check", db.dsn, "--format", "json", "--prove",
-                   "--statement-timeout", "120000", timeout=1_200)  # fmt: skip
+    # Each of the claim's runs walks a million buffers: seconds, a minute on a busy machine.
+    run = qadvisor("check", db.dsn, "--format", "json", "--prove", "--statement-timeout",
+                   "120000", "--run-timeout", "2400", timeout=2_500)  # fmt: skip
     assert run.rc == 1, run.stderr
     proof = proof_of(run.report, "QA401")
     assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
@@ -208,8 +209,12 @@ def test_round_robin_trap_proven_from_seconds_to_about_a_millisecond(db: TestDB)
     # that gone (it read 5,548 -> 5,483 ms, "finding_gone": true).
     same = proof_of(run.report, "QA301")
     assert same["check_quiet"] is True and same["finding_gone"] is False, same["notes"]
+    assert [n for n in same["notes"] if n.startswith("not proven gone: the check no longer")]
     buffers = measure(same, "shared buffers per claim")
-    assert buffers["before"] > 100_000 and buffers["change"] == "none", same
+    assert buffers["before"] > 100_000, same
+    # Each run walks the backlog (seconds): on a loaded machine one may pass the copy's 60 s
+    # statement timeout, and the proof then says it was not timed.
+    assert buffers["change"] == "none" or buffers["after"] is None, same
 
 
 def test_fifo_noisy_neighbour_quiet_with_the_round_robin_rewrite_but_nothing_measured(
