@@ -916,3 +916,14 @@ def test_a_proof_whose_check_went_quiet_while_nothing_moved_does_not_read_gone()
     assert first.startswith("not proven on a 1,000-row copy")
     assert first.endswith(", the check is quiet but nothing measurably changed")
     assert "finding gone" not in first
+
+
+def test_a_retention_proof_says_the_table_rows_once() -> None:
+    from qadvisor.model import Proof, ProofMeasure
+    from qadvisor.render.proof import proof_lines
+
+    rows = ProofMeasure("table rows", "the queue table", 2_205_200, 280_747, 7.85, change="lower")
+    pruned = Proof("18.6", "18.6", 2_205_200, 2_205_200, False, 5_145, True, True, (rows,),
+                   check_quiet=True)  # fmt: skip
+    (first,) = proof_lines(pruned)
+    assert first.endswith(": table rows 2,205,200 -> 280,747, finding gone"), first
