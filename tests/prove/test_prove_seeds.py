@@ -45,6 +45,12 @@ def measure(proof: dict[str, Any], what: str) -> dict[str, Any]:
     return m
 
 
+# The archive queue's claim, as a worker sends it.
+ARCHIVE_CLAIM = (
+    "SELECT id FROM jobs WHERE status = 'pending' ORDER BY created_at LIMIT 1 "
+    "FOR UPDATE SKIP LOCKED"
+)
+
 # The archive queue is also QA201's seed, whose proof drives churn for half a minute: the tests
 # about other proofs leave it out.
 NO_VACUUM_PROOF = ("--ignore", "QA201")
@@ -239,7 +245,7 @@ def test_archive_scaled_vacuum_trigger_proven_in_compressed_time(db: TestDB) -> 
     build_archive_queue(db)
     db.execute("UPDATE jobs SET finished_at = now() WHERE id <= 30000")
     db.wait_for_stats("jobs", lambda r: r["n_dead_tup"] >= 30_000)
-    proof = proof_of(check(db, "--prove").report, "QA201")
+    proof = proof_of(check(db, "--query", ARCHIVE_CLAIM, "--prove").report, "QA201")
     assert proof["reproduced"] is True and proof["finding_gone"] is True, proof["notes"]
     runs = measure(proof, "autovacuum runs")
     assert runs["before"] == 0 and runs["after"] >= 1
@@ -247,6 +253,25 @@ def test_archive_scaled_vacuum_trigger_proven_in_compressed_time(db: TestDB) -> 
     assert dead["before"] > dead["after"]
     (driven,) = [n for n in proof["notes"] if n.startswith("driven for")]
     assert "no measured rate (no --sample)" in driven and "autovacuum_naptime = 1s" in driven
+    # Not one peak but both copies' readings, from the same start: the 30,000 dead tuples the
+    # checked table held, the same churn, each copy's trigger (0.2 x 400,500 + 50 without the
+    # fix), and the claim timed beside them.
+    series = {s["copy"]: s for s in proof["series"]}
+    assert sorted(series) == ["with the fix", "without the fix"], proof["series"]
+    without, fixed = series["without the fix"], series["with the fix"]
+    start = without["points"][0]
+    assert start["seconds"] == 0 and 29_000 <= start["dead_tuples"] < 31_000, start
+    assert fixed["points"][0]["dead_tuples"] == start["dead_tuples"], fixed["points"][0]
+    assert without["dead_per_s"] == fixed["dead_per_s"] > 0
+    assert abs(without["trigger"] - 80_150) < 1_000 and fixed["trigger"] < without["trigger"]
+    for s in (without, fixed):
+        seconds = [p["seconds"] for p in s["points"]]
+        assert seconds == sorted(seconds) and seconds[-1] >= 10, seconds
+        assert max(p["dead_tuples"] for p in s["points"]) <= dead["before"]
+        timed = [p["claim_ms"] for p in s["points"] if p["claim_ms"] is not None]
+        assert len(timed) >= 5 and all(ms > 0 for ms in timed), s["points"]
+    assert {p["autovacuum_runs"] for p in without["points"]} == {0}
+    assert fixed["points"][-1]["autovacuum_runs"] == runs["after"]
 
 
 @pytest.mark.parametrize(
