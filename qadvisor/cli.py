@@ -11,6 +11,7 @@ import gc
 import os
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -468,6 +469,7 @@ def check(
     """
     from qadvisor.settings.resolve import Flags, resolve
 
+    started = time.monotonic()
     flags = Flags(
         dsn=dsn,
         config=config,
@@ -499,14 +501,19 @@ def check(
         dsn_file=dsn_file,
         jobs=jobs,
     )
-    _check(resolve(flags), prove, prove_rows)  # resolve imports the checks
+    _check(resolve(flags), prove, prove_rows, started=started)  # resolve imports the checks
 
 
 def _check(
-    settings: Settings, prove: bool, prove_rows: int, files: Sequence[Path] | None = None
+    settings: Settings,
+    prove: bool,
+    prove_rows: int,
+    files: Sequence[Path] | None = None,
+    started: float | None = None,
 ) -> NoReturn:
     """The run of ``check`` (and ``check-sql``, whose report keeps the findings about the
-    statements of ``files`` alone)."""
+    statements of ``files`` alone); ``started`` (time.monotonic()) is when the run began, which
+    the run timeout counts from."""
     from qadvisor import engine, render
 
     _imported()
@@ -525,7 +532,7 @@ def _check(
     if files is not None:
         report = engine.about_files(report, files, settings.root)
     if prove:
-        report = _proven(report, settings, prove_rows)
+        report = _proven(report, settings, prove_rows, started or time.monotonic())
     _write_files(report, settings)
     _stdout(
         lambda out: render.write(
@@ -615,13 +622,21 @@ def _check_fleet(settings: Settings) -> NoReturn:
     raise typer.Exit(ExitCode.FINDINGS if gated else ExitCode.NOT_JUDGED if failed else ExitCode.OK)
 
 
-def _proven(report: Report, settings: Settings, rows: int) -> Report:
-    from qadvisor.prove import prove
+def _proven(report: Report, settings: Settings, rows: int, started: float | None = None) -> Report:
+    """``report`` proven (--prove): within what is left of the run timeout when one is set,
+    else within --prove's own bound."""
+    from qadvisor.prove import PROVE_TIMEOUT_S, prove
+    from qadvisor.prove.scratch import Deadline
 
     def say(message: str) -> None:
         typer.echo(message, err=True)
 
-    return prove(report, settings, rows=rows, say=say)
+    bound = settings.limits.run_timeout_s
+    if bound is not None and started is not None:
+        deadline = Deadline(bound - (time.monotonic() - started), f"the run timeout of {bound} s")
+    else:
+        deadline = Deadline(PROVE_TIMEOUT_S, "--prove's own bound without a run timeout")
+    return prove(report, settings, rows=rows, say=say, deadline=deadline)
 
 
 def _stdout(write: Callable[[TextIO], object]) -> None:

@@ -122,6 +122,9 @@ class ColumnStats:
     # The smallest value ANALYZE saw: of a date or timestamp column in UTC as PostgreSQL
     # prints a timestamp, of an integer column the number (epoch time, when it is one).
     lower_bound: str | None = None
+    # pg_stats' histogram_bounds (as text; not of wide columns) and correlation.
+    histogram_bounds: tuple[str, ...] | None = None
+    correlation: float | None = None
 
 
 @dataclass(frozen=True)
@@ -413,7 +416,9 @@ class Statement:
     mean_exec_ms: float | None = None
     shared_blks_per_call: float | None = None
     plans_per_call: float | None = None  # with pg_stat_statements.track_planning on
-    rows_per_call: float | None = None  # rows it returned or changed per call
+    # Rows returned or changed per call (pg_stat_statements' rows / calls): 0 for a claim
+    # that found nothing to take
+    rows_per_call: float | None = None
     # Literal values put in place of parameters for the custom plan: {"1": "'pending'"}.
     custom_values: dict[str, str] = field(default_factory=dict)
     custom_plan: PlanNode | None = None
@@ -752,11 +757,54 @@ class ProofMeasure:
 
     measure: str  # what the figure is: "claim ms", "shared buffers per claim", "index bytes"
     subject: str  # what was measured: a statement's label, an index, a table
+    # The median of its runs (the value, for a figure measured once); None: no figure (not
+    # measured, or a statement that took no row)
     before: float | None
     after: float | None
-    ratio: float | None  # before / after
+    ratio: float | None  # before / after; None where no ratio is claimed
     plan_before: str | None = None  # the plan's main node, for a statement
     plan_after: str | None = None
+    # The lowest and highest of its runs; None for a figure measured once.
+    before_spread: tuple[float, float] | None = None
+    after_spread: tuple[float, float] | None = None
+    # "lower" or "higher": the runs after lie wholly beyond those before and their medians
+    # differ by MIN_CHANGE; "none": no measurable change; None: not compared.
+    change: str | None = None
+
+
+@dataclass(frozen=True)
+class ProofReproduction:
+    """A statement's cost on the copy before any fix, held against what the checked server's
+    pg_stat_statements recorded per call: the copy reproduces it when rows and shared
+    buffers per call are within ``within`` times of the server's."""
+
+    statement: str  # its label
+    rows_there: float | None  # per call, on the checked server
+    rows_copy: float | None  # per run, on the copy (the median)
+    blocks_there: float | None
+    blocks_copy: float | None
+    within: float  # the factor stated
+    reproduced: bool | None  # None: the server recorded no counters to hold it against
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One reading of a copy driven over time."""
+
+    seconds: float  # since the drive started
+    dead_tuples: int  # n_dead_tup
+    autovacuum_runs: int  # autovacuum_count since the drive started
+    claim_ms: float | None  # the claim's time when read then; None: not timed then
+
+
+@dataclass(frozen=True)
+class ProofSeries:
+    """A copy's life under the queue's churn, read at intervals (a vacuum proof)."""
+
+    copy: str  # "without the fix" or "with the fix"
+    trigger: float  # dead tuples past which autovacuum vacuums the table on it
+    dead_per_s: float  # the churn driven
+    points: tuple[SeriesPoint, ...]
 
 
 @dataclass(frozen=True)
@@ -771,11 +819,19 @@ class Proof:
     table_rows: int  # rows the snapshot measured
     scaled_down: bool
     live_rows: int  # of the copy's rows, those in the live set (kept whole when scaled down)
-    reproduced: bool  # the finding came back on the copy before the fix
-    # None: not reproduced, so nothing to prove; or the fix was not run (notes say why)
+    # The finding came back on the copy before the fix, and the copy ran the statement it is
+    # about as the checked server did (``reproduction``)
+    reproduced: bool
+    # The check is quiet after the fix AND a measure moved beyond its spread; None: not
+    # reproduced, so nothing to prove, or the fix was not run (notes say why)
     finding_gone: bool | None
     measures: tuple[ProofMeasure, ...] = ()
     notes: tuple[str, ...] = ()
+    # The check no longer reports it on the copy after the fix (whatever the measures say);
+    # None where the fix was not run or nothing was reproduced
+    check_quiet: bool | None = None
+    reproduction: tuple[ProofReproduction, ...] = ()
+    series: tuple[ProofSeries, ...] = ()
 
 
 @dataclass(frozen=True)

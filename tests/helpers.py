@@ -206,6 +206,15 @@ def interruptible(*args: str, scratch: Path) -> subprocess.Popen[str]:
     )
 
 
+def wait_for_line(proc: subprocess.Popen[str], text: str) -> None:
+    """Reads ``proc``'s stderr until a line holding ``text`` (the step a test acts at)."""
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if text in line:
+            return
+    raise AssertionError(f"the run ended before a line with {text!r}")
+
+
 def assert_interrupted_cleanly(
     proc: subprocess.Popen[str], out: str, err: str, signum: int, scratch: Path
 ) -> None:
@@ -214,8 +223,15 @@ def assert_interrupted_cleanly(
     assert out == "", out[:200]
     assert proc.returncode == 128 + signum, err
     assert list(scratch.iterdir()) == []  # the cluster, its socket and its log: all removed
-    running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert str(scratch) not in running  # no postgres of that cluster left
+    assert processes_under(scratch) == []  # no postgres of that cluster left
+
+
+def processes_under(path: Path) -> list[str]:
+    """The command lines of running processes that name ``path`` (a server started from a
+    data directory under it). Read at full width: ps cuts them to $COLUMNS otherwise, and a
+    cut line would name nothing."""
+    running = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in running.splitlines() if str(path) in line]
 
 
 def _read(path: Path) -> str:

@@ -614,6 +614,8 @@ def _tables(conn: Conn, relids: list[int], locks: Locks, role: str) -> Read[list
                 most_common_freqs=_tuple(r["most_common_freqs"]),
                 upper_bound=r["upper_bound"],
                 lower_bound=r["lower_bound"],
+                histogram_bounds=_tuple(r["histogram_bounds"]),
+                correlation=r["correlation"],
             )
         )
     sequence_rows = read_rows(

@@ -410,10 +410,10 @@ def _from_pg_stat_statements(
                 calls=calls,
                 mean_exec_ms=_round(r["mean_exec_ms"]),
                 shared_blks_per_call=_round(r["shared_blks_per_call"]),
+                rows_per_call=_round(int(r["rows"]) / calls) if r.get("rows") is not None else None,
                 plans_per_call=_round(int(plans) / calls)
                 if r.get("track_planning") and plans is not None
                 else None,
-                rows_per_call=_round(int(r["rows"]) / calls) if r.get("rows") is not None else None,
                 fingerprint=fingerprint,
                 toplevel=r.get("toplevel"),
             )

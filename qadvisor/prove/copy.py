@@ -71,6 +71,9 @@ class CopyPlan:
     # by deleting __K__ live rows (``retire``) and letting as many arrive, before its VACUUM.
     bloated: tuple[tuple[str, int], ...] = ()
     retire: str = ""
+    # Rows filled live that ``claim`` takes out of the live set after the VACUUM: the dead row
+    # versions the checked table held (n_dead_tup), and their index entries.
+    dead: int = 0
 
     @property
     def scaled_down(self) -> bool:
@@ -80,6 +83,7 @@ class CopyPlan:
 def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows: int) -> CopyPlan:
     """The statements of ``table``'s copy. Raises CopyError where the snapshot lacks what
     the rows need (no live predicate of a known kind, no estimate of the live set)."""
+    _refuse_smuggled(table, tenants)
     live = queue.live
     if live is None:
         raise CopyError("its live set is not known")
@@ -104,6 +108,11 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     live_n = min(round(estimate.rows), table_rows)
     rows = min(table_rows, max(max_rows, live_n))
     archive_n = rows - live_n
+    # The dead row versions the checked table held (n_dead_tup): claims since its last vacuum,
+    # each a row that left the live set; their entries are still in the live set's indexes,
+    # where every claim walks past them. The newest archive rows are made live and retired
+    # after the copy's VACUUM, one dead version each.
+    dead = min(max(table.stats.n_dead_tup, 0), archive_n)
     # Each live column's value in a live row and in an archive row. A union's live rows meet
     # one of its conditions, the one statistics say holds most rows, and none of the others.
     parts = live.parts if live.op == "or" else (() if live.whole_table else (live,))
@@ -130,22 +139,32 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
 
     def select(is_live: bool, tenant_expr: str | None, source: str) -> str:
         values = []
-        for c in stored:
+        for n, c in enumerate(stored):
             if c.name in by_column:
                 values.append(live_value(c, is_live))
             elif tenant_expr is not None and c.name == tenant:
                 values.append(f"({tenant_expr})::{c.type}")
             else:
-                values.append(_plain_value(c, table.column_stats, c.name in unique, rows))
-        return f"INSERT INTO {target} ({names}) SELECT {', '.join(values)} FROM {source}"
+                stats = table.column_stats
+                values.append(_other_value(c, stats, c.name in unique, rows, n, table_rows))
+        # Each row's draws, made once (OFFSET 0 keeps the planner from copying their
+        # expressions into every use).
+        draws = ", ".join(f"{_draw(n, k)} AS d{n}_{k}" for n in range(len(stored)) for k in (0, 1))
+        return (
+            f"INSERT INTO {target} ({names}) SELECT {', '.join(values)} FROM {source}"
+            f" CROSS JOIN LATERAL (SELECT {draws} OFFSET 0) AS drawn"
+        )
 
     fill: list[str] = []
-    if archive_n:
-        archive_tenant = None
-        if tenant is not None and tenants is not None:
-            ids = _tenant_ids(tenants)
-            archive_tenant = f"({_array(ids)})[1 + (g % {len(ids)})]"
-        fill.append(select(False, archive_tenant, f"generate_series(1, {archive_n}) AS g"))
+    archive_tenant = None
+    if tenant is not None and tenants is not None:
+        ids = _tenant_ids(tenants)
+        archive_tenant = f"({_array(ids)})[1 + (g % {len(ids)})]"
+    if archive_n > dead:
+        fill.append(select(False, archive_tenant, f"generate_series(1, {archive_n - dead}) AS g"))
+    if dead:
+        span = f"generate_series({archive_n - dead + 1}, {archive_n}) AS g"
+        fill.append(select(True, archive_tenant, span))
     if live_n:
         if tenant is not None and tenants is not None:
             counted = [(t.tenant, t.rows) for t in tenants.live_by_tenant]
@@ -163,9 +182,9 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
     finish = [*_indexes(table), *_reloptions(table)]
     if tenants is not None and tenants.rotation_table and tenants.rotation_columns:
         rotation = _rotation(tenants)
-        schema = (*schema, *rotation[:1])
-        fill.append(rotation[1])
-        finish += rotation[2:]
+        schema = (*schema, *rotation[:2])
+        fill.append(rotation[2])
+        finish += rotation[3:]
     restores = _statistics(table, {c.name for c in stored}, scaled=rows < table_rows)
     picked = f"ctid = ANY(ARRAY(SELECT ctid FROM {target} WHERE {predicate_sql(live)} LIMIT __K__))"
     if live.whole_table:
@@ -200,7 +219,50 @@ def plan_copy(queue: Queue, table: Table, tenants: TenantFacts | None, max_rows:
         arrive,
         bloated if claim else (),
         f"DELETE FROM {target} WHERE {picked}" if claim else "",
+        dead if claim else 0,
     )
+
+
+# What a type name as format_type prints it may hold: names (quoted or not, qualified), a
+# modifier in parentheses, "with time zone", array brackets. Nothing that ends a statement or
+# opens a string.
+_TYPE_NAME = re.compile(
+    r'^[A-Za-z_"][\w$ ."]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?( with(out)? time zone)?(\[\d*\])*$'
+)
+_RELOPTION = re.compile(r"^[a-z_][a-z0-9_.]*$")
+_INDEX_DEFINITION = re.compile(r"^CREATE (UNIQUE )?INDEX ", re.I)
+
+
+def _refuse_smuggled(table: Table, tenants: TenantFacts | None) -> None:
+    """CopyError for snapshot text that is not what the catalog prints: the snapshot is a
+    file someone hands over, and its definitions and type names become SQL on the scratch
+    server. An index definition must be one CREATE INDEX statement, a type a type's name, a
+    generated column one expression. (The build also sends each statement alone, which the
+    server refuses to split.)"""
+    from qadvisor.sql.dequeue import StatementError, split_statements
+
+    def one(text: str, what: str, pattern: re.Pattern[str] | None = None) -> None:
+        try:
+            statements = split_statements(text)
+        except StatementError:
+            statements = []
+        if len(statements) != 1 or (pattern is not None and not pattern.match(statements[0])):
+            raise CopyError(f"the snapshot's {what} is not what the catalog prints: refused")
+
+    columns = (*table.columns, *(tenants.rotation_columns if tenants else ()))
+    for c in columns:
+        if not _TYPE_NAME.match(c.type):
+            raise CopyError(f"the snapshot's type of column {c.name} is not a type name: refused")
+        if c.generated is not None:
+            one(f"SELECT ({c.generated})", f"expression of generated column {c.name}")
+    for i in table.indexes:
+        if i.is_ready and i.is_valid:
+            one(i.definition, f"definition of index {i.name}", _INDEX_DEFINITION)
+    for definition in tenants.rotation_indexes if tenants else ():
+        one(definition, "definition of an index of the rotation table", _INDEX_DEFINITION)
+    for key in table.reloptions:
+        if not _RELOPTION.match(key):
+            raise CopyError(f"the snapshot's storage parameter {key!r} is not one: refused")
 
 
 def _statistics(table: Table, columns: set[str], *, scaled: bool) -> list[tuple[str, str]]:
@@ -253,8 +315,8 @@ def _rotation(tenants: TenantFacts) -> list[str]:
             values.append(_plain_value(c, (), False, n))
     names = ", ".join(ident(c.name) for c in stored)
     return [
-        f"CREATE SCHEMA IF NOT EXISTS {ident(tenants.rotation_schema or 'public')};"
-        f" CREATE TABLE {target} ({columns})",
+        f"CREATE SCHEMA IF NOT EXISTS {ident(tenants.rotation_schema or 'public')}",
+        f"CREATE TABLE {target} ({columns})",
         f"INSERT INTO {target} ({names}) SELECT {', '.join(values)}"
         f" FROM generate_series(1, {n}) AS g",
         *tenants.rotation_indexes,
@@ -262,13 +324,13 @@ def _rotation(tenants: TenantFacts) -> list[str]:
 
 
 def _enum_types(table: Table) -> list[str]:
-    out = []
+    """CREATE TYPE of each enum the columns use, once each."""
+    out: dict[str, str] = {}
     for c in table.columns:
-        if c.enum_labels:
+        if c.enum_labels and c.type not in out:
             labels = ", ".join(literal(v) for v in c.enum_labels)
-            out.append(f"DO $$ BEGIN CREATE TYPE {c.type} AS ENUM ({labels});"
-                       " EXCEPTION WHEN duplicate_object THEN NULL; END $$")  # fmt: skip
-    return out
+            out[c.type] = f"CREATE TYPE {c.type} AS ENUM ({labels})"
+    return list(out.values())
 
 
 def _column_ddl(c: Column) -> str:
@@ -349,6 +411,98 @@ def _live_value(c: Column, table: Table, op: str, values: tuple[str, ...], is_li
         return f"{literal(pool[0])}::{c.type}"
     arr = _array(pool)
     return f"(({arr})[1 + (g % {len(pool)})])::{c.type}"
+
+
+# A column whose values follow the rows' physical order at least this closely (pg_stats'
+# correlation) is filled in that order; others in an order drawn from the row number.
+CORRELATED = 0.5
+# Types filled plainly whatever pg_stats says (wide or unordered values no claim compares).
+_PLAIN_TYPES = ("json", "jsonb", "bytea", "uuid")
+
+
+def _other_value(
+    c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: int, n: int, table_rows: int
+) -> str:
+    """A column outside the live predicate: its values as pg_stats describes them (NULLs in
+    their share, its most common values in their frequencies, the rest spread over its
+    histogram, in the rows' order where it correlates with it), so that a claim's other
+    conditions and joins match on the copy as they do on the checked table. Without
+    statistics, or for a column unique rows need, one plain value (:func:`_plain_value`).
+    ``n`` is the column's place: its draws are ``drawn.d{n}_0`` and ``drawn.d{n}_1``; a copy
+    scaled down from ``table_rows`` keeps as many NULLs of a correlated column as the table,
+    the newest rows, as it keeps its live set whole."""
+    cs = next((s for s in stats if s.column == c.name), None)
+    base = c.type.split("(")[0].strip().lower()
+    if (
+        cs is None
+        or unique
+        or base.endswith("[]")
+        or base in _PLAIN_TYPES
+        or (not cs.most_common_vals and not cs.histogram_bounds and cs.null_frac < 1)
+    ):
+        return _plain_value(c, stats, unique, rows)
+    if cs.null_frac >= 1:
+        return f"NULL::{c.type}"
+    correlated = abs(cs.correlation or 0.0) >= CORRELATED
+    filled = max(rows - min(cs.null_frac * max(table_rows, rows), rows), 1.0)
+    # u: where the row falls in the column's distribution, 0 to 1. In order, the NULLs are
+    # the newest rows (a time set later in a job's life is NULL for the youngest); drawn, a
+    # second draw decides NULL or not.
+    if correlated:
+        u = f"((g - 0.5) / {filled!r})"
+        if (cs.correlation or 0.0) < 0:
+            u = f"(1 - {u})"
+        null = f"g > {filled!r}"
+    else:
+        u, null = f"drawn.d{n}_0", f"drawn.d{n}_1 < {cs.null_frac!r}"
+    cases: list[str] = []
+    share = 1 - cs.null_frac
+    upto = 0.0
+    for value, freq in zip(cs.most_common_vals or (), cs.most_common_freqs or (), strict=False):
+        upto += freq / share if share > 0 else 0.0
+        cases.append(f"WHEN {u} < {min(upto, 1.0)!r} THEN {literal(value)}::{c.type}")
+    rest = _histogram(c, cs, u, upto, rows)
+    body = f"CASE {' '.join(cases)} ELSE {rest} END" if cases else rest
+    if cs.null_frac > 0:
+        body = f"CASE WHEN {null} THEN NULL ELSE {body} END"
+    return f"({body})::{c.type}"
+
+
+def _draw(n: int, k: int) -> str:
+    """A number from 0 to 1 drawn from the row number, the same on every build (``n``, ``k``:
+    the column's place and which of its draws)."""
+    seed = 2 * n + k + 1
+    return f"((hashint8extended(g::bigint, {seed}) & 9007199254740991)::float8 / 9007199254740992)"
+
+
+def _histogram(c: Column, cs: ColumnStats, u: str, below: float, rows: int) -> str:
+    """The value of a row past the most common values (``u`` from ``below`` to 1): spread
+    over the histogram's buckets, each as full as the next; between the bounds for numbers
+    and times, on the bounds otherwise (with the row number after them where the column has
+    more distinct values than the bounds). The most common value when there is no
+    histogram."""
+    bounds = cs.histogram_bounds or ()
+    if len(bounds) < 2:
+        mcv = cs.most_common_vals or ()
+        return f"{literal(mcv[0])}::{c.type}" if mcv else _plain_value(c, (), False, rows)
+    r = f"greatest(least(({u} - {below!r}) / {max(1.0 - below, 1e-9)!r}, 0.999999999), 0)"
+    n = len(bounds) - 1
+    base = c.type.split("(")[0].strip().lower()
+    dated = base.startswith(("timestamp", "date"))
+    if dated or _INTEGER.match(base) or _NUMBER.match(c.type.lower()):
+        kind = "float8" if not dated else (
+            "timestamptz" if "with time zone" in c.type.lower() else "timestamp"
+        )  # fmt: skip
+        h = f"(ARRAY[{', '.join(literal(b) for b in bounds)}]::{kind}[])"
+        i = f"(1 + floor({r} * {n})::int)"
+        frac = f"({r} * {n} - floor({r} * {n}))"
+        return f"({h}[{i}] + ({h}[{i} + 1] - {h}[{i}]) * {frac})::{c.type}"
+    h = f"(ARRAY[{', '.join(literal(b) for b in bounds)}]::text[])"
+    pick = f"{h}[1 + floor({r} * {n + 1})::int]"
+    distinct = -cs.n_distinct * rows if cs.n_distinct < 0 else cs.n_distinct
+    if distinct > 2 * len(bounds) and (_TEXT.match(c.type.lower()) or base == "text"):
+        pick = f"({pick} || lpad(g::text, 10, '0'))"
+    return f"({pick})::{c.type}"
 
 
 def _plain_value(c: Column, stats: tuple[ColumnStats, ...], unique: bool, rows: int) -> str:

@@ -13,16 +13,12 @@ import psycopg
 
 from qadvisor.collect.queries import first_line
 from qadvisor.model import ProofMeasure, Queue, Statement
-from qadvisor.prove.proofs import rounded_ratio
+from qadvisor.prove.figures import once, statement_measures
 from qadvisor.settings.resolve import Settings
 from qadvisor.sql.dequeue import value_placeholder
 
 if TYPE_CHECKING:
     from qadvisor.prove.timing import Timed
-
-# A copy whose run of a statement is this many times apart from what the checked server's
-# pg_stat_statements recorded per call does not run it as production did.
-FAR_APART = 10.0
 
 
 @dataclass(frozen=True)
@@ -56,12 +52,11 @@ class Verdicts:
 
 @dataclass(frozen=True)
 class Measured:
-    node: dict[str, str]  # statement label -> main plan node
-    ms: dict[str, float]
-    blocks: dict[str, float]
+    timed: dict[str, Timed]  # statement label -> its runs
     index_bytes: dict[str, int]  # index name (as regclass prints it) -> bytes
     verdicts: Verdicts
     notes: tuple[str, ...]
+    table_rows: float | None = None  # the queue table's reltuples
 
 
 def measure(
@@ -75,12 +70,9 @@ def measure(
     ``rewrites`` has one (keyed by the statement's text)."""
     from qadvisor.derive.statement_queues import statement_label
     from qadvisor.prove.timing import time_statement
-    from qadvisor.sql import dequeue
 
     notes: list[str] = []
-    node: dict[str, str] = {}
-    ms: dict[str, float] = {}
-    blocks: dict[str, float] = {}
+    timings: dict[str, Timed] = {}
     texts: list[tuple[str, str]] = []
     for s in statements:
         source = s.parsed.text if s.parsed else s.text
@@ -96,25 +88,12 @@ def measure(
     with psycopg.connect(owner_dsn, autocommit=True) as conn:
         for s, (_, text) in zip(statements, texts, strict=True):
             label = statement_label(s)
-            try:
-                planned, renumbered = dequeue.normalise_for_planning(text)
-            except dequeue.StatementError as exc:
-                notes.append(f"{label}: not timed: {exc}")
+            ready = runnable(s, text, verdicts.values.get(text, {}))
+            if isinstance(ready, str):
+                notes.append(f"{label}: not timed: {ready}")
                 continue
-            numbers = [renumbered[k].lstrip("$") for k in sorted(renumbered)]
-            on_copy = verdicts.values.get(text, {})
-            taken = [n for n in numbers if n not in s.custom_values and n in on_copy]
-            values = [s.custom_values.get(n, on_copy.get(n)) for n in numbers]
-            if any(v is None for v in values):
-                notes.append(f"{label}: not timed: a parameter has no value to run it with")
-                continue
-            if taken:
-                given = ", ".join(f"${n} = {on_copy[n]}" for n in taken)
-                notes.append(
-                    f"{label}: run with {given}, as qadvisor's planner fills it in on the copy; "
-                    "the checked server planned " + (s.planned_as or "the statement without it")
-                )
-            value_of = {n: str(v) for n, v in zip(numbers, values, strict=True)}
+            planned, value_of, filled_in = ready
+            notes += filled_in
             try:
                 timed = time_statement(
                     conn, planned, list(value_of.values()), s.search_path, queue.table
@@ -135,17 +114,17 @@ def measure(
             except psycopg.Error as exc:
                 notes.append(f"{label}: not timed: {first_line(exc)}")
                 continue
-            node[label], ms[label], blocks[label] = timed.node, timed.ms, timed.shared_blocks
-            if timed.found == 0:
+            timings[label] = timed
+            if timed.rows == 0:
                 notes.append(
-                    f"{label}: its scan ({timed.node}) found no row on the copy, so its figures "
-                    "are of a run that took nothing: the copy's columns outside the live "
-                    "predicate hold one plain value each, which its other conditions may reject"
+                    f"{label}: took no row on the copy ({timed.node}), so its timing is of a run "
+                    "that found nothing to take and is not a figure"
                 )
-            if timed.runs == 1:
+            if not timed.warmed:
                 notes.append(
-                    f"{label}: timed by one run ({timed.ms / 1000:.1f} s): a statement slower "
-                    "than 1 s is not run again until the plan cache chooses its plan"
+                    f"{label}: timed by its first {timed.runs} runs ({timed.ms / 1000:.1f} s "
+                    "median): a statement slower than 1 s is not run again until the plan "
+                    "cache chooses its plan"
                 )
         index_bytes = {
             str(name): int(size)
@@ -155,7 +134,39 @@ def measure(
                 [queue.qualified],
             )
         }
-    return Measured(node, ms, blocks, index_bytes, verdicts, tuple(notes))
+        reltuples = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", [queue.qualified]
+        ).fetchone()
+    table_rows = float(reltuples[0]) if reltuples else None
+    return Measured(timings, index_bytes, verdicts, tuple(notes), table_rows)
+
+
+def runnable(
+    s: Statement, text: str, on_copy: dict[str, str]
+) -> tuple[str, dict[str, str], list[str]] | str:
+    """``text`` (``s`` or its rewrite) as it is prepared on the copy, each parameter's value
+    (the one ``s`` was planned with, else the one qadvisor's planner gave it on the copy:
+    ``on_copy``), and a note for the values taken from the copy; or why it cannot run."""
+    from qadvisor.derive.statement_queues import statement_label
+    from qadvisor.sql import dequeue
+
+    try:
+        planned, renumbered = dequeue.normalise_for_planning(text)
+    except dequeue.StatementError as exc:
+        return str(exc)
+    numbers = [renumbered[k].lstrip("$") for k in sorted(renumbered)]
+    taken = [n for n in numbers if n not in s.custom_values and n in on_copy]
+    values = [s.custom_values.get(n, on_copy.get(n)) for n in numbers]
+    if any(v is None for v in values):
+        return "a parameter has no value to run it with"
+    notes = []
+    if taken:
+        given = ", ".join(f"${n} = {on_copy[n]}" for n in taken)
+        notes.append(
+            f"{statement_label(s)}: run with {given}, as qadvisor's planner fills it in on the "
+            "copy; the checked server planned " + (s.planned_as or "the statement without it")
+        )
+    return planned, {n: str(v) for n, v in zip(numbers, values, strict=True)}, notes
 
 
 def time_keeping_set(
@@ -212,33 +223,6 @@ def judge(
     return Verdicts(frozenset(messages), skips, values, messages)
 
 
-def against_counters(statement: Statement, label: str, ms: float, blocks: float) -> str | None:
-    """The copy's run of ``statement`` before any fix held against what the checked server's
-    pg_stat_statements recorded per call; None when it recorded neither figure. Buffers are
-    the machine-independent figure, so they decide when both sides have them."""
-    recorded_blocks, recorded_ms = statement.shared_blks_per_call, statement.mean_exec_ms
-    pairs = [(what, theirs, ours) for what, theirs, ours in (
-        ("shared buffers", recorded_blocks, blocks), ("ms", recorded_ms, ms)
-    ) if theirs is not None]  # fmt: skip
-    if not pairs:
-        return None
-    said = "; ".join(f"{_figure(theirs)} {what} there, {_figure(ours)} on the copy"
-                     for what, theirs, ours in pairs)  # fmt: skip
-    _, theirs, ours = pairs[0]
-    apart = max(theirs, ours) / min(theirs, ours) if min(theirs, ours) > 0 else None
-    note = f"{label}: per call, against the checked server's pg_stat_statements: {said}"
-    if apart is not None and apart >= FAR_APART:
-        note += (
-            f": {apart:,.0f} times apart, so the copy does not run this statement as the "
-            "checked server did, and its figures are the copy's, not production's"
-        )
-    return note
-
-
-def _figure(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
-
-
 def _filled(text: str, values: dict[str, str]) -> tuple[str, str]:
     """A rewrite with each ``<value of $n>`` (the application's value, which qadvisor never
     saw) replaced by the value the statement was planned with, and which ones were."""
@@ -251,27 +235,27 @@ def _filled(text: str, values: dict[str, str]) -> tuple[str, str]:
     return text, ", ".join(used)
 
 
-def compare(before: Measured, after: Measured, labels: set[str]) -> tuple[ProofMeasure, ...]:
-    """The figures of the statements ``labels`` before and after, and the index bytes the fix
-    changed."""
-    out = []
-    for label in (x for x in before.ms if x in labels):
-        out.append(ProofMeasure("claim ms", label, round(before.ms[label], 3),
-                                _rounded(after.ms.get(label)), rounded_ratio(before.ms[label],
-                                after.ms.get(label)), before.node[label],
-                                after.node.get(label)))  # fmt: skip
-        out.append(ProofMeasure("shared buffers per claim", label, before.blocks[label],
-                                after.blocks.get(label), rounded_ratio(before.blocks[label],
-                                after.blocks.get(label))))  # fmt: skip
+def compare(
+    before: Measured, after: Measured, labels: set[str], comparable: set[str]
+) -> tuple[ProofMeasure, ...]:
+    """The figures of the statements ``labels`` before and after (a ratio only for those in
+    ``comparable``: the copy reproduced them), the index bytes the fix changed, and the
+    table's rows when the fix changed them."""
+    out: list[ProofMeasure] = []
+    for label in (x for x in before.timed if x in labels):
+        out += statement_measures(
+            label, before.timed[label], after.timed.get(label), label in comparable
+        )
     # The indexes the fix removed or rebuilt against those it made or rebuilt: a REINDEX keeps
     # the name, so an index whose size changed counts on both sides.
     gone = {n: b for n, b in before.index_bytes.items() if after.index_bytes.get(n) != b}
     made = {n: b for n, b in after.index_bytes.items() if before.index_bytes.get(n) != b}
     if gone or made:
         subject = (", ".join(sorted(gone)) or "none") + " -> " + (", ".join(sorted(made)) or "none")
-        old, new = sum(gone.values()), sum(made.values())
-        ratio = rounded_ratio(old, new) if old else None  # a new index replaces none
-        out.append(ProofMeasure("index bytes", subject, old, new, ratio))
+        out.append(once("index bytes", subject, sum(gone.values()), sum(made.values())))
+    old, new = before.table_rows, after.table_rows
+    if old is not None and new is not None and round(old) != round(new):
+        out.append(once("table rows", "the queue table", round(old), round(new)))
     return tuple(out)
 
 
@@ -286,21 +270,16 @@ def made_worse(before: Measured, after: Measured, labels: set[str]) -> list[str]
     buffers after the fix (and WORSE_MIN_BLOCKS more): the finding may go while the claim
     gets slower, and a proof must not read as all good then."""
     out = []
-    for label in (x for x in before.blocks if x in labels):
-        old, new = before.blocks[label], after.blocks.get(label)
-        if new is None or new < old * WORSE or new - old < WORSE_MIN_BLOCKS:
+    for label in (x for x in before.timed if x in labels):
+        was, now = before.timed[label], after.timed.get(label)
+        if now is None:
             continue
-        ms = ""
-        if label in after.ms:
-            ms = f", {before.ms[label]:,.3g} -> {after.ms[label]:,.3g} ms"
+        old, new = was.shared_blocks, now.shared_blocks
+        if new < old * WORSE or new - old < WORSE_MIN_BLOCKS:
+            continue
         out.append(
             f"{label}: the fix made it worse on the copy: {new / max(old, 1):,.0f} times the "
-            f"shared buffers a run ({old:,.0f} -> {new:,.0f}{ms}; plan "
-            f"{before.node[label]} -> {after.node.get(label, '?')}); read the plan before "
-            "applying the fix"
+            f"shared buffers a run ({old:,.0f} -> {new:,.0f}, {was.ms:,.3g} -> {now.ms:,.3g} "
+            f"ms; plan {was.node} -> {now.node}); read the plan before applying the fix"
         )
     return out
-
-
-def _rounded(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)

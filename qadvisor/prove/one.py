@@ -12,8 +12,9 @@ import psycopg
 from qadvisor.collect.queries import first_line
 from qadvisor.model import Finding, Proof, Queue, Statement
 from qadvisor.prove.copy import CopyPlan
-from qadvisor.prove.measure import Measured, against_counters, compare, made_worse, measure
-from qadvisor.prove.proofs import other_version
+from qadvisor.prove.figures import improved, reproduction, reproduction_note
+from qadvisor.prove.measure import Measured, compare, made_worse, measure
+from qadvisor.prove.proofs import NOTHING_MOVED, other_version
 from qadvisor.settings.resolve import Settings
 from qadvisor.sql.printing import qualified
 
@@ -46,14 +47,28 @@ def prove_one(
     mine = {statement_label(s) for s in ours}
     rewrites = {s.before: s.sql for s in finding.fix.of_kind("rewrite") if s.before}
     notes = [n for n in before.notes if _about(n, mine)]
+    held = []
     for s in ours:
         label = statement_label(s)
-        if label in before.ms:
-            held = against_counters(s, label, before.ms[label], before.blocks[label])
-            notes += [held] if held else []
-    reproduced = finding.key in before.verdicts.keys
-    if not reproduced:
+        if label in before.timed:
+            r = reproduction(s, label, before.timed[label])
+            held.append(r)
+            notes.append(reproduction_note(r, s.mean_exec_ms, before.timed[label].ms))
+    comparable = {r.statement for r in held if r.reproduced is not False}
+    reported = finding.key in before.verdicts.keys
+    # A finding about a statement is reproduced only where the copy runs that statement as
+    # the checked server did; a finding about a table or an index stands on its own figures
+    # (its statements' ratios are still withheld where the copy did not reproduce them).
+    unlike = [r.statement for r in held if r.reproduced is False] if finding.statement_id else []
+    reproduced = reported and not unlike
+    if not reported:
         notes.append(_not_reproduced(finding, plan, before))
+    elif unlike:
+        notes.append(
+            f"not reproduced: the copy does not run {unlike[0]} as the checked server did "
+            "(its rows or shared buffers per call are too far apart, above), so nothing is "
+            "proven"
+        )
     applied = [s for s in finding.fix.steps if s.kind in ("migration", "review")]
     unfilled = sorted({part for step in applied for part in step.left_to_fill})
     if unfilled:
@@ -62,7 +77,7 @@ def prove_one(
             "which qadvisor does not fill in with a guess: it was not run on the copy"
         )
         return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
-                     reproduced, None, notes=tuple(notes))  # fmt: skip
+                     reproduced, None, notes=tuple(notes), reproduction=tuple(held))  # fmt: skip
     try:
         with psycopg.connect(owner_dsn, autocommit=True) as conn:
             # As printed, and nothing else: an ANALYZE here would replace the statistics
@@ -80,16 +95,20 @@ def prove_one(
     except psycopg.Error as exc:
         notes.append(f"not proven: the fix failed on the copy: {first_line(exc)}")
         return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
-                     reproduced, None, notes=tuple(notes))  # fmt: skip
+                     reproduced, None, notes=tuple(notes), reproduction=tuple(held))  # fmt: skip
     after = measure(owner_dsn, settings, queue, statements, rewrites)
     notes += [n for n in after.notes if n not in notes and _about(n, mine)]
-    gone = (finding.key not in after.verdicts.keys) if reproduced else None
-    if reproduced and not gone:
+    measures = compare(before, after, mine, comparable)
+    quiet = (finding.key not in after.verdicts.keys) if reproduced else None
+    gone = (quiet and improved(measures)) if reproduced else None
+    if reproduced and not quiet:
         notes.append(after.verdicts.not_gone(finding.key))
+    elif quiet and not gone:
+        notes.append(NOTHING_MOVED)
     notes += made_worse(before, after, mine)
     notes += other_version(version, checked)
     return Proof(version, checked, plan.rows, plan.table_rows, plan.scaled_down, plan.live,
-                 reproduced, gone, compare(before, after, mine), tuple(notes))  # fmt: skip
+                 reproduced, gone, measures, tuple(notes), quiet, tuple(held))  # fmt: skip
 
 
 def _not_reproduced(finding: Finding, plan: CopyPlan, before: Measured) -> str:

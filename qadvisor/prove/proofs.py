@@ -12,6 +12,12 @@ from qadvisor.prove.copy import CopyPlan
 # Progress lines for the person waiting (stderr; the command line decides where they go).
 Say = Callable[[str], None]
 
+# The check went quiet, but nothing it is about changed measurably: not a proof.
+NOTHING_MOVED = (
+    "not proven gone: the check no longer reports it on the copy, but no measure moved beyond "
+    "its spread the way the fix means it to (no measurable change)"
+)
+
 
 def not_proven(
     checked: str, why: str, *, version: str = "", plan: CopyPlan | None = None, table_rows: int = 0

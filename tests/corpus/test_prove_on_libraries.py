@@ -102,8 +102,14 @@ class TestProvePgBoss:
         self, observed: Observed, corpus_server: LocalServer, stage: str
     ) -> None:
         proofs = _proofs(observed, corpus_server, "QA101", "QA201", "QA301")
-        pkey = _gone(proofs["QA101:pgboss.job_common_pkey"])
-        assert pkey["scale"]["live_rows"] > 0
+        # The primary key stays: what the new partial index changes is the fetch's cost, and
+        # the fetch calls pg-boss's own functions (pgboss.job_now()), which a copy of the table
+        # does not have, so it is not timed. The check falls quiet, but nothing measured moved:
+        # the proof does not call the finding gone.
+        pkey = proofs["QA101:pgboss.job_common_pkey"]
+        assert pkey["reproduced"] is True and pkey["scale"]["live_rows"] > 0, pkey["notes"]
+        assert pkey["check_quiet"] is True and pkey["finding_gone"] is False, pkey["notes"]
+        assert any(": not timed: function pgboss." in n for n in pkey["notes"]), pkey["notes"]
         (index,) = [m for m in pkey["measures"] if m["measure"] == "index bytes"]
         assert "state_lt_active" in index["subject"] and 0 < index["after"] < 1_000_000
         # job_common_i15 (name, created_on): the fetch's generic plan reads it, but the fetch

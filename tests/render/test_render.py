@@ -44,10 +44,13 @@ from qadvisor.model import (
     Location,
     Proof,
     ProofMeasure,
+    ProofReproduction,
+    ProofSeries,
     Queue,
     Rejected,
     Report,
     RoleSetting,
+    SeriesPoint,
     ServerInfo,
     Severity,
     Skip,
@@ -355,27 +358,43 @@ def proven_report() -> Report:
     """The full report under --prove: QA101's fix proven on a copy scaled down, its finding
     gone; QA201 not reproduced on the copy, with why; the others without a proof."""
     full = full_report()
+    claim = "sql/claim.sql:3"
     gone = Proof(
         server_version="18.6", checked_version="16.4", rows=2_000_000, table_rows=10_000_000,
-        scaled_down=True, live_rows=5_000, reproduced=True, finding_gone=True,
+        scaled_down=True, live_rows=5_000, reproduced=True, finding_gone=True, check_quiet=True,
         measures=(
-            ProofMeasure("claim ms", "sql/claim.sql:3", 9600.0, 1.2, 8000.0,
+            ProofMeasure("claim ms", claim, 9600.0, 1.2, 8000.0,
                          "Sort over Seq Scan on jobs",
-                         "Index Scan using jobs_pending_created_at_idx on jobs"),
-            ProofMeasure("shared buffers per claim", "sql/claim.sql:3", 84_000.0, 4.0, 21_000.0),
+                         "Index Scan using jobs_pending_created_at_idx on jobs",
+                         (9100.0, 9900.0), (1.1, 1.4), "lower"),
+            ProofMeasure("shared buffers per claim", claim, 84_000.0, 4.0, 21_000.0,
+                         before_spread=(84_000.0, 84_000.0), after_spread=(4.0, 4.0),
+                         change="lower"),
             ProofMeasure("index bytes",
                          "jobs_status_created_at_idx -> jobs_pending_created_at_idx",
-                         325_000_000, 131_072, 2480.0),
+                         325_000_000, 131_072, 2480.0, change="lower"),
         ),
         notes=("measured on PostgreSQL 18.6; the checked server runs 16.4",),
+        reproduction=(ProofReproduction(claim, None, 1.0, None, 84_000.0, 3.0, None),),
+    )  # fmt: skip
+    series = (
+        ProofSeries("without the fix", 80_150.0, 3_333.0, (
+            SeriesPoint(0.0, 0, 0, 0.05), SeriesPoint(0.5, 1_666, 0, None),
+            SeriesPoint(12.0, 40_587, 0, 0.31))),
+        ProofSeries("with the fix", 10_000.0, 3_333.0, (
+            SeriesPoint(0.0, 0, 0, 0.05), SeriesPoint(3.1, 10_331, 1, 0.06),
+            SeriesPoint(12.0, 13_330, 3, 0.06))),
     )  # fmt: skip
     vacuum = Proof(
         "18.6", "18.6", 400_500, 400_500, False, 500, reproduced=True, finding_gone=True,
+        check_quiet=True,
         measures=(
-            ProofMeasure("autovacuum runs", "public.jobs", 0, 3, None),
-            ProofMeasure("dead tuples at peak", "public.jobs", 40_587, 13_330, 3.04),
+            ProofMeasure("autovacuum runs", "public.jobs", 0, 3, None, change="higher"),
+            ProofMeasure("dead tuples at peak", "public.jobs", 40_587, 13_330, 3.04,
+                         change="lower"),
         ),
         notes=("driven for 12 s at 3,333 dead rows/s",),
+        series=series,
     )  # fmt: skip
     unproven = Proof(
         "18.6", "16.4", 2_000_000, 10_000_000, True, 5_000, reproduced=False,
@@ -793,7 +812,7 @@ def test_terminal_prints_one_line_per_proof_and_its_notes() -> None:
     flat = " ".join(text.split())
     assert (
         "proven on a 2,000,000-row copy (scaled down from 10,000,000 rows), PostgreSQL 18.6 "
-        "(the checked server runs 16.4): claim 9.60 s -> 1.2 ms" in flat
+        "(the checked server runs 16.4): claim 9.60 s (9.10-9.90 s) -> 1.2 ms (1.1-1.4 ms)" in flat
     )
     assert "index bytes 309.9 MB -> 128.0 kB, finding gone" in flat
     assert "measured on PostgreSQL 18.6; the checked server runs 16.4" in flat
@@ -961,3 +980,30 @@ def test_a_proof_whose_fix_was_not_run_or_failed_says_so_not_that_nothing_was_re
     assert proof_lines(failed)[1].startswith("not proven: the fix failed on the copy")
     lost = replace(base, reproduced=False)
     assert proof_lines(lost)[0].endswith(": finding not reproduced on the copy")
+
+
+def test_a_proof_whose_check_went_quiet_while_nothing_moved_does_not_read_gone() -> None:
+    from qadvisor.model import Proof, ProofMeasure
+    from qadvisor.render.proof import proof_lines
+
+    # QA301 on the round-robin trap: the rewrite changed nothing the claim costs.
+    claim = ProofMeasure("claim ms", "q", 5_548.0, 5_483.0, None, "a", "a",
+                         (5_300.0, 5_900.0), (5_400.0, 5_700.0), "none")  # fmt: skip
+    quiet = Proof("18.6", "18.6", 1_000, 1_000, False, 10, True, False, (claim,),
+                  check_quiet=True)  # fmt: skip
+    first = proof_lines(quiet)[0]
+    assert "claim 5.55 s (5.30-5.90 s) -> 5.48 s (5.40-5.70 s), no measurable change" in first
+    assert first.startswith("not proven on a 1,000-row copy")
+    assert first.endswith(", the check is quiet but nothing measurably changed")
+    assert "finding gone" not in first
+
+
+def test_a_retention_proof_says_the_table_rows_once() -> None:
+    from qadvisor.model import Proof, ProofMeasure
+    from qadvisor.render.proof import proof_lines
+
+    rows = ProofMeasure("table rows", "the queue table", 2_205_200, 280_747, 7.85, change="lower")
+    pruned = Proof("18.6", "18.6", 2_205_200, 2_205_200, False, 5_145, True, True, (rows,),
+                   check_quiet=True)  # fmt: skip
+    (first,) = proof_lines(pruned)
+    assert first.endswith(": table rows 2,205,200 -> 280,747, finding gone"), first

@@ -8,7 +8,9 @@
 -- timestamp without time zone is read in this session's TimeZone, as DEFAULT now() writes
 -- it), printed in ISO form whatever the session's DateStyle: how old a queue's oldest
 -- finished row is, without a scan of the archive. Of an integer column it is the smallest
--- value, as a number: a moment when the column holds epoch seconds or milliseconds.
+-- value, as a number: a moment when the column holds epoch seconds or milliseconds. The
+-- histogram and the correlation with the rows' physical order are what --prove's copy fills
+-- the column from (its other values, in their order).
 -- A partitioned table's own rows are those ANALYZE of it gathered over all its partitions
 -- (inherited); a partition's, and any other table's, are its own (an inheritance parent
 -- that is no partitioned table has both).
@@ -16,6 +18,8 @@ SELECT s.schemaname AS schema, s.tablename AS table, s.attname AS column,
        s.null_frac::float8, s.n_distinct::float8, s.avg_width,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_vals::text::text[] END AS most_common_vals,
        CASE WHEN s.avg_width <= 64 THEN s.most_common_freqs::float8[] END AS most_common_freqs,
+       CASE WHEN s.avg_width <= 64 THEN s.histogram_bounds::text::text[] END AS histogram_bounds,
+       s.correlation::float8 AS correlation,
        CASE WHEN t.typcategory = 'N' AND t.typname IN ('int2', 'int4', 'int8') THEN
          coalesce((s.histogram_bounds::text::bigint[])[
                     cardinality(s.histogram_bounds::text::bigint[])],
