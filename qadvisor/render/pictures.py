@@ -12,7 +12,7 @@ alike. Labels are the markdown report's words and units (``qadvisor.render.label
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -361,26 +361,11 @@ def _node(node: PlanNode) -> str:
     return text if len(text) <= 48 else text[:47] + "…"
 
 
-@dataclass(frozen=True)
-class ProofFigures:
-    """What of a proof is drawn beyond each measure's one before and after: the spread of
-    repeated runs, by (measure, "before" or "after"), and a vacuum proof's readings over its
-    run (seconds from its start)."""
-
-    spreads: Mapping[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
-    series: tuple[TrendPoint, ...] = ()
-
-
-def proof_figures(proof: Proof) -> ProofFigures:
-    """The one place that knows where a proof keeps its spreads and its series. A proof here
-    measures each figure once and records no series, so there is nothing more to draw."""
-    return ProofFigures()
-
-
-def proof_pictures(proof: Proof, more: ProofFigures | None = None) -> tuple[Picture, ...]:
-    """A proof's before and after of each figure measured on both sides (with the spread of
-    repeated runs, where there is one), and its series."""
-    extra = proof_figures(proof) if more is None else more
+def proof_pictures(proof: Proof) -> tuple[Picture, ...]:
+    """A proof's before and after of each figure measured on both sides, with the spread of
+    its repeated runs (lowest to highest) where it has one; and a vacuum proof's series: both
+    copies' dead tuples from the same start against each copy's trigger, and the claim's time
+    over the same run."""
     out: list[Picture] = []
     for m in proof.measures:
         if m.before is None or m.after is None:
@@ -388,13 +373,44 @@ def proof_pictures(proof: Proof, more: ProofFigures | None = None) -> tuple[Pict
         unit: Unit = (
             "bytes" if "bytes" in m.measure else "ms" if m.measure.endswith(" ms") else "count"
         )
-        sides: tuple[tuple[Tone, float], ...] = (("before", m.before), ("after", m.after))
-        bars = tuple(
-            Bar(f"{side}: {figure(v, unit)}", v, side, extra.spreads.get((m.measure, side)))
-            for side, v in sides
+        sides: tuple[tuple[Tone, float, tuple[float, float] | None], ...] = (
+            ("before", m.before, m.before_spread),
+            ("after", m.after, m.after_spread),
         )
+        bars = tuple(Bar(f"{side}: {figure(v, unit)}", v, side, spread)
+                     for side, v, spread in sides)  # fmt: skip
         out.append(Bars(f"Proof: {m.measure}", unit, bars, m.subject))
-    out += trend("Proof: dead tuples over the run", extra.series, None, "seconds from the start")
+    return (*out, *_proof_series(proof))
+
+
+def _proof_series(proof: Proof) -> tuple[Lines, ...]:
+    """The copies of a vacuum proof driven alike: "without the fix" in the before tone, "with
+    the fix" in the after tone, each against its own trigger (dashed)."""
+    runs = [s for s in proof.series if len(s.points) >= 2]
+    if not runs:
+        return ()
+    tone: dict[str, Tone] = {"without the fix": "before", "with the fix": "after"}
+    dead: list[Line] = []
+    for s in runs:
+        t = tone.get(s.copy, "measured")
+        readings = tuple((p.seconds, float(p.dead_tuples)) for p in s.points)
+        dead.append(Line(f"dead tuples, {s.copy}", readings, t))
+        ends = (s.points[0].seconds, s.points[-1].seconds)
+        dead.append(Line(f"trigger, {s.copy}", tuple((x, s.trigger) for x in ends), t,
+                         dashed=True))  # fmt: skip
+    rate = max(s.dead_per_s for s in runs)
+    driven = f"seconds from the start, {rate:,.0f} dead tuples/s driven on each copy"
+    out = [
+        Lines("Proof: dead tuples over the run, from the same start", "count", tuple(dead), driven)
+    ]
+    timed = []
+    for s in runs:
+        points = tuple((p.seconds, p.claim_ms) for p in s.points if p.claim_ms is not None)
+        if len(points) >= 2:
+            timed.append(Line(f"claim, {s.copy}", points, tone.get(s.copy, "measured")))
+    if timed:
+        out.append(Lines("Proof: the claim's time over the run", "ms", tuple(timed),
+                         "seconds from the start"))  # fmt: skip
     return tuple(out)
 
 

@@ -11,7 +11,9 @@ from qadvisor.model import (
     Finding,
     Proof,
     ProofMeasure,
+    ProofSeries,
     Report,
+    SeriesPoint,
     ServerInfo,
     Severity,
     Skip,
@@ -23,7 +25,6 @@ from qadvisor.render.pictures import (
     Bars,
     Line,
     Lines,
-    ProofFigures,
     TrendPoint,
     pictures,
     proof_pictures,
@@ -84,15 +85,31 @@ def test_readings_over_time_are_lines_and_a_proof_series_is_seconds() -> None:
     assert len(paths) == 3
     ticks = [t.text for t in root.iter(f"{SVG}text")]
     assert "09:00:00" in ticks  # times within a day, to the second
-    # A proof's run: seconds from its start, with the spreads of repeated measures.
-    proof = Proof("18.6", "18.6", 1_000, 1_000, False, 10, True, True,
-                  (ProofMeasure("claim ms", "claim", 80.0, 0.2, 400.0),))  # fmt: skip
-    run = tuple(TrendPoint(float(s), s * 10.0, 500.0) for s in range(0, 40, 10))
-    more = ProofFigures({("claim ms", "before"): (70.0, 95.0)}, run)
-    bars, over = proof_pictures(proof, more)
+
+    # A proof: each measure's spread of repeated runs as a whisker; a vacuum proof's two
+    # copies, driven from the same start, each against its own trigger, and the claim timed.
+    def run(copy: str, per_s: float) -> ProofSeries:
+        points = tuple(
+            SeriesPoint(float(t), int(t * per_s), 0, 1.0 + t / 10) for t in range(0, 40, 10)
+        )
+        return ProofSeries(copy, 500.0 if copy == "with the fix" else 441_090.0, 16_000.0, points)
+
+    measure = ProofMeasure("claim ms", "claim", 80.0, 0.2, 400.0, before_spread=(70.0, 95.0))
+    proof = Proof("18.6", "18.6", 1_000, 1_000, False, 10, True, True, (measure,),
+                  series=(run("without the fix", 10.0), run("with the fix", 10.0)))  # fmt: skip
+    bars, dead, claim = proof_pictures(proof)
     assert isinstance(bars, Bars) and bars.bars[0].spread == (70.0, 95.0)
-    assert isinstance(over, Lines) and over.lines[0].points[-1] == (30.0, 300.0)
-    assert "30 s" in [t.text for t in drawn(charts.svg(over)).iter(f"{SVG}text")]
+    assert bars.bars[1].spread is None  # measured once after
+    assert isinstance(dead, Lines) and dead.title.endswith("from the same start")
+    names = [line.name for line in dead.lines]
+    assert names == ["dead tuples, without the fix", "trigger, without the fix",
+                     "dead tuples, with the fix", "trigger, with the fix"]  # fmt: skip
+    assert dead.lines[0].points[-1] == (30.0, 300.0) and dead.lines[3].dashed
+    assert dead.lines[0].tone == "before" and dead.lines[2].tone == "after"
+    assert isinstance(claim, Lines) and claim.unit == "ms" and len(claim.lines) == 2
+    assert "30 s" in [t.text for t in drawn(charts.svg(dead)).iter(f"{SVG}text")]
+    # A proof with no series draws its bars alone.
+    assert len(proof_pictures(Proof("18.6", "18.6", 1, 1, False, 1, True, True, (measure,)))) == 1
 
 
 def test_each_check_draws_what_its_evidence_measured() -> None:
