@@ -121,7 +121,7 @@ def test_2_a_report_that_could_not_be_written(tmp_path: Path) -> None:
         )  # fmt: skip
     assert proc.returncode == BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        "qadvisor: error: cannot write the report to stdout: No space left on device"
+        "qadvisor: error: cannot write to stdout: No space left on device"
     ]
     # A reader that is gone: the pipe's read end closed before qadvisor writes.
     read_end, write_end = os.pipe()
@@ -135,7 +135,7 @@ def test_2_a_report_that_could_not_be_written(tmp_path: Path) -> None:
         os.close(write_end)
     assert proc.returncode == BAD_INPUT, proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        "qadvisor: error: cannot write the report to stdout: Broken pipe"
+        "qadvisor: error: cannot write to stdout: Broken pipe (what reads it stopped reading)"
     ]
 
 
