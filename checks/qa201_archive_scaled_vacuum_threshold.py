@@ -82,9 +82,11 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     5 times a power of ten, and the note says from what and which figures give the same
     threshold (31,623 to 70,710 give 50,000). The same table ANALYZEd again prints the same
     fix: four ANALYZEs of one unchanged table estimated 4,071 to 6,246 live rows, which
-    rounding up had printed as 50,000 or 100,000 by turns. `ALTER TABLE ... SET` takes a
-    SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or ANALYZE of the table, not
-    for reads or writes).
+    rounding up had printed as 50,000 or 100,000 by turns. A threshold so sized that is no
+    lower than the trigger now (a throughput high enough to reach it within about 30 s) is
+    not proposed: it would not vacuum sooner; the finding is info and says so. `ALTER TABLE
+    ... SET` takes a SHARE UPDATE EXCLUSIVE lock (it waits for a running VACUUM or ANALYZE of
+    the table, not for reads or writes).
 
     With `--history DIR`, where no `--sample` is taken, the rates are measured between the
     first earlier snapshot whose counters run on into this one's and this one (the evidence
@@ -356,6 +358,11 @@ def _finding(
     if near and severity is None:
         severity = Severity.INFO
         evidence["near_threshold"] = "; ".join(near)
+    # A threshold sized from a high measured rate may be at or above today's trigger: setting
+    # it would make vacuum no more frequent, or rarer. Nothing is proposed then.
+    reached = n >= trigger.value
+    if reached:
+        severity = Severity.INFO
     if bound is None:
         times = f"{ratio:,.0f}x its {human_count(live.rows or 0.0)} live rows"
     else:
@@ -378,7 +385,9 @@ def _finding(
             "reltuples counts the finished rows, so the scale factor ties the vacuum "
             "trigger to the archive while dead tuples come from throughput."
         ),
-        fix=Fix(
+        fix=_reached(n, basis, trigger)
+        if reached
+        else Fix(
             notes=f"Threshold {n:,}: {basis}. "
             + (f"The live set is an estimate: {live.stale}. " if live.stale else "")
             + (
@@ -392,6 +401,20 @@ def _finding(
             safety="safe",
             steps=(table_setting(vacuum_threshold_sql(table, n)),),
         ),
+    )
+
+
+def _reached(n: int, basis: str, trigger: VacuumTrigger) -> Fix:
+    """No step: the threshold the throughput asks for is no lower than the trigger now."""
+    return Fix(
+        notes=f"Threshold {n:,} ({basis}) is no lower than the trigger now "
+        f"({human_count(trigger.value)} dead tuples): at this throughput the scale factor "
+        "does not hold autovacuum back yet, and a fixed threshold at that size would not "
+        "vacuum sooner, so none is proposed. The trigger grows with the archive while the "
+        "throughput does not: prune the archive (QA204), or run again with --sample when the "
+        "table is larger.",
+        safety="safe",
+        steps=(),
     )
 
 

@@ -390,3 +390,17 @@ def test_analyzing_an_unchanged_table_again_prints_the_same_fix(db: TestDB) -> N
             "autovacuum_vacuum_threshold = 50000);",
         )
     }, sorted(live)
+
+
+def test_no_threshold_is_proposed_that_would_not_vacuum_sooner() -> None:
+    # 200,000 dead tuples/s: 30 s of them is 6,000,000 (5,000,000 as rounded), above today's
+    # trigger of 2,000,050 (0.2 x 10 M rows + 50). Setting it would make autovacuum rarer: no
+    # step, info.
+    first = TableStats(n_dead_tup=0, n_tup_upd=0, n_tup_ins=0)
+    later = TableStats(n_dead_tup=2_000_000, n_tup_upd=2_000_000, n_tup_ins=1_000)
+    snap = S.snapshot(S.jobs_table(stats=first), sample=Sample(10.0, {"public.jobs": later}))
+    (f,) = S.run("QA201", snap)
+    assert isinstance(f, Finding) and f.fix is not None
+    assert f.severity is Severity.INFO and f.fix.steps == ()
+    assert "no lower than the trigger now (2,000,050 dead tuples)" in f.fix.notes
+    assert f.evidence["proposed_vacuum_trigger"] == 5_000_000  # sized, not set
