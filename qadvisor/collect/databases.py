@@ -21,7 +21,7 @@ from psycopg import conninfo
 from qadvisor.collect.connect import ConnectError, RunBoundPassed, connect, describe, redact
 from qadvisor.collect.errors import CollectError
 from qadvisor.collect.queries import first_line, rows
-from qadvisor.errors import InputError
+from qadvisor.errors import InputError, QadvisorError
 from qadvisor.model import NotJudgedKind
 from qadvisor.settings.resolve import SessionLimits
 from qadvisor.sql.printing import ident
@@ -158,7 +158,7 @@ def _label(dsn: str, number: int, path: Path) -> str:
     return label
 
 
-def failure_kind(exc: InputError) -> NotJudgedKind:
+def failure_kind(exc: QadvisorError) -> NotJudgedKind:
     """What kind of failure ended a member's visit."""
     if isinstance(exc, RunBoundPassed):
         return "run_timeout"

@@ -28,7 +28,7 @@ from qadvisor.collect.connect import (
     redact,
 )
 from qadvisor.collect.databases import Member, dsn_file, failure_kind, server_databases
-from qadvisor.errors import InputError
+from qadvisor.errors import QadvisorError
 from qadvisor.model import FleetMember, FleetReport
 from qadvisor.settings.resolve import Settings
 
@@ -39,7 +39,8 @@ Progress = Callable[[FleetMember | None, int, int], None]
 
 def members(settings: Settings, run_timeout_s: float | None = None) -> tuple[Member, ...]:
     """The fleet the settings name, read before any database is checked: a DSN file that is
-    not one, or a server that cannot list its databases, is an InputError (exit 2)."""
+    not one is an InputError (exit 2), a server that cannot list its databases a ConnectError
+    (exit 3)."""
     if settings.dsn_file is not None:
         return dsn_file(settings.dsn_file)
     return server_databases(settings.dsn, settings.limits, run_timeout_s)
@@ -131,7 +132,7 @@ def _visit(member: Member, settings: Settings, deadline: float, bound: float) ->
     )
     try:
         report = engine.check(own, None, deadline)
-    except InputError as exc:
+    except QadvisorError as exc:  # bad input or a database not reached or read
         kind = failure_kind(exc)
         reason = str(exc)
         if time.monotonic() >= deadline:
