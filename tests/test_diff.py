@@ -68,7 +68,7 @@ def test_a_finding_its_check_did_not_judge_again_is_not_called_gone() -> None:
 def test_markdown_escapes_what_the_reports_say() -> None:
     new = report(finding("QA201") | {"message": "a <b>|`x`"})
     md = FORMATS["markdown"](compare(report(), new, A, B), True)
-    assert "**New findings (1)**" in md and r"a \<b\>\|\`x\`" in md and md.endswith("Got worse.\n")
+    assert "**New findings (1)**" in md and r"a \<b>\|\`x\`" in md and md.endswith("Got worse.\n")
 
 
 def test_a_printed_fix_applied_between_two_runs_shows_its_finding_gone(

@@ -17,9 +17,9 @@ from tests.full_run import BACKLOG, Logged, build, full_run, logged_runs, loggin
 
 ROOT = Path(__file__).resolve().parents[1]
 # Sent only when a probe fails, or when setting up the session meets another session's lock
-# on a system catalog (tests/test_hostile.py); and EXPLAIN (GENERIC_PLAN) exists from
-# PostgreSQL 16.
-NOT_SENT_HERE = {"rollback_to_savepoint", "session_catalog_locks"}
+# on a system catalog (tests/test_hostile.py), or by a fleet run listing a server's databases
+# (tests/fleet); and EXPLAIN (GENERIC_PLAN) exists from PostgreSQL 16.
+NOT_SENT_HERE = {"rollback_to_savepoint", "session_catalog_locks", "databases"}
 GENERIC_PLAN_VERSION = 160000
 MONITOR_GRANTS = ("SELECT, UPDATE ON jobs", "SELECT ON queue_tenants")
 

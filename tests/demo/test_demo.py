@@ -127,7 +127,7 @@ def test_a_kept_demo_server_is_named_even_when_stdout_fails(tmp_path: Path) -> N
         assert "qadvisor: error: cannot write to stdout: No space left on device" in proc.stderr
     finally:
         assert stop, proc.stderr  # else a server is left running that nobody was told of
-        subprocess.run(stop.group(1), shell=True, check=True, capture_output=True, timeout=120)
-        data_dir = re.search(r" -D (\S+)$", stop.group(1))
+        data_dir = re.search(r" -D (\S+) ", stop.group(1))
         assert data_dir, stop.group(1)
+        subprocess.run(stop.group(1), shell=True, check=True, capture_output=True, timeout=120)
         shutil.rmtree(Path(data_dir.group(1)).parent, ignore_errors=True)
