@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from qadvisor.errors import EXIT_CODES, ExitCode, exit_code_table
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.collect.test_connect import silent_endpoint
 from tests.conftest import TestDB
-from tests.helpers import ENV_VARIABLES, Run, build_archive_queue, default_sigint, qadvisor
+from tests.helpers import Run, build_archive_queue, default_sigint, qadvisor
 from tests.test_cli import HEALTHY_CLAIM, _snapshot_file
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,9 +14,10 @@ from qadvisor.engine import configured_severity, run_checks
 from qadvisor.model import Severity
 from qadvisor.registry import load_checks
 from qadvisor.settings.config import ConfigError, check_selects, check_severities, find_config
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import ENV_VARIABLES, assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
 
 CHECKS = {c.code: c for c in load_checks()}
 

@@ -42,7 +42,7 @@ min_ratio = 20
 """
 
 
-def settings(tmp_path: Path, flags: Flags | None = None, **env: str) -> Settings:
+def settings(tmp_path: Path, flags: Flags | None = None, /, **env: str) -> Settings:
     return resolve(flags or Flags(), env=env, cwd=tmp_path, checks=CHECKS)
 
 
