@@ -39,7 +39,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -260,12 +260,15 @@ class ServerNotAllowed(RuntimeError):
 
 def starts_server(command: Sequence[str | os.PathLike[str]] | str) -> bool:
     """Does this command start a PostgreSQL server (initdb runs one to bootstrap)?"""
+    parts: Sequence[str | os.PathLike[str]]
     if isinstance(command, str):
         try:
-            command = shlex.split(command)
+            parts = shlex.split(command)
         except ValueError:
-            command = command.split()
-    args = [os.fsdecode(a) for a in command]
+            parts = command.split()
+    else:
+        parts = command
+    args = [os.fsdecode(a) for a in parts]
     names = [Path(a).name for a in args]
     if not names:
         return False
@@ -321,7 +324,7 @@ sys.addaudithook(_audit)  # audit hooks cannot be removed: it checks _GUARD each
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, object, object]:
     _GUARD.item = item
     if item.get_closest_marker("server") is None and not _INHERITED:
         if _GUARD.logs is None:
@@ -336,8 +339,10 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[object]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
-    report: pytest.TestReport = yield
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     log = os.environ.get(NO_SERVER_ENV)
     if not _INHERITED and log and os.path.isfile(log):
         _GUARD.refused.setdefault(item.nodeid, []).extend(

@@ -32,6 +32,10 @@ from qadvisor.sql.dequeue import value_placeholder
 from tests.conftest import TestDB, flush_stats
 from tests.json_schemas import assert_valid_report
 
+# A code no check can ever have: the registry takes two to five capitals and three digits
+# (tests/checks/test_pack.py proves it refuses this one). QA999 would be a legal next code.
+NO_SUCH_CODE = "QA1010"
+
 
 @dataclass
 class Run:

@@ -14,7 +14,14 @@ import pytest
 
 from tests.collect.test_statements_collect import build_claim_queue, run_claims
 from tests.conftest import TestDB, flush_stats
-from tests.helpers import assert_quiet, build_archive_queue, check, fix_sql, qadvisor
+from tests.helpers import (
+    NO_SUCH_CODE,
+    assert_quiet,
+    build_archive_queue,
+    check,
+    fix_sql,
+    qadvisor,
+)
 from tests.json_schemas import assert_valid_snapshot
 
 SECRET = "s3cr3t-Pa55"
@@ -37,7 +44,7 @@ def test_version_is_the_installed_distribution_s() -> None:
 def test_explain_prints_the_docs_of_a_check() -> None:
     run = qadvisor("explain", "QA201")
     assert run.rc == 0 and "## How to fix" in run.stdout
-    assert qadvisor("explain", "QA999").rc == 2
+    assert qadvisor("explain", NO_SUCH_CODE).rc == 2
 
 
 def test_explain_renders_the_page_in_a_terminal() -> None:
@@ -155,7 +162,7 @@ def _snapshot_file(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(
     ("pattern", "closest"),
-    [("QA999", "QA503"), ("QA2O1:public.jobs", "QA201"), ("qa101", "QA101")],
+    [(NO_SUCH_CODE, "QA101"), ("QA2O1:public.jobs", "QA201"), ("qa101", "QA101")],
 )
 def test_an_unknown_code_to_ignore_is_one_line_naming_the_closest(
     tmp_path: Path, pattern: str, closest: str

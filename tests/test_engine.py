@@ -140,7 +140,7 @@ def test_a_check_run_yields_the_skips_of_its_judgeable_items_where_it_met_them()
     ]  # fmt: skip
     assert [f.message for f in report.findings] == ["x 1", "x 2", "x 3"]
     # Two runs stepped in turn keep their own skips.
-    x, y = _counting("x").run(snap, NoOptions()), _counting("y").run(snap, NoOptions())
+    x, y = iter(_counting("x").run(snap, NoOptions())), iter(_counting("y").run(snap, NoOptions()))
     turns = [next(it) for _ in range(6) for it in (x, y)]
     assert _said(turns[::2]) == ["x a", "x 1", "x 2", "x b", "x 3", "x c"]
     assert _said(turns[1::2]) == ["y a", "y 1", "y 2", "y b", "y 3", "y c"]

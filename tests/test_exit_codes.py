@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from qadvisor.errors import EXIT_CODES, ExitCode, exit_code_table
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.collect.test_connect import silent_endpoint
 from tests.conftest import TestDB
-from tests.helpers import ENV_VARIABLES, Run, build_archive_queue, default_sigint, qadvisor
+from tests.helpers import NO_SUCH_CODE, Run, build_archive_queue, default_sigint, qadvisor
 from tests.test_cli import HEALTHY_CLAIM, _snapshot_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +76,7 @@ def test_1_wins_over_3_when_a_finding_and_a_skip_both_apply(db: TestDB) -> None:
         (("check", "--bogus"), "No such option: --bogus"),
         (("check", "--fail-on", "sometimes"), "Invalid value for '--fail-on'"),
         (("check", "--statement-timeout", "5"), "--statement-timeout"),
-        (("explain", "QA999"), "no check 'QA999'"),
+        (("explain", NO_SUCH_CODE), f"no check '{NO_SUCH_CODE}'"),
         (("check", "dbname=app password='x' user"), "malformed DSN"),
         (("check", "host=localhost port=notaport"), "invalid port number"),
         (("check", "host=localhost port=5432 sslmode=bogus"), "invalid sslmode value"),

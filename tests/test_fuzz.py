@@ -14,7 +14,7 @@ import json
 import os
 import string
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -346,7 +346,7 @@ def _toml_value(value: object) -> str:
     return "{" + ", ".join(f"{_toml_string(k)} = {_toml_value(v)}" for k, v in value.items()) + "}"
 
 
-def toml(data: dict[str, object]) -> str:
+def toml(data: Mapping[str, object]) -> str:
     return "".join(f"{_toml_string(k)} = {_toml_value(v)}\n" for k, v in data.items())
 
 

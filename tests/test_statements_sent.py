@@ -89,11 +89,11 @@ def test_a_full_run_sends_only_what_the_page_lists_and_all_of_it(
     other_major = "analyze_uncounted_14" if db.version_num >= 150000 else "analyze_uncounted"
     only_analyze = {s.name for s in SENT if s.groups == ("analyze",)} - {other_major}
     for run in runs:
-        sent = set(_names([run]))
+        by_run = set(_names([run]))
         if "--analyze" in run.args:
-            assert only_analyze <= sent, (run.args, only_analyze - sent)
+            assert only_analyze <= by_run, (run.args, only_analyze - by_run)
         else:
-            assert not only_analyze & sent, (run.args, only_analyze & sent)
+            assert not only_analyze & by_run, (run.args, only_analyze & by_run)
     # A snapshot file is judged without a connection.
     assert runs[-1].args[1] == "--snapshot" and runs[-1].statements == []
     # qadvisor role sends what a check sends, and asks whether its role exists.

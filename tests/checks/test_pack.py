@@ -11,6 +11,7 @@ from qadvisor.docgen.pages import PRIVILEGES_PAGE, check_page, privileges_page
 from qadvisor.facts import FACTS
 from qadvisor.model import Severity
 from qadvisor.registry import Check, check, load_checks
+from tests.helpers import NO_SUCH_CODE
 
 ROOT = Path(__file__).resolve().parents[2]
 # The public contract of codes and names (design notes): a code is never reused.
@@ -97,6 +98,11 @@ def test_every_check_declares_the_facts_it_reads_and_only_known_ones() -> None:
             assert template.startswith("GRANT ") and template.endswith(" TO {role};")
     with pytest.raises(ValueError, match="unknown fact"):
         check("QA999", "made-up", severity=Severity.INFO, category="x", requires=("nope",))
+
+
+def test_the_code_tests_use_as_unknown_is_one_no_check_can_have() -> None:
+    with pytest.raises(ValueError, match="must look like QA101"):
+        check(NO_SUCH_CODE, "made-up", severity=Severity.INFO, category="x")
 
 
 def test_every_check_has_its_own_test_module() -> None:

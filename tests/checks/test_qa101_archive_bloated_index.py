@@ -6,6 +6,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -16,6 +17,7 @@ from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor, record_afresh
+from tests.narrow import present
 from tests.partitioned import COMPOSITE_INDEX, DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
@@ -250,10 +252,11 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
     # The claim orders by id: a partial (created_at) index would serve no recorded statement,
     # so none is proposed; its own partial index already serves it.
     f = judged(scans=0)
-    assert [s.kind for s in f.fix.steps] == ["review"]
-    assert f.fix.steps[0].sql == "DROP INDEX CONCURRENTLY public.jobs_full_idx;"
+    fix = present(f.fix)
+    assert [s.kind for s in fix.steps] == ["review"]
+    assert fix.steps[0].sql == "DROP INDEX CONCURRENTLY public.jobs_full_idx;"
     assert "jobs_pending_created_at_idx (derived from their text), so it is not proposed" in (
-        f.fix.notes
+        fix.notes
     )
     assert f.evidence["claims_reading_index"] == []
     (label,) = f.evidence["claims_whose_generic_plan_alone_reads_index"]
@@ -263,10 +266,10 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
         "(2026-12-01T00:00:00+00:00) while pg_stat_statements counted 12 call(s) of them since "
         "its reset (2026-12-02T00:00:00+00:00); planned with their values bound they read "
         "jobs_live_idx"
-    ) in f.fix.notes
-    never = judged(scans=0, reset=None, pgss=None)
-    assert [s.kind for s in never.fix.steps] == ["review"]
-    assert "scanned jobs_full_idx ever (statistics never reset)" in never.fix.notes
+    ) in fix.notes
+    never = present(judged(scans=0, reset=None, pgss=None).fix)
+    assert [s.kind for s in never.steps] == ["review"]
+    assert "scanned jobs_full_idx ever (statistics never reset)" in never.notes
     # The scans counted over a shorter span than the calls (statistics reset after
     # pg_stat_statements was, or its reset unknown) cannot say the generic plan never ran.
     late = judged(scans=0, reset="2026-12-03T00:00:00+00:00")
@@ -274,9 +277,10 @@ def test_a_generic_plan_the_counters_say_never_ran_does_not_keep_the_index() -> 
     for kept in (judged(scans=3), judged(scans=0, standby=True), judged(scans=0, calls=None),
                  late, unknown):  # fmt: skip
         # Kept, and nothing to build: info.
-        assert [s.kind for s in kept.fix.steps] == [], kept.fix.notes
+        kept_fix = present(kept.fix)
+        assert [s.kind for s in kept_fix.steps] == [], kept_fix.notes
         assert kept.severity == Severity.INFO
-        assert "jobs_full_idx is kept: the plans of 1 other claim(s)" in kept.fix.notes
+        assert "jobs_full_idx is kept: the plans of 1 other claim(s)" in kept_fix.notes
         assert "claims_whose_generic_plan_alone_reads_index" not in kept.evidence
 
 
@@ -305,10 +309,9 @@ def test_a_claim_that_could_not_be_planned_makes_the_drop_a_review() -> None:
     assert kind == "review"
     (said,) = f.evidence["claims_not_planned"]
     assert said.endswith(f": {why}")
-    assert f"1 claim(s) on the table could not be planned ({said}), so nobody knows" in (
-        f.fix.notes
-    )
-    assert "whether they read jobs_status_created_at_idx: the DROP is for review" in f.fix.notes
+    notes = present(f.fix).notes
+    assert f"1 claim(s) on the table could not be planned ({said}), so nobody knows" in notes
+    assert "whether they read jobs_status_created_at_idx: the DROP is for review" in notes
     kind, f = drop_of("created_at")
     assert kind == "migration" and "claims_not_planned" not in f.evidence
 
@@ -433,7 +436,7 @@ def test_an_index_is_never_dropped_as_a_migration_after_statements_were_evicted(
         db.execute("CREATE EXTENSION pg_stat_statements")
         build_archive_queue(db)
 
-        def run_the_application(others: int) -> dict[str, object]:
+        def run_the_application(others: int) -> dict[str, Any]:
             db.execute("SELECT pg_stat_statements_reset()")
             with db.connect() as conn:
                 # Statements of different shapes (a select list of i columns), so each is an

@@ -14,6 +14,7 @@ from qadvisor.model import (
     Column,
     ColumnStats,
     Finding,
+    LivePredicate,
     Sample,
     ServerInfo,
     Severity,
@@ -429,7 +430,7 @@ def test_the_timestamp_the_live_predicate_waits_on_dates_the_finished_rows() -> 
     # dequeued_at NULL for the 1 % that wait; enqueued_at older (every row has one).
     t = replace(t, column_stats=(*stats, ColumnStats("enqueued_at", 0.0, -1.0, 8,
                                                      lower_bound=days_ago(41))))  # fmt: skip
-    live = S.LivePredicate("dequeued_at", "is null", source="claim")
+    live = LivePredicate("dequeued_at", "is null", source="claim")
     found = S.run("QA204", replace(S.snapshot(t, live=live), server=ServerInfo(
         "18.6", 180006, "app", "monitor", collected_at=NOW.isoformat())))  # fmt: skip
     (f,) = found
@@ -438,7 +439,7 @@ def test_the_timestamp_the_live_predicate_waits_on_dates_the_finished_rows() -> 
     assert f.evidence["dated_by_from"] == (
         "the live predicate is dequeued_at IS NULL: it is set when a row leaves the live set"
     )
-    assert round(f.evidence["oldest_row_age_days"]) == 40  # type: ignore[arg-type]
+    assert round(f.evidence["oldest_row_age_days"]) == 40
     assert f.fix is not None
     (step,) = f.fix.steps
     assert "AND dequeued_at < now() - interval '7 days';" in step.sql
@@ -465,7 +466,7 @@ def test_an_integer_of_epoch_milliseconds_dates_the_archive_in_its_own_unit() ->
     (f,) = judged(t)
     assert isinstance(f, Finding) and f.severity == Severity.WARNING, f
     assert f.evidence["dated_by"] == "completed_at"
-    assert round(f.evidence["oldest_row_age_days"]) == 40  # type: ignore[arg-type]
+    assert round(f.evidence["oldest_row_age_days"]) == 40
     assert "read as milliseconds since the epoch (bigint)" in str(f.evidence["oldest_row_from"])
     assert f.fix is not None
     assert (
@@ -477,7 +478,7 @@ def test_an_integer_of_epoch_milliseconds_dates_the_archive_in_its_own_unit() ->
     (f,) = judged(replace(t, column_stats=tuple(
         replace(s, lower_bound=seconds) if s.column == "completed_at" else s
         for s in t.column_stats)))  # fmt: skip
-    assert isinstance(f, Finding) and round(f.evidence["oldest_row_age_days"]) == 40  # type: ignore[arg-type]
+    assert isinstance(f, Finding) and round(f.evidence["oldest_row_age_days"]) == 40
     assert "(extract(epoch FROM now() - interval '7 days'))::bigint;" in f.fix.steps[0].sql  # type: ignore[union-attr]
     (s,) = judged(replace(t, column_stats=tuple(
         replace(s, lower_bound="1234") if s.column == "completed_at" else s
@@ -494,7 +495,7 @@ def test_the_timestamp_an_update_sets_with_the_live_flag_dates_the_rows_that_lef
                             Column("timestamp", "timestamp without time zone", False)))  # fmt: skip
     flag = ColumnStats("visible", 0.0, 2, 1, ("false", "true"), (0.99, 0.01))
     t = replace(t, column_stats=(*t.column_stats, flag))
-    live = S.LivePredicate("visible", "true", source="claim")
+    live = LivePredicate("visible", "true", source="claim")
     delivery = Stakeholder(
         "pg_stat_statements 1a2b3c4d5e (300 calls)",
         "UPDATE jobs SET visible=$1, timestamp=$2::timestamp, version=$3 WHERE jobs.id = $4",
@@ -516,9 +517,9 @@ def test_the_timestamp_an_update_sets_with_the_live_flag_dates_the_rows_that_lef
         "UPDATE jobs SET visible=$1, timestamp=$2, started_at=$3 WHERE id = $4",
         "UPDATE jobs SET timestamp=$1 WHERE id = $2",
     ):
-        columns = (*t.columns, Column("started_at", "timestamp with time zone", False))
+        wider = (*t.columns, Column("started_at", "timestamp with time zone", False))
         other = replace(delivery, text=text)
-        found = S.run("QA204", replace(snap, tables=(replace(t, columns=columns),),
+        found = S.run("QA204", replace(snap, tables=(replace(t, columns=wider),),
                                        stakeholders=(other,)))  # fmt: skip
         assert [type(x) for x in found] == [Skip], found
 
@@ -535,7 +536,7 @@ def test_a_timestamp_the_finished_rows_no_longer_hold_dates_nothing() -> None:
     created = ColumnStats("created_at", 0.0, -0.9, 8, lower_bound=days_ago(40))
     others = [s for s in t.column_stats if s.column != "created_at"]
     t = replace(t, column_stats=(*others, created, flag, cleared))
-    live = S.LivePredicate("visible", "true", source="claim")
+    live = LivePredicate("visible", "true", source="claim")
     claim = Stakeholder(
         "pg_stat_statements 1a2b3c4d5e (300 calls)",
         "UPDATE jobs SET visible=$1, locked_at=now() WHERE jobs.id = $2",

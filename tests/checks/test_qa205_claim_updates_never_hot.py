@@ -200,7 +200,7 @@ def beats(calls: int = 18_000, rows: int | None = 18_000) -> Stakeholder:
 def test_a_heartbeat_on_an_indexed_column_warns_and_few_recorded_give_info() -> None:
     (f,) = judged(statements=(beats(),))
     assert isinstance(f, Finding) and f.severity == Severity.WARNING, f
-    assert f.evidence["indexes_stopping_hot"][0]["index"] == "jobs_heartbeat"  # type: ignore[index]
+    assert f.evidence["indexes_stopping_hot"][0]["index"] == "jobs_heartbeat"
     (step,) = f.fix.steps if f.fix else ()
     assert step.sql == "DROP INDEX CONCURRENTLY public.jobs_heartbeat;"
     (f,) = judged(statements=(beats(calls=50, rows=50),))

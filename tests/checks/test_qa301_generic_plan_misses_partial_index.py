@@ -54,7 +54,7 @@ def _snap(
     return dataclasses.replace(snap, statements=(stmt,), role_settings=roles)
 
 
-def _stmt(text: str = BOUND, **kw: object) -> Statement:
+def _stmt(text: str = BOUND, /, **kw: object) -> Statement:
     base: dict[str, object] = {
         "source": "--query 1",
         "text": text,
@@ -137,8 +137,10 @@ def test_pg_stat_statements_text_is_latent_unless_the_server_confirms_it() -> No
     assert f.severity is Severity.CRITICAL
 
 
-PGSS = {"source": "pg_stat_statements", "from_normalised_text": True, "queryid": 7,
-        "calls": 10_000, "mean_exec_ms": 0.2, "shared_blks_per_call": 4.0}  # fmt: skip
+PGSS: dict[str, object] = {
+    "source": "pg_stat_statements", "from_normalised_text": True, "queryid": 7,
+    "calls": 10_000, "mean_exec_ms": 0.2, "shared_blks_per_call": 4.0,
+}  # fmt: skip
 
 
 def _costing(ratio: float) -> PlanNode:
@@ -146,7 +148,7 @@ def _costing(ratio: float) -> PlanNode:
     return dataclasses.replace(GENERIC, total_cost=CUSTOM.total_cost * ratio)
 
 
-def _judged(pages: int | None = None, **kw: object) -> Finding:
+def _judged(pages: int | None = None, /, **kw: object) -> Finding:
     (f,) = _findings(_snap(_stmt(**{**PGSS, **kw}), table_pages=pages))
     return f
 
@@ -184,7 +186,8 @@ def test_a_counter_within_the_margin_of_its_threshold_confirms_nothing(
     if "shared_blks_per_call" in kw:
         kw["shared_blks_per_call"] = float(counters["shared_blks_per_call"]) * pages
     if "ratio" in kw:
-        kw["generic_plan"] = _costing(float(kw.pop("ratio")))
+        kw["generic_plan"] = _costing(counters["ratio"])
+        del kw["ratio"]
     # The same snapshot twice: the same answer.
     f, again = _judged(**kw), _judged(**kw)
     assert (f.severity, f.message) == (again.severity, again.message)

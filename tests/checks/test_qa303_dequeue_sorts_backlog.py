@@ -8,12 +8,13 @@ each claim; the printed partial index, built as printed, makes it go.
 from __future__ import annotations
 
 import dataclasses
+from typing import TypedDict
 
 import psycopg
 import pytest
 
 from qadvisor.derive.plans.explain_json import parse_explain
-from qadvisor.model import Finding, PlanNode, Severity, Snapshot, Statement
+from qadvisor.model import Column, ColumnStats, Finding, PlanNode, Severity, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue
@@ -44,7 +45,7 @@ QUERY = (
 
 def _snap(text: str = QUERY, plan: PlanNode = SORTED) -> Snapshot:
     table = S.jobs_table(indexes=(PARTIAL,))
-    table = dataclasses.replace(table, columns=(*table.columns, S.Column("priority", "integer")))
+    table = dataclasses.replace(table, columns=(*table.columns, Column("priority", "integer")))
     stmt = Statement("--query 1", text, parsed=analyse(text), custom_plan=plan)
     return dataclasses.replace(S.snapshot(table), statements=(stmt,))
 
@@ -68,6 +69,14 @@ def test_a_sort_over_a_scan_of_the_queue_is_flagged_with_the_order_by_index() ->
     )
 
 
+class Counters(TypedDict, total=False):
+    """pg_stat_statements' counters of the claim a test sets."""
+
+    calls: int
+    shared_blks_per_call: float
+    rows_per_call: float
+
+
 @pytest.mark.parametrize(
     ("counters", "severity"),
     [
@@ -79,7 +88,7 @@ def test_a_sort_over_a_scan_of_the_queue_is_flagged_with_the_order_by_index() ->
     ],
 )
 def test_a_sort_the_planner_puts_under_the_threshold_is_judged_on_what_was_measured(
-    counters: dict[str, object], severity: Severity | None
+    counters: Counters, severity: Severity | None
 ) -> None:
     # An index scan of the status sorted on created_at, estimated at 150 rows.
     scan = dataclasses.replace(SCAN, node_type="Index Scan", index="jobs_status", plan_rows=150)
@@ -106,7 +115,7 @@ def test_round_robin_sub_select_gets_a_tenant_led_key() -> None:
     )
     snap = _snap(text)
     table = dataclasses.replace(
-        snap.tables[0], columns=(*snap.tables[0].columns, S.Column("tenant_id", "integer"))
+        snap.tables[0], columns=(*snap.tables[0].columns, Column("tenant_id", "integer"))
     )
     (f,) = _findings(dataclasses.replace(snap, tables=(table,)))
     assert f.fix is not None
@@ -120,7 +129,7 @@ def test_a_claim_of_one_queue_gets_a_key_led_by_its_queue_column() -> None:
     )
     snap = _snap(text)
     table = dataclasses.replace(
-        snap.tables[0], columns=(*snap.tables[0].columns, S.Column("queue", "text"))
+        snap.tables[0], columns=(*snap.tables[0].columns, Column("queue", "text"))
     )
     (f,) = _findings(dataclasses.replace(snap, tables=(table,)))
     assert f.fix is not None
@@ -364,7 +373,7 @@ def _incremental_snap(null_frac: float, nulls_first: bool) -> Snapshot:
     ),))  # fmt: skip
     snap = _snap(text, plan)
     (table,) = snap.tables
-    stats = S.ColumnStats("finished_at", null_frac, -0.9, 8)
+    stats = ColumnStats("finished_at", null_frac, -0.9, 8)
     table = dataclasses.replace(table, column_stats=(*table.column_stats, stats))
     return dataclasses.replace(snap, tables=(table,))
 
@@ -380,7 +389,7 @@ def test_an_incremental_sort_is_judged_by_the_first_group_pg_stats_gives_it() ->
     assert _findings(_incremental_snap(0.0, nulls_first=True)) == []
 
 
-def _two_key_snap(stats: tuple[S.ColumnStats, ...]) -> Snapshot:
+def _two_key_snap(stats: tuple[ColumnStats, ...]) -> Snapshot:
     """pq's claim: ``ORDER BY schedule_at NULLS FIRST, expected_at, id`` over an index on
     (schedule_at NULLS FIRST, expected_at): an Incremental Sort presorted on both, 5,000 rows
     from the scan. ``stats`` are the pg_stats rows the table has."""
@@ -405,8 +414,8 @@ def test_an_incremental_sort_on_two_columns_is_sized_column_by_column() -> None:
     # first group of equal (schedule_at, expected_at) is the whole backlog, however the NULLs
     # sort (expected_at's sort last).
     never_set = (
-        S.ColumnStats("schedule_at", 1.0, 0.0, 8),
-        S.ColumnStats("expected_at", 1.0, 0.0, 8),
+        ColumnStats("schedule_at", 1.0, 0.0, 8),
+        ColumnStats("expected_at", 1.0, 0.0, 8),
     )
     (f,) = _findings(_two_key_snap(never_set))
     assert f.severity == Severity.WARNING
@@ -419,14 +428,14 @@ def test_an_incremental_sort_on_two_columns_is_sized_column_by_column() -> None:
     # schedule_at NULL for the whole backlog, but expected_at nearly unique: groups of about
     # one row within it, nothing to sort.
     distinct_second = (
-        S.ColumnStats("schedule_at", 0.5, -0.5, 8),
-        S.ColumnStats("expected_at", 0.0, -1.0, 8),
+        ColumnStats("schedule_at", 0.5, -0.5, 8),
+        ColumnStats("expected_at", 0.0, -1.0, 8),
     )
     assert _findings(_two_key_snap(distinct_second)) == []
     # Only two distinct expected_at values: half the backlog in the first group, sorted whole.
     two_values = (
-        S.ColumnStats("schedule_at", 0.5, -0.5, 8),
-        S.ColumnStats("expected_at", 0.0, 2.0, 8),
+        ColumnStats("schedule_at", 0.5, -0.5, 8),
+        ColumnStats("expected_at", 0.0, 2.0, 8),
     )
     (f,) = _findings(_two_key_snap(two_values))
     assert f.evidence["first_group_rows"] == 2500
@@ -435,7 +444,7 @@ def test_an_incremental_sort_on_two_columns_is_sized_column_by_column() -> None:
 
 def test_an_incremental_sort_whose_first_group_pg_stats_cannot_size_is_a_skip() -> None:
     # expected_at was never analyzed: the group may be the backlog, and nothing says it is not.
-    found = S.run("QA303", _two_key_snap((S.ColumnStats("schedule_at", 1.0, 0.0, 8),)))
+    found = S.run("QA303", _two_key_snap((ColumnStats("schedule_at", 1.0, 0.0, 8),)))
     (skip,) = found
     assert not isinstance(skip, Finding)
     assert "pg_stats does not size the first one" in skip.reason

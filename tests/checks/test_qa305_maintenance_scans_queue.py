@@ -10,6 +10,7 @@ import pytest
 
 from tests.conftest import TestDB
 from tests.helpers import assert_quiet, record_afresh
+from tests.narrow import present
 from tests.shapes import Shape
 
 FINISHED = 150_000
@@ -239,7 +240,8 @@ def run_the_purging_application(dba: TestDB, db: TestDB) -> None:
             conn.execute(PURGE_CLAIM, ("waiting", 1))
         for _ in range(PURGE_RUNS):
             conn.execute(
-                PURGE, [conn.execute("SELECT now() - interval '30 days'").fetchone()[0]] * 3
+                PURGE,
+                [present(conn.execute("SELECT now() - interval '30 days'").fetchone())[0]] * 3,
             )
 
 

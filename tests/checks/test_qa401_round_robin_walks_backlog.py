@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from checks.qa401_round_robin_walks_backlog import tenant_order
+from qadvisor.api import tenant_order
 from qadvisor.model import (
     Column,
     ColumnStats,

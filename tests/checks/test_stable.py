@@ -17,12 +17,13 @@ from qadvisor.engine import load_snapshot, run_checks, snapshot_json
 from qadvisor.model import Snapshot
 from qadvisor.registry import load_checks
 from qadvisor.render.json import report_dict
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests import snapshots as S
 from tests.checks import test_qa301_generic_plan_misses_partial_index as qa301
 from tests.checks import test_qa303_dequeue_sorts_backlog as qa303
 from tests.checks import test_qa401_round_robin_walks_backlog as qa401
 from tests.checks import test_qa403_fifo_noisy_neighbour as qa403
-from tests.helpers import ENV_VARIABLES, qadvisor
+from tests.helpers import qadvisor
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

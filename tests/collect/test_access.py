@@ -173,7 +173,7 @@ def candidates(who: RoleDB) -> list[discover.CandidateColumn]:
             "SELECT array_agg(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE c.relkind = 'r' AND n.nspname IN ('app', 'hidden')"
         ).fetchone()
-        assert named is not None
+        assert named is not None and isinstance(named[0], list)
         rows = q.rows(conn, "candidate_columns", discover.candidate_filter([], named[0]))
     return [candidate_column(r) for r in rows]
 
@@ -441,7 +441,7 @@ def test_access_exclusive_blocks_every_read_and_the_guard_names_the_holder(shop:
             ),
             guard.live_set(queue("app.open_jobs", None), jobs_table("app.open_jobs"), []),
         ]
-        hidden = [h for h in found if h is not None]
+        hidden = [h for h in found if isinstance(h, HiddenFact)]
         assert [(h.fact, h.queue, h.blocker_pid) for h in hidden] == [
             ("index_definitions", "app.open_jobs", pid),
             ("plans", "app.open_jobs", pid),
@@ -464,7 +464,7 @@ def test_access_exclusive_blocks_every_read_and_the_guard_names_the_holder(shop:
             with connect(shop.monitor.dsn, SessionLimits()) as conn:
                 guard = shop.guard(read_locks(conn))
             refusal = guard.plan_refusal(queue("app.archive"), claim_on("app.archive")[0])
-            assert refusal is not None
+            assert isinstance(refusal, HiddenFact)
             assert refusal.reason.startswith(f"not planned: pid {other} holds")
             assert refusal.grants == ()
 
@@ -479,7 +479,7 @@ def test_a_share_lock_blocks_only_an_update_claim_s_plan(shop: Shop) -> None:
         update, update_explain = claim_on("app.open_jobs", "update")
         assert guard.plan_refusal(queue("app.open_jobs"), select) is None
         refusal = guard.plan_refusal(queue("app.open_jobs"), update)
-        assert refusal is not None and refusal.fact == "plans"
+        assert isinstance(refusal, HiddenFact) and refusal.fact == "plans"
         assert refusal.reason.startswith(
             f"not planned: pid {pid} holds ShareLock on app.open_jobs ("
         )
@@ -503,7 +503,7 @@ def test_a_lock_on_one_of_the_table_s_indexes_blocks_plans_and_reads_not_its_def
             guard = shop.guard(read_locks(conn))
         claim, explain = claim_on("app.jobs")
         refusal = guard.plan_refusal(queue("app.jobs"), claim)
-        assert refusal is not None and refusal.fact == "plans"
+        assert isinstance(refusal, HiddenFact) and refusal.fact == "plans"
         assert refusal.reason.startswith(
             f"not planned: pid {pid} holds AccessExclusiveLock on app.jobs_queued ("
         )

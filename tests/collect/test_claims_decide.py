@@ -193,12 +193,12 @@ def test_a_boolean_compared_with_a_parameter_takes_its_value_from_the_partial_in
     (stmt,) = [s for s in snap.statements if s.queue == "public.jobs"]
     assert list(stmt.custom_values.values())[:1] == ["true"], stmt.custom_values
     assert stmt.custom_plan is not None and "jobs_main_index" in str(stmt.custom_plan)
-    (queue,) = snap.queues
-    assert queue.live is not None and (queue.live.column, queue.live.op) == (
+    (found,) = snap.queues
+    assert found.live is not None and (found.live.column, found.live.op) == (
         "is_available",
         "true",
     )
-    assert "values from partial index jobs_main_index" in queue.live.source
+    assert "values from partial index jobs_main_index" in found.live.source
 
 
 # --- a lock of the job's own parent row -------------------------------------------------------

@@ -24,6 +24,7 @@ import pytest
 from qadvisor.collect.connect import (
     DEFAULT_CONNECT_TIMEOUT_S,
     STATEMENT_MARGIN_S,
+    BoundedConnection,
     SessionLimits,
     Unresponsive,
     connect,
@@ -181,6 +182,7 @@ def test_a_watchdog_fires_after_round_trips_that_ended_in_time(db: TestDB) -> No
     # The deadline is re-armed for each round trip: the quick ones before must not leave the
     # thread asleep until a stale deadline, nor fire on one.
     conn = connect(db.dsn, SessionLimits(statement_timeout_ms=60_000))
+    assert isinstance(conn, BoundedConnection)
     with conn:
         for _ in range(20):
             conn.execute("SELECT 1").fetchone()

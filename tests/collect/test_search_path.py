@@ -15,11 +15,12 @@ import psycopg
 import pytest
 
 from tests.checks.test_qa401_round_robin_walks_backlog import (
+    FIFO,
     RR_BY_ID,
     build_tenant_queue,
     build_trap,
 )
-from tests.checks.test_qa403_fifo_noisy_neighbour import EXAMPLE_JOBS, FIFO
+from tests.checks.test_qa403_fifo_noisy_neighbour import EXAMPLE_JOBS
 from tests.collect.test_statements_collect import SELECT_CLAIM, build_claim_queue
 from tests.conftest import TestDB, flush_stats
 from tests.helpers import build_archive_queue, check

@@ -179,7 +179,14 @@ def _python_version(python: Path) -> tuple[int, ...] | None:
 
 def _build_venv(target: Path, python: Path, env: PythonEnv) -> None:
     run([python, "-m", "venv", target], what=f"creating the venv for {env.name}", timeout=120)
-    pip = [target / "bin" / "python", "-m", "pip", "install", "--disable-pip-version-check", "-q"]
+    pip: list[str | Path] = [
+        target / "bin" / "python",
+        "-m",
+        "pip",
+        "install",
+        "--disable-pip-version-check",
+        "-q",
+    ]
     run(
         [*pip, *env.requirements],
         what=f"pip install {' '.join(env.requirements)}",

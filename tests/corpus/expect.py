@@ -482,7 +482,7 @@ def _evaluate(
         named |= _array_values(any_.this) or set()
     universe = list(labels) or sorted(named)
 
-    def holds(node: exp.Expression, value: str | None) -> bool | None:
+    def holds(node: exp.Expr, value: str | None) -> bool | None:
         if _is_column(node, column):  # a boolean column alone: it holds where it is true
             return value == "true"
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Boolean):
@@ -528,8 +528,8 @@ def _evaluate(
                 return value != other
             if other not in universe or value not in universe:
                 return None
-            a, b = universe.index(value), universe.index(other)
-            return {exp.LT: a < b, exp.LTE: a <= b, exp.GT: a > b, exp.GTE: a >= b}[type(node)]
+            i, j = universe.index(value), universe.index(other)
+            return {exp.LT: i < j, exp.LTE: i <= j, exp.GT: i > j, exp.GTE: i >= j}[type(node)]
         return None
 
     admitted = set()
@@ -569,17 +569,17 @@ def _array_values(node: exp.Expression) -> set[str] | None:
     return None
 
 
-def _mentions(node: exp.Expression, column: str) -> bool:
+def _mentions(node: exp.Expr, column: str) -> bool:
     return any(c.name == column for c in node.find_all(exp.Column))
 
 
-def _is_column(node: exp.Expression, column: str) -> bool:
+def _is_column(node: exp.Expr, column: str) -> bool:
     while isinstance(node, exp.Cast):
         node = node.this
     return isinstance(node, exp.Column) and node.name == column
 
 
-def _literal(node: exp.Expression) -> str | None:
+def _literal(node: exp.Expr) -> str | None:
     while isinstance(node, exp.Cast):
         node = node.this
     if isinstance(node, exp.Boolean):

@@ -142,7 +142,7 @@ def _idx_scan(snapshot: dict[str, Any], schema: str, table: str, name: str) -> i
         if t["schema"] == schema and t["name"] == table:
             for i in t["indexes"]:
                 if i["name"] == name:
-                    return i.get("idx_scan")  # type: ignore[no-any-return]
+                    return i.get("idx_scan")
     return None
 
 

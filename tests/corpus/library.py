@@ -171,7 +171,7 @@ def build_aged(
         started = time.monotonic()
         with admin(server, aged) as conn:
             for statement in lib.age_sql:
-                conn.execute(statement)  # type: ignore[arg-type]  # the library module's text
+                conn.execute(statement)
         _analyze(server, aged)
         seconds["age"] = time.monotonic() - started
     with admin(server, aged) as conn:
@@ -339,7 +339,7 @@ def _driver_command(
 
 
 def _count(conn: psycopg.Connection[Any], query: str) -> int:
-    row = conn.execute(query).fetchone()  # type: ignore[arg-type]  # fixed text
+    row = conn.execute(query).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
 
 

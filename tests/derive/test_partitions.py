@@ -17,10 +17,11 @@ from tests import snapshots as S
 NOW = datetime(2026, 12, 7, 9, 30, tzinfo=UTC)
 
 
-def part(name: str, bound: str, *, parent: str = "public.jobs", **kw: object) -> Table:
+def part(
+    name: str, bound: str, *, parent: str = "public.jobs", stats: TableStats | None = None
+) -> Table:
     base = replace(S.jobs_table(reltuples=10_000, pending_freq=0.0), name=name)
-    facts: dict[str, object] = {"stats": TableStats(), **kw}
-    return replace(base, partition_of=parent, partition_bound=bound, **facts)
+    return replace(base, partition_of=parent, partition_bound=bound, stats=stats or TableStats())
 
 
 def day(d: int) -> str:

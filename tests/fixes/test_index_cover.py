@@ -17,7 +17,7 @@ from qadvisor.fixes.builders import (
     live_set_index,
     matching_statements,
 )
-from qadvisor.model import LivePredicate, Snapshot, Statement
+from qadvisor.model import Index, LivePredicate, Snapshot, Statement, Table
 from qadvisor.sql.dequeue import analyse, analyse_write
 from tests import snapshots as S
 
@@ -60,7 +60,7 @@ def test_implies_for_the_simple_forms(
     assert implies(narrow, wide) is expected
 
 
-def _table(*indexes: S.Index) -> S.Table:
+def _table(*indexes: Index) -> Table:
     return S.jobs_table(indexes=indexes)
 
 

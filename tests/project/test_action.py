@@ -198,7 +198,9 @@ def test_docs_ci_md_shows_the_action_with_inputs_it_declares() -> None:
     spec = yaml.safe_load((ROOT / "action.yml").read_text())
     page = (ROOT / "docs" / "ci.md").read_text()
     section = page.split("## The GitHub Action", 1)[1].split("\n## ", 1)[0]
-    example = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    block = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert block, "docs/ci.md shows no workflow under its GitHub Action section"
+    example = yaml.safe_load(block.group(1))
     (step,) = [s for s in example["steps"] if "your-org/qadvisor@" in s.get("uses", "")]
     assert set(step["with"]) <= set(spec["inputs"])
     documented = set(re.findall(r"^\| `([\w-]+)` \|", section, re.M))

@@ -37,6 +37,27 @@ def test_mypy() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def test_mypy_checks_the_tests_and_the_code_strictly(tmp_path: Path) -> None:
+    """`mypy` with the project's configuration, on a tree of three tiny packages: the code
+    under qadvisor/ and checks/ must be annotated; under tests/ an unannotated helper passes,
+    but its body is still checked."""
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    unannotated = "def helper(n):\n    return n + 1\n"
+    wrong = "def wrong(n):\n    text: str = 1\n    return text\n"
+    for package in ("qadvisor", "checks", "tests"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(unannotated)
+    (tmp_path / "tests" / "wrong.py").write_text(wrong)
+    run = subprocess.run([_tool("mypy"), "--no-incremental"], cwd=tmp_path, capture_output=True,
+                         text=True)  # fmt: skip
+    errors = sorted(line.split(":")[0] for line in run.stdout.splitlines() if ": error:" in line)
+    assert errors == [
+        str(Path("checks/__init__.py")),
+        str(Path("qadvisor/__init__.py")),
+        str(Path("tests/wrong.py")),
+    ], run.stdout + run.stderr
+
+
 def test_import_contracts() -> None:
     run = subprocess.run([_tool("lint-imports"), "--no-cache", "--no-logo"], cwd=ROOT,
                          capture_output=True, text=True)  # fmt: skip

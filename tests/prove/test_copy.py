@@ -175,8 +175,8 @@ def test_a_union_of_conditions_fills_live_rows_by_the_one_holding_most(db: TestD
         Column("locked_at", "timestamp with time zone"),
     )
     stats = (
-        ColumnStats("next_run_at", 0.98, 8.0, -0.02, (), ()),
-        ColumnStats("locked_at", 0.999, 8.0, -0.001, (), ()),
+        ColumnStats("next_run_at", 0.98, -0.02, 8, (), ()),
+        ColumnStats("locked_at", 0.999, -0.001, 8, (), ()),
     )
     table = replace(
         S.jobs_table(reltuples=50_000, pending_freq=None),

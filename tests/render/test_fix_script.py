@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.checks.test_qa101_archive_bloated_index import CLAIM as LITERAL_CLAIM
 from tests.checks.test_qa401_round_robin_walks_backlog import (
     FIFO,
@@ -27,7 +28,6 @@ from tests.checks.test_qa401_round_robin_walks_backlog import (
 from tests.checks.test_qa403_fifo_noisy_neighbour import EXAMPLE_JOBS
 from tests.collect.test_statements_collect import CLAIM, build_claim_queue
 from tests.helpers import (
-    ENV_VARIABLES,
     as_the_application,
     assert_quiet,
     build_archive_queue,

@@ -9,10 +9,10 @@ tests fail, since rewriting a golden file compares the output with itself.
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from qadvisor import api
 from qadvisor.engine import run_checks
 from qadvisor.fixes.builders import (
     CONCURRENT_BUILD_NOTE,
@@ -65,6 +66,7 @@ from qadvisor.render import sql as sql_render
 from tests import snapshots as S
 from tests.conftest import in_ci
 from tests.json_schemas import assert_valid_sarif
+from tests.render.evidence_fields import evidence_fields
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("QADVISOR_UPDATE_GOLDEN") == "1"
@@ -947,9 +949,19 @@ def test_evidence_reads_in_human_words_with_units_and_thresholds_apart() -> None
 
 def test_every_evidence_field_of_the_built_in_checks_has_a_label() -> None:
     # A new evidence field gets its human words in labels.LABELS with the check that adds it.
-    fields: set[str] = set()
-    for path in sorted(Path("checks").glob("qa*.py")):
-        fields |= set(re.findall(r'^\s+"([a-z][a-z0-9_]*)":', path.read_text(), re.M))
+    # The fields are read from the checks' syntax trees, and from the modules of the
+    # qadvisor.api helpers whose results they merge into evidence.
+    sources = {str(p): p.read_text() for p in sorted(Path("checks").glob("qa*.py"))}
+    while True:
+        fields, elsewhere = evidence_fields(sources.values())
+        if not elsewhere:
+            break
+        for name in sorted(elsewhere):
+            path = inspect.getsourcefile(getattr(api, name))
+            assert path and path not in sources, f"the fields of {name}() cannot be read"
+            sources[path] = Path(path).read_text()
+    # One of a helper's, one of a one-line dict, one a method returns: each way is read.
+    assert {"statement", "setting", "partitions_to_drop"} <= fields
     known = set(labels.LABELS) | set(labels.BLOCKS)
     missing = sorted(
         f for f in fields - known if not (f.endswith("_source") and f[: -len("_source")] in known)

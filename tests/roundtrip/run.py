@@ -263,11 +263,11 @@ def build(conn: psycopg.Connection[Any], database: str, cases: list[Case]) -> No
                 conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(_ident(case.home)))
                 mine.add(case.home)
                 conn.execute(sql.SQL("SET search_path = {}").format(_ident(case.home)))
-                for schema in {t.schema for t in case.tables if t.schema} | {
+                for needed in {t.schema for t in case.tables if t.schema} | {
                     s for s, _ in case.types if s
                 }:
-                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(_ident(schema)))
-                    mine.add(schema)
+                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(_ident(needed)))
+                    mine.add(needed)
                 for schema, name in case.types:
                     d = reg.type(name, path)
                     assert d is not None
@@ -293,7 +293,7 @@ def build(conn: psycopg.Connection[Any], database: str, cases: list[Case]) -> No
                     elif (t.schema, t.name) not in made_shared:
                         _create_table(conn, t.schema, shared[(t.schema, t.name)])
                 if case.fn is not None:
-                    conn.execute(sql.SQL(case.text))  # type: ignore[arg-type]
+                    conn.execute(sql.SQL(case.text))
                 else:
                     _complete(conn, case)
                 shared_now = {(t.schema, t.name) for t in case.tables if t.schema is not None}
@@ -324,7 +324,7 @@ def _complete(conn: psycopg.Connection[Any], case: Case) -> None:
     for _ in range(8):
         try:
             with conn.transaction():
-                conn.execute(sql.SQL("PREPARE rt_check AS ") + sql.SQL(case.text))  # type: ignore[arg-type]
+                conn.execute(sql.SQL("PREPARE rt_check AS ") + sql.SQL(case.text))
                 conn.execute("DEALLOCATE rt_check")
             return
         except psycopg.errors.UndefinedColumn as exc:
@@ -351,7 +351,7 @@ def _complete(conn: psycopg.Connection[Any], case: Case) -> None:
                     _ident(spec.schema or case.home),
                     _ident(spec.name),
                     _ident(column),
-                    sql.SQL(spec.columns[column]),  # type: ignore[arg-type]
+                    sql.SQL(spec.columns[column]),
                 )
             )
         except psycopg.Error:
@@ -360,14 +360,11 @@ def _complete(conn: psycopg.Connection[Any], case: Case) -> None:
 
 def _create_table(conn: psycopg.Connection[Any], schema: str, t: TableSpec) -> None:
     parts: list[sql.Composable] = [
-        sql.SQL("{} {}").format(_ident(c), sql.SQL(type_text))  # type: ignore[arg-type]
-        for c, type_text in t.columns.items()
+        sql.SQL("{} {}").format(_ident(c), sql.SQL(type_text)) for c, type_text in t.columns.items()
     ]
     for i, key in enumerate(t.keys):
         kind = "PRIMARY KEY" if i == 0 else "UNIQUE"
-        parts.append(
-            sql.SQL(kind + " ({})").format(sql.SQL(", ").join(map(_ident, key)))  # type: ignore[arg-type]
-        )
+        parts.append(sql.SQL(kind + " ({})").format(sql.SQL(", ").join(map(_ident, key))))
     conn.execute(
         sql.SQL("CREATE TABLE {}.{} ({})").format(
             _ident(schema), _ident(t.name), sql.SQL(", ").join(parts)

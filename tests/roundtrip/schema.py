@@ -28,6 +28,7 @@ from pglast.parser import ParseError
 from pglast.stream import RawStream
 from pglast.visitors import Visitor
 
+from tests.narrow import present
 from tests.sql.postgres_parser import ROOT
 
 Name = tuple[str | None, str]  # (schema as written or None, name)
@@ -77,7 +78,7 @@ class Registry:
     def type(self, name: str, path: str) -> TypeDef | None:
         found = self.types.get(name, [])
         mine = [t for p, t in found if p == path]
-        return (mine or [t for _, t in found] or [None])[0]
+        return next(iter(mine or [t for _, t in found]), None)
 
 
 @cache
@@ -96,12 +97,12 @@ def registry() -> Registry:
                 d = _table_def(stmt, where)
                 out.tables.setdefault(d.name, []).append(d)
             elif isinstance(stmt, pg.CreateEnumStmt):
-                name = stmt.typeName[-1].sval
+                name = present(stmt.typeName, "the type's name")[-1].sval
                 labels = tuple(v.sval for v in stmt.vals or ())
                 out.types.setdefault(name, []).append((path, TypeDef(name, labels=labels)))
             elif isinstance(stmt, pg.CreateDomainStmt):
-                name = stmt.domainname[-1].sval
-                base = RawStream()(stmt.typeName)
+                name = present(stmt.domainname, "the domain's name")[-1].sval
+                base = RawStream()(present(stmt.typeName, "the domain's type"))
                 out.types.setdefault(name, []).append((path, TypeDef(name, base=base)))
     return out
 
@@ -122,7 +123,10 @@ def _strings_with_ddl() -> Iterator[tuple[str, int, str]]:
             elif isinstance(node, ast.JoinedStr):
                 # f-strings: their constant parts, with each {field} a plain word (a
                 # reloption list or an archive size in a CREATE TABLE is no column).
-                text = "".join(v.value if isinstance(v, ast.Constant) else " " for v in node.values)
+                text = "".join(
+                    v.value if isinstance(v, ast.Constant) and isinstance(v.value, str) else " "
+                    for v in node.values
+                )
                 if wanted.search(text):
                     yield str(path.relative_to(ROOT)), node.lineno, text
 
@@ -130,8 +134,8 @@ def _strings_with_ddl() -> Iterator[tuple[str, int, str]]:
 def _table_def(stmt: pg.CreateStmt, where: str) -> TableDef:
     columns: list[tuple[str, str]] = []
     keys: list[tuple[str, ...]] = []
-    for elt in stmt.tableElts:
-        if isinstance(elt, pg.ColumnDef) and elt.typeName is not None:
+    for elt in stmt.tableElts or ():
+        if isinstance(elt, pg.ColumnDef) and elt.typeName is not None and elt.colname:
             columns.append((elt.colname, RawStream()(elt.typeName)))
             for c in elt.constraints or ():
                 if c.contype in (ConstrType.CONSTR_PRIMARY, ConstrType.CONSTR_UNIQUE):
@@ -143,8 +147,9 @@ def _table_def(stmt: pg.CreateStmt, where: str) -> TableDef:
             keys.append(tuple(k.sval for k in elt.keys or ()))
     known = {c for c, _ in columns}
     keys = [k for k in keys if k and set(k) <= known]
-    rel = stmt.relation
-    return TableDef(rel.schemaname, rel.relname, tuple(columns), tuple(keys), where)
+    rel = present(stmt.relation, "the created table")
+    name = present(rel.relname, "its name")
+    return TableDef(rel.schemaname, name, tuple(columns), tuple(keys), where)
 
 
 # --- what a statement reads --------------------------------------------------------------------
@@ -171,7 +176,7 @@ def reads(text: str, variables: frozenset[str] = frozenset()) -> Reads | None:
         return None
     seen = _Walk(variables)
     for raw in tree:
-        seen(raw.stmt)
+        seen(present(raw.stmt, "the statement"))
     out = Reads(casts=seen.casts)
     tables = [t for t in seen.tables if t[0] is not None or t[1] not in seen.ctes]
     for t in tables:
@@ -197,7 +202,7 @@ def reads(text: str, variables: frozenset[str] = frozenset()) -> Reads | None:
     return out
 
 
-class _Walk(Visitor):  # type: ignore[misc]  # pglast ships no type hints
+class _Walk(Visitor):
     def __init__(self, variables: frozenset[str]) -> None:
         self.variables = variables
         self.tables: list[Name] = []
@@ -207,18 +212,18 @@ class _Walk(Visitor):  # type: ignore[misc]  # pglast ships no type hints
         self.casts: set[str] = set()
 
     def visit_CommonTableExpr(self, parent: object, node: pg.CommonTableExpr) -> None:
-        self.ctes.add(node.ctename)
+        self.ctes.add(present(node.ctename, "a WITH query's name"))
 
     def visit_RangeVar(self, parent: object, node: pg.RangeVar) -> None:
         if isinstance(_owner(parent), pg.LockingClause):
             return  # FOR UPDATE OF jobs: a name, not a table read
-        name = (node.schemaname, node.relname)
+        name = (node.schemaname, present(node.relname, "a table's name"))
         self.tables.append(name)
-        if node.alias is not None:
+        if node.alias is not None and node.alias.aliasname:
             self.aliases[node.alias.aliasname] = name
 
     def visit_TypeCast(self, parent: object, node: pg.TypeCast) -> None:
-        self.casts.add(_type_text(node.typeName))
+        self.casts.add(_type_text(present(node.typeName, "a cast's type")))
 
     def visit_ColumnRef(self, parent: object, node: pg.ColumnRef) -> None:
         ref = self._ref(node)
@@ -240,10 +245,10 @@ class _Walk(Visitor):  # type: ignore[misc]  # pglast ships no type hints
         if isinstance(owner, pg.UpdateStmt):
             # UPDATE ... SET col = <value>: the value's type is the column's.
             hint = _hint(node.val) if node.val is not None else None
-            rel = owner.relation
+            rel = present(owner.relation, "the updated table")
             self.refs.append((rel.alias.aliasname if rel.alias else rel.relname, node.name, hint))
         elif isinstance(owner, pg.InsertStmt):
-            self.refs.append((owner.relation.relname, node.name, None))
+            self.refs.append((present(owner.relation, "the table").relname, node.name, None))
 
     def visit_BoolExpr(self, parent: object, node: pg.BoolExpr) -> None:
         for arg in node.args or ():
@@ -266,8 +271,8 @@ class _Walk(Visitor):  # type: ignore[misc]  # pglast ships no type hints
                 self.refs.append((*ref, "boolean"))
 
     def _ref(self, node: pg.ColumnRef) -> tuple[str | None, str] | None:
-        fields = [f.sval for f in node.fields if isinstance(f, pg.String)]
-        if len(fields) != len(node.fields) or not fields:
+        fields = [f.sval for f in node.fields or () if isinstance(f, pg.String) and f.sval]
+        if len(fields) != len(node.fields or ()) or not fields:
             return None  # alias.* or *
         if len(fields) == 1:
             if fields[0] in self.variables:
@@ -301,14 +306,19 @@ def _hint(node: object) -> str | None:
         if isinstance(val, pg.String):
             return "text"
     if isinstance(node, pg.TypeCast):
-        return _type_text(node.typeName)
-    if isinstance(node, pg.FuncCall) and node.funcname[-1].sval in _TIME_FUNCTIONS:
+        return _type_text(present(node.typeName, "a cast's type"))
+    if (
+        isinstance(node, pg.FuncCall)
+        and node.funcname
+        and node.funcname[-1].sval in _TIME_FUNCTIONS
+    ):
         return "timestamptz"
     if isinstance(node, pg.SQLValueFunction):
         return "timestamptz" if "TIMESTAMP" in str(node.op).upper() else None
     if (
         isinstance(node, pg.A_Expr)
         and node.kind == A_Expr_Kind.AEXPR_OP
+        and node.name
         and node.name[-1].sval in ("+", "-")
     ):
         left, right = _hint(node.lexpr), _hint(node.rexpr)
@@ -370,7 +380,7 @@ def function(create: str) -> Function | None:
     options = {o.defname: o.arg for o in stmt.options or ()}
     language = options.get("language")
     lang = language.sval if language is not None else "sql"
-    names = [n.sval for n in stmt.funcname]
+    names = [n.sval for n in stmt.funcname or ()]
     schema, name = (names[-2] if len(names) > 1 else None), names[-1]
     args = {p.name for p in stmt.parameters or () if p.name}
     if stmt.sql_body is not None:
@@ -385,7 +395,10 @@ def function(create: str) -> Function | None:
         except ParseError:
             return None
         statements = tuple(
-            source[p.stmt_location : p.stmt_location + (p.stmt_len or len(source))] for p in parts
+            source[
+                present(p.stmt_location) : present(p.stmt_location) + (p.stmt_len or len(source))
+            ]
+            for p in parts
         )
         return Function(schema, name, lang, frozenset(args), statements)
     try:

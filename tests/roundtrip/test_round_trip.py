@@ -83,7 +83,7 @@ def round_trip(
     number = next(_runs)
     names = [f"roundtrip_{number}_{i}" for i in range(len(groups))]
     out: list[Outcome] = []
-    seconds: collections.Counter[str] = collections.Counter()
+    seconds: dict[str, float] = collections.defaultdict(float)
     with contextlib.ExitStack() as stack:
         with admin.connect() as conn:
             for case in cases:

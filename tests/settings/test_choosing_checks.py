@@ -14,9 +14,10 @@ from qadvisor.engine import configured_severity, run_checks
 from qadvisor.model import Severity
 from qadvisor.registry import load_checks
 from qadvisor.settings.config import ConfigError, check_selects, check_severities, find_config
+from qadvisor.settings.resolve import ENV_VARIABLES
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import ENV_VARIABLES, assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import NO_SUCH_CODE, assert_quiet, build_archive_queue, check, qadvisor
 
 CHECKS = {c.code: c for c in load_checks()}
 
@@ -34,7 +35,7 @@ def test_a_pattern_takes_the_checks_it_starts_and_a_typo_is_an_error() -> None:
     [
         ('[severity]\nQA204 = "low"\n', "severity must be a table of check codes"),
         ("severity = 3\n", "severity must be a table of check codes"),
-        ('[severity]\nQA999 = "info"\n', "no check has the code 'QA999'"),
+        (f'[severity]\n{NO_SUCH_CODE} = "info"\n', f"no check has the code '{NO_SUCH_CODE}'"),
     ],
 )
 def test_a_bad_severity_entry_is_an_error(tmp_path: Path, text: str, message: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 from qadvisor.registry import load_checks
 from qadvisor.settings.config import Config, ConfigError, check_ignores, check_options, find_config
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor
+from tests.helpers import NO_SUCH_CODE, assert_quiet, build_archive_queue, check, qadvisor
 
 
 def test_qadvisor_toml_and_pyproject_table(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_qadvisor_toml_and_pyproject_table(tmp_path: Path) -> None:
         ("colour = true\n", "unknown setting(s) colour"),
         ("[options.QA201]\nmin_ratoi = 3\n", "QA201 has no option 'min_ratoi'"),
         ('[options.QA201]\nmin_ratio = "3"\n', "QA201.min_ratio must be a number"),
-        ("[options.QA999]\nx = 1\n", "unknown check QA999"),
+        (f"[options.{NO_SUCH_CODE}]\nx = 1\n", f"unknown check {NO_SUCH_CODE}"),
         ("not toml = = 1", "not valid TOML"),
     ],
 )
@@ -55,7 +55,7 @@ def test_ignores_name_known_checks() -> None:
     checks = load_checks()
     check_ignores(["QA101", "QA201:public.jobs", "QA401:public.pgss:-42"], checks)
     for pattern, message in [
-        ("QA999", "no check has the code 'QA999'; the closest code is QA503"),
+        (NO_SUCH_CODE, f"no check has the code '{NO_SUCH_CODE}'; the closest code is QA101"),
         ("QA2O1:public.jobs", "no check has the code 'QA2O1'; the closest code is QA201"),
         ("QA201:", "names no object after QA201:"),
     ]:

@@ -16,7 +16,7 @@ from qadvisor.settings.inline_ignores import directives
 from qadvisor.sql.dequeue import fingerprint
 from tests.collect.test_statements_collect import CLAIM, build_claim_queue
 from tests.conftest import TestDB
-from tests.helpers import qadvisor
+from tests.helpers import NO_SUCH_CODE, qadvisor
 from tests.json_schemas import assert_valid_report, assert_valid_sarif, assert_valid_snapshot
 
 # A second claim of another shape, also comparing status with a parameter (QA301 too).
@@ -163,7 +163,7 @@ def test_a_directive_followed_by_a_blank_line_applies_to_nothing(tmp_path: Path)
 @pytest.mark.parametrize(
     ("directive", "expected"),
     [("-- qadvisor: ignore QA3O1", "names no check code"),
-     ("-- qadvisor: ignore QA999", "'QA999', which no check has")],
+     (f"-- qadvisor: ignore {NO_SUCH_CODE}", f"'{NO_SUCH_CODE}', which no check has")],
 )  # fmt: skip
 def test_a_directive_naming_no_known_check_is_exit_2(
     tmp_path: Path, directive: str, expected: str

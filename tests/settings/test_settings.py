@@ -25,7 +25,7 @@ from qadvisor.settings.resolve import (
     resolve,
 )
 from tests.conftest import TestDB
-from tests.helpers import qadvisor
+from tests.helpers import NO_SUCH_CODE, qadvisor
 
 CHECKS = load_checks()
 FILE = """
@@ -42,7 +42,7 @@ min_ratio = 20
 """
 
 
-def settings(tmp_path: Path, flags: Flags | None = None, **env: str) -> Settings:
+def settings(tmp_path: Path, flags: Flags | None = None, /, **env: str) -> Settings:
     return resolve(flags or Flags(), env=env, cwd=tmp_path, checks=CHECKS)
 
 
@@ -159,7 +159,10 @@ def test_a_wrong_variable_is_one_error_naming_it(
         ("connect_timeout = 0\n", "qadvisor.toml: connect_timeout is 0 seconds"),
         ('queries = ["DROP TABLE jobs"]\n', "--query 1 refused: not a single SELECT/UPDATE"),
         ('query_files = ["missing.sql"]\n', "cannot read --query-file"),
-        ('ignore = ["QA999"]\n', "qadvisor.toml: ignore 'QA999': no check has the code"),
+        (
+            f'ignore = ["{NO_SUCH_CODE}"]\n',
+            f"qadvisor.toml: ignore '{NO_SUCH_CODE}': no check has the code",
+        ),
         ("[options.QA201]\nmin_ratoi = 3\n", "qadvisor.toml: QA201 has no option 'min_ratoi'"),
     ],
 )

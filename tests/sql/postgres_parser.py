@@ -24,6 +24,7 @@ from pglast.visitors import Visitor
 from qadvisor.sql import dequeue
 from qadvisor.sql.plpgsql import BodyError, read_body
 from qadvisor.sql.updates import update_targets
+from tests.narrow import present
 
 ROOT = Path(__file__).resolve().parents[2]
 # PostgreSQL's LockClauseStrength and LockWaitPolicy (nodes/lockoptions.h), by value.
@@ -55,7 +56,7 @@ def postgres_reading(sql: str) -> Reading | None:
         return None
     if len(tree) != 1:
         return None
-    top = tree[0].stmt
+    top = present(tree[0].stmt, "the statement")
     seen = _Collect()
     seen(top)
     locks = _Locks(seen.ctes)
@@ -69,7 +70,7 @@ def postgres_reading(sql: str) -> Reading | None:
     )
 
 
-class _Collect(Visitor):  # type: ignore[misc]  # pglast ships no type hints
+class _Collect(Visitor):
     def __init__(self) -> None:
         self.relations: set[tuple[str | None, str]] = set()
         self.ctes: set[str] = set()
@@ -81,21 +82,22 @@ class _Collect(Visitor):  # type: ignore[misc]  # pglast ships no type hints
         self._locked.update(id(r) for r in node.lockedRels or ())
 
     def visit_CommonTableExpr(self, parent: object, node: pg.CommonTableExpr) -> None:
-        self.ctes.add(node.ctename)
+        self.ctes.add(present(node.ctename, "a WITH query's name"))
 
     def visit_RangeVar(self, parent: object, node: pg.RangeVar) -> None:
         if id(node) not in self._locked:
-            self.relations.add((node.schemaname, node.relname))
+            self.relations.add((node.schemaname, present(node.relname, "a table's name")))
 
     def visit_ParamRef(self, parent: object, node: pg.ParamRef) -> None:
-        self.parameters.add(int(node.number))
+        self.parameters.add(present(node.number, "a parameter's number"))
 
     def visit_UpdateStmt(self, parent: object, node: pg.UpdateStmt) -> None:
         columns = frozenset(t.name for t in node.targetList or ())
-        self.updates.add((node.relation.schemaname, node.relation.relname, columns))
+        relation = present(node.relation, "the updated table")
+        self.updates.add((relation.schemaname, present(relation.relname, "its name"), columns))
 
 
-class _Locks(Visitor):  # type: ignore[misc]
+class _Locks(Visitor):
     """The row locks of the SELECTs whose FROM reaches a table: a locking clause over WITH
     query names alone (or no FROM) locks no row, as PostgreSQL's docs say."""
 
@@ -113,12 +115,12 @@ class _Locks(Visitor):  # type: ignore[misc]
                 self.found.add((STRENGTH[int(clause.strength)], WAIT[int(clause.waitPolicy)]))
 
 
-class _Tables(Visitor):  # type: ignore[misc]
+class _Tables(Visitor):
     def __init__(self) -> None:
         self.names: set[tuple[str | None, str]] = set()
 
     def visit_RangeVar(self, parent: object, node: pg.RangeVar) -> None:
-        self.names.add((node.schemaname, node.relname))
+        self.names.add((node.schemaname, present(node.relname, "a table's name")))
 
 
 @dataclass(frozen=True)
@@ -280,11 +282,13 @@ def function_lock_sites(create_function: str) -> tuple[set[str], set[str]] | Non
         theirs = {q for q in _expr_queries(tree) if _ROW_LOCK.search(q)}
     else:
         theirs = {
-            source[s.stmt_location : s.stmt_location + (s.stmt_len or len(source))]
+            source[
+                present(s.stmt_location) : present(s.stmt_location) + (s.stmt_len or len(source))
+            ]
             for s in parse_sql(source)
         }
         theirs = {q for q in theirs if _ROW_LOCK.search(q)}
-    name = stmt.funcname[-1].sval
+    name = present(stmt.funcname, "the function's name")[-1].sval
     try:
         read = read_body(source, language.sval, [], name)
     except BodyError as exc:
@@ -326,5 +330,6 @@ def suite_functions() -> Iterator[tuple[str, str]]:
             continue
         for raw in statements:
             if isinstance(raw.stmt, pg.CreateFunctionStmt):
-                end = raw.stmt_location + raw.stmt_len if raw.stmt_len else len(text)
-                yield where, text[raw.stmt_location : end]
+                start = present(raw.stmt_location, "the statement's place")
+                end = start + raw.stmt_len if raw.stmt_len else len(text)
+                yield where, text[start:end]

@@ -86,7 +86,7 @@ def test_a_misreading_is_reported(monkeypatch: pytest.MonkeyPatch) -> None:
         lock = dataclasses.replace(parsed.lock, wait_policy=None)
         return dataclasses.replace(parsed, lock=lock, parameters=(1,))
 
-    monkeypatch.setattr(postgres_parser.dequeue, "analyse", wrong)
+    monkeypatch.setattr(dequeue, "analyse", wrong)
     verdict = compare(CLAIM)
     assert verdict is not None and len(verdict.misread) == 2, verdict
 

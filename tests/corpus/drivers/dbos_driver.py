@@ -43,7 +43,7 @@ def main(command: str) -> None:
             n += count
         for i in range(WORKLOAD["scheduled"]):
             options = {"queue_name": "default", "workflow_name": "job", "delay_seconds": 3600.0}
-            client.enqueue(options, n + i)  # type: ignore[arg-type]
+            client.enqueue(options, n + i)
         client.destroy()
         return
     config: DBOSConfig = {"name": APP, "system_database_url": URL}

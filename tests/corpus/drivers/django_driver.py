@@ -5,6 +5,7 @@ variables. CORPUS_DJANGO_BINDING=server turns on psycopg's server-side binding (
 ``server_side_binding`` option), which changes the statement text PostgreSQL sees.
 """
 
+import importlib
 import json
 import os
 import sys
@@ -79,7 +80,6 @@ def main(command: str) -> None:
 
 if __name__ == "__main__":
     # Re-imported under its module name so the tasks' paths ("django_driver.noop") resolve in
-    # the worker, which imports them by path.
-    import django_driver
-
-    django_driver.main(sys.argv[1])
+    # the worker, which imports them by path (the driver's folder, which Python puts first on
+    # sys.path for a script, holds it).
+    importlib.import_module("django_driver").main(sys.argv[1])
