@@ -47,6 +47,10 @@ _TEXT_OID = 25
 _INDETERMINATE = "42P18"  # could not determine data type of parameter $n
 
 
+# How a snapshot says a claim was not planned because no value of its parameter is known.
+VALUE_UNKNOWN = "not planned: no value it waits for on"
+
+
 @dataclass
 class Case:
     """One harvested statement, or one function whose body locks rows."""
@@ -655,7 +659,8 @@ class Outcome:
 
     @property
     def verdict(self) -> str:
-        """planned, not planned (a claim with the server's error), left out (with why),
+        """planned, not planned (a claim with the server's error), value unknown (a claim
+        whose parameter's value no catalog fact names, not planned on a guess), left out (with why),
         maintenance (kept, not a claim), dropped (nowhere), or why it never got there."""
         c = self.case
         if c.made is not None:
@@ -666,6 +671,13 @@ class Outcome:
         if c.fn is None and not locking_rows(c):
             return "not read back"
         if self.unplanned:
+            # The tables are empty: a claim comparing its status with $n has no value the
+            # catalog names, and qadvisor plans no guess (what the application binds is
+            # unknown). That is a reason given, not a planning failure.
+            if all(
+                str(s.get("plan_error") or "").startswith(VALUE_UNKNOWN) for s in self.unplanned
+            ):
+                return "value unknown"
             return "not planned"
         if self.planned:
             if c.fn is not None and len(self.found) < len(c.sites):

@@ -153,6 +153,13 @@ def test_the_tables_of_almost_every_statement_are_made_and_it_runs(round_trip: R
 
 
 def test_the_claims_plan(round_trip: RoundTrip) -> None:
+    # A claim whose parameter no catalog fact gives a value for (the tables are empty: no
+    # statistics, and most of the suite's tables have no default, CHECK or enum on the status)
+    # is not planned on a guess; its plan_error names the column and says what was missing.
+    unknown = round_trip.count("value unknown")
+    for o in unknown:
+        assert all("is known, and a value no waiting row holds" in s["plan_error"]
+                   for s in o.unplanned), o.why()  # fmt: skip
     judged = round_trip.count("planned") + round_trip.count("not planned")
     unplanned = [
         o for o in round_trip.count("not planned") if _key(o.case) not in ACCEPTED_UNPLANNED
@@ -161,9 +168,10 @@ def test_the_claims_plan(round_trip: RoundTrip) -> None:
     planned = len(round_trip.count("planned"))
     assert planned >= MIN_PLANNED * len(judged), f"only {planned} of {len(judged)} claims planned"
     read_back = [o for o in round_trip.outcomes if run.locking_rows(o.case)]
-    assert planned >= MIN_PLANNED_OF_READ_BACK * len(read_back), (
-        f"only {planned} of the {len(read_back)} statements read back planned; the others:\n"
-        + _listed([o for o in read_back if o.verdict != "planned"])
+    assert planned + len(unknown) >= MIN_PLANNED_OF_READ_BACK * len(read_back), (
+        f"only {planned} of the {len(read_back)} statements read back planned, and "
+        f"{len(unknown)} not for want of a value; the others:\n"
+        + _listed([o for o in read_back if o.verdict not in ("planned", "value unknown")])
     )
     assert not unplanned, "not planned, and not accepted:\n" + _listed(unplanned)
 
