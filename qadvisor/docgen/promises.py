@@ -100,10 +100,11 @@ PROMISES: tuple[Promise, ...] = (
         ),
     ),
     Promise(
-        "Every failure is one line on stderr and exit 2, never a traceback and never exit 1 "
-        "(which a CI gate reads as findings): a bad option value, checked before the server "
-        "is tried; a file nested too deep; a host name no resolver takes; stdout that does "
-        "not take the report; an error nobody foresaw.",
+        "Every failure is one line on stderr, never a traceback and never exit 1 (which a "
+        "CI gate reads as findings): exit 2 for a bad option value, checked before the "
+        "server is tried, a file nested too deep, a host name no resolver takes, and stdout "
+        "that does not take the report; exit 4 for an error nobody foresaw (its type and "
+        "where it was raised, never its message).",
         (
             f"{_HOSTILE}::test_a_bad_value_is_one_line_before_the_server_is_tried",
             f"{_HOSTILE}::test_a_config_files_timeout_past_int_max_is_one_line",
