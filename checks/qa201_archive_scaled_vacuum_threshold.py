@@ -152,15 +152,12 @@ def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
         if trigger.scaled_part <= trigger.threshold or trigger.value < options.min_trigger:
             continue
         est = live_rows(table, queue.live)
-        if est.rows is not None and not est.stale:
-            ratio = trigger.value / max(est.rows, 1.0)
-            if ratio >= options.min_ratio:
-                yield _finding(snapshot, table, trigger, est, ratio, options)
-            continue
-        # The statistics cannot count the live set now (they predate the rows changed
-        # since, or the value the claim waits for is unknown): judged on at most how many
-        # rows it can hold, from the archive's share of the rows ANALYZE saw.
-        bound = est.bound if est.rows is not None else live_bound(table, queue.live)
+        # Statistics that cannot count the live set now (they predate the rows changed
+        # since, or the value the claim waits for is unknown) bound it: at most how many rows
+        # it can hold, from the archive's share of the rows ANALYZE saw.
+        bound = None
+        if est.rows is None or est.stale:
+            bound = est.bound if est.rows is not None else live_bound(table, queue.live)
         if bound is None:
             if est.rows is None:
                 why = est.source if queue.live is not None else queue.reason
@@ -239,12 +236,17 @@ def _partitioned(
     notes = []
     for judged in sorted(found, key=lambda j: j.table.name):
         n, basis = suggested_vacuum_threshold(snapshot, judged.table, judged.live.rows)
+        if n >= judged.trigger.value:
+            # As for a table: a threshold that would not vacuum sooner is not set.
+            notes.append(f"{judged.table.name}: threshold {n:,} ({basis}) is no lower than its "
+                         f"trigger now ({judged.trigger.value:,.0f}): not set")  # fmt: skip
+            continue
         steps.append(table_setting(vacuum_threshold_sql(judged.table, n)))
         notes.append(f"{judged.table.name}: threshold {n:,}, {basis}")
     names = ", ".join(j.table.name for j in sorted(found, key=lambda j: j.table.name))
     yield Finding(
         target=Target("table", table.schema, table.name, table.name),
-        severity=finding.severity,
+        severity=finding.severity if steps else Severity.INFO,
         message=(
             f"{table.qualified} is partitioned, and autovacuum vacuums each partition on its "
             f"own trigger: {len(found)} of the {len(writing)} partitions that take writes "

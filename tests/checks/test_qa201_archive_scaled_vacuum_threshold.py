@@ -404,3 +404,21 @@ def test_no_threshold_is_proposed_that_would_not_vacuum_sooner() -> None:
     assert f.severity is Severity.INFO and f.fix.steps == ()
     assert "no lower than the trigger now (2,000,050 dead tuples)" in f.fix.notes
     assert f.evidence["proposed_vacuum_trigger"] == 5_000_000  # sized, not set
+
+
+def test_a_partition_s_threshold_that_would_not_vacuum_sooner_is_not_set() -> None:
+    # A partition per queue; the default one holds 10 M rows (trigger 2,000,050) and its
+    # worker makes 200,000 dead tuples/s: 30 s of them, 5,000,000 as rounded, is above its
+    # trigger. Set, it would make autovacuum rarer: no step, info.
+    first = TableStats(n_dead_tup=10, n_tup_upd=10, n_tup_ins=0)
+    later = TableStats(n_dead_tup=2_000_010, n_tup_upd=2_000_010, n_tup_ins=1_000)
+    base = S.jobs_table(stats=first)
+    part = dataclasses.replace(base, name="jobs_default", partition_of="public.jobs",
+                               partition_bound="DEFAULT")  # fmt: skip
+    parent = dataclasses.replace(base, partition_key="LIST (queue)", partitions=(part,))
+    snap = S.snapshot(parent, sample=Sample(10.0, {"public.jobs_default": later}))
+    (f,) = S.run("QA201", snap)
+    assert isinstance(f, Finding) and f.fix is not None, f
+    assert f.severity is Severity.INFO and f.fix.steps == ()
+    assert "jobs_default: threshold 5,000,000" in f.fix.notes
+    assert "is no lower than its trigger now (2,000,050): not set" in f.fix.notes
