@@ -8,6 +8,7 @@ them, through the parent: PostgreSQL routes and locks each row in its partition.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 from tests.conftest import TestDB, flush_stats
@@ -50,7 +51,8 @@ def build_daily(
     oldest day wait still (retried, never claimed since). The live-set partial index is
     declared on the parent, as the live-set article writes it, unless ``indexes`` gives the
     parent's indexes instead (SQL). Analyzed."""
-    db.execute(
+    _build_analyzed(
+        db,
         f"""
         CREATE TABLE jobs (
             id          bigint GENERATED ALWAYS AS IDENTITY,
@@ -87,9 +89,8 @@ def build_daily(
         INSERT INTO jobs (created_at)
         SELECT now() - interval '1 hour' + g * (interval '1 hour' / {waiting})
           FROM generate_series(1, {waiting}) AS g;
-        """
+        """,
     )
-    db.execute("VACUUM (ANALYZE) jobs")
 
 
 def build_by_queue(
@@ -112,7 +113,8 @@ def build_by_queue(
         f"FROM generate_series(1, {n}) AS g"
         for q, n in sizes.items()
     )
-    db.execute(
+    _build_analyzed(
+        db,
         f"""
         CREATE TABLE jobs (
             id          bigint GENERATED ALWAYS AS IDENTITY,
@@ -128,9 +130,8 @@ def build_by_queue(
         SELECT q, 'done', t, t + interval '1 minute' FROM ({finished}) AS s(q, t);
         INSERT INTO jobs (queue)
         SELECT q FROM unnest(ARRAY{list(QUEUES)}) AS q, generate_series(1, {waiting});
-        """
+        """,
     )
-    db.execute("VACUUM (ANALYZE) jobs")
 
 
 def build_nested(db: TestDB, *, rows: int = 8_000, indexes: str = "") -> None:
@@ -138,7 +139,8 @@ def build_nested(db: TestDB, *, rows: int = 8_000, indexes: str = "") -> None:
     range on ``created_at`` (an old range and a DEFAULT partition), the other queues in the
     DEFAULT partition: ``rows`` jobs, a tenth pending, half old. The live-set partial index
     on the parent, unless ``indexes`` gives the parent's indexes instead. Analyzed."""
-    db.execute(
+    _build_analyzed(
+        db,
         f"""
         CREATE TABLE jobs (
             id bigint GENERATED ALWAYS AS IDENTITY,
@@ -159,9 +161,33 @@ def build_nested(db: TestDB, *, rows: int = 8_000, indexes: str = "") -> None:
                CASE WHEN g % 10 = 0 THEN 'pending' ELSE 'done' END,
                CASE WHEN g % 4 < 2 THEN timestamptz '2025-06-01' ELSE now() END
           FROM generate_series(1, {rows}) g;
-        """
+        """,
     )
-    db.execute("VACUUM (ANALYZE) jobs")
+
+
+def _build_analyzed(db: TestDB, sql: str) -> None:
+    """Run the builder's ``sql``, then VACUUM (ANALYZE) jobs in the same session. Its
+    counters reach the statistics before the ANALYZE does: on PostgreSQL 14 a session that
+    ends sends them as it exits, which may be after another session's ANALYZE, and then every
+    row built counts as changed since it (n_mod_since_analyze), as if the statistics were
+    stale. Then waits until every partition's statistics show the ANALYZE: on 14 the
+    statistics collector takes them in a moment after the command returns, and a check run
+    before that reads partitions never analyzed with every row changed."""
+    with db.connect() as conn:
+        conn.execute(sql)
+        flush_stats(conn)
+        conn.execute("VACUUM (ANALYZE) jobs")
+    unsettled = """
+        SELECT count(*) FROM pg_stat_user_tables s
+          JOIN pg_partition_tree('jobs') t ON t.relid = s.relid
+         WHERE t.isleaf AND (s.n_mod_since_analyze > 0
+               OR coalesce(s.last_analyze, s.last_autoanalyze) IS NULL)
+    """
+    deadline = time.monotonic() + 10
+    while db.execute(unsettled)[0][0]:
+        if time.monotonic() > deadline:
+            raise AssertionError("the partitions' statistics do not show the ANALYZE after 10 s")
+        time.sleep(0.1)
 
 
 def run_claims(db: TestDB, claim: str, times: int = 5, params: list[object] | None = None) -> None:

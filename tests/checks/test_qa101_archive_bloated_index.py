@@ -696,6 +696,8 @@ def test_a_partitioned_queue_s_index_is_rebuilt_partition_by_partition_as_printe
         "UPDATE jobs SET status = 'done', finished_at = now() WHERE (queue, id) IN "
         "(SELECT queue, min(id) FROM jobs WHERE status = 'pending' GROUP BY queue)"
     )
+    for partition in ("jobs_default", "jobs_mail", "jobs_reports"):  # 14 counts them late
+        shape.db.wait_for_stats(partition, lambda row: row["n_tup_upd"] >= 1)
     run = shape.check("--query", MAIL_CLAIM)
     (f,) = run.findings("QA101")
     ev = f["evidence"]

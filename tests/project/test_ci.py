@@ -16,7 +16,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "QADVISOR_UPDATE_GOLDEN")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CI", conftest.SUITE_CI_ENV, "QADVISOR_UPDATE_GOLDEN")
+    }
     return env | extra
 
 
