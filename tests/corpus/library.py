@@ -19,6 +19,7 @@ Our own sessions (the done-count polls, the aging inserts, ANALYZE) run with
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 import shutil
@@ -95,6 +96,8 @@ class Observed:
     check: Run
     snapshot: dict[str, Any]
     build_seconds: dict[str, float]
+    # The server's clock as the check began: what autovacuum did since is in pg_stat_*.
+    began: datetime.datetime | None = None
 
     @property
     def report(self) -> dict[str, Any]:
@@ -214,18 +217,31 @@ def build_stale(server: LocalServer, lib: Library, installed: envs.Installed) ->
     return seconds
 
 
-def _settled(conn: psycopg.Connection[Any], timeout: float = 10.0) -> None:
+def _settled(conn: psycopg.Connection[Any], timeout: float = 30.0) -> None:
     """Wait until the changes the driver's sessions made are counted: a session reports its
-    counters as it ends, a moment after its client has gone."""
-    query = "SELECT coalesce(sum(n_mod_since_analyze), 0) FROM pg_stat_user_tables"
+    counters as it ends, a moment after its client has gone, so the count is read once no
+    other client session is left in the database, and taken when it held still over a second.
+    A library's worker may write through several sessions (pgqueuer logs through one and
+    claims through another): a total that held still for a moment while one session was still
+    ending left the queue table's changes uncounted, and the stale tier had nothing stale."""
+    counted = "SELECT coalesce(sum(n_mod_since_analyze), 0) FROM pg_stat_user_tables"
+    others = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+    )
     deadline = time.monotonic() + timeout
-    last = -1
+    last, still = -1, 0
     while time.monotonic() < deadline:
-        now = _count(conn, query)
-        if now > 0 and now == last:
+        now = _count(conn, counted)
+        still = still + 1 if now == last and not _count(conn, others) else 0
+        if now > 0 and still >= 3:
             return
         last = now
         time.sleep(0.3)
+    raise AssertionError(
+        f"the changes the library made were still being counted after {timeout:.0f} s "
+        f"(n_mod_since_analyze {last}, other sessions {_count(conn, others)})"
+    )
 
 
 def observe(
@@ -234,6 +250,7 @@ def observe(
     """`qadvisor check --format json` as a user runs it, then `qadvisor snapshot` for the
     statements it found and planned (the check report does not list them)."""
     dsn = server.dsn(dbname)
+    began = server_now(server, dbname)
     run = qadvisor("check", dsn, "--format", "json")
     assert run.rc in (0, 1) and run.stdout.startswith("{"), (
         f"qadvisor check failed on {label} (exit {run.rc}):\n{run.stderr}"
@@ -244,7 +261,7 @@ def observe(
     )
     snapshot = json.loads(snap.stdout)
     assert_valid_snapshot(snapshot)
-    observed = Observed(dbname, run, snapshot, build_seconds)
+    observed = Observed(dbname, run, snapshot, build_seconds, began)
     save_dir = os.environ.get(SAVE_ENV, "").strip()
     if save_dir:
         target = Path(save_dir)
@@ -252,6 +269,33 @@ def observe(
         (target / f"{label}.check.json").write_text(run.stdout)
         (target / f"{label}.snapshot.json").write_text(snap.stdout)
     return observed
+
+
+def server_now(server: LocalServer, dbname: str) -> datetime.datetime:
+    with admin(server, dbname) as conn:
+        row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+def maintained_since(
+    server: LocalServer, observed: Observed, moment: datetime.datetime | None = None
+) -> list[str]:
+    """The tables of the observed database that a VACUUM or ANALYZE (autovacuum's or
+    another's) has finished since `moment`, by default since the observed check began."""
+    moment = moment or observed.began
+    if moment is None:
+        return []
+    with admin(server, observed.db) as conn:
+        rows = conn.execute(
+            """
+            SELECT schemaname || '.' || relname FROM pg_stat_user_tables
+             WHERE greatest(last_vacuum, last_autovacuum, last_analyze, last_autoanalyze) > %s
+             ORDER BY 1
+            """,
+            [moment],
+        ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _set_track(server: LocalServer, dbname: str, track: str, planning: bool = False) -> None:
