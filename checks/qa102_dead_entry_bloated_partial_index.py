@@ -14,18 +14,20 @@ from qadvisor.api import (
     Snapshot,
     Target,
     at_least,
-    btree_bytes,
     check,
     human_bytes,
     human_count,
-    index_growth,
     judgeable_queues,
     live_rows,
     reindex,
-    suggested_vacuum_threshold,
     table_setting,
-    vacuum_threshold_sql,
     vacuum_trigger,
+)
+from qadvisor.api.provisional import (
+    btree_bytes,
+    index_growth,
+    suggested_vacuum_threshold,
+    vacuum_threshold_sql,
 )
 
 # QA201's default: a trigger this many times the live set means vacuum comes too late.

@@ -7,14 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from qadvisor.api import (
-    MIN_SAMPLE_ROWS,
     NOISE_MARGIN,
     Finding,
     Fix,
-    LiveBound,
     LiveEstimate,
     LivePredicate,
-    Rates,
     Severity,
     Skip,
     Snapshot,
@@ -22,19 +19,24 @@ from qadvisor.api import (
     Target,
     VacuumTrigger,
     at_least,
-    autovacuum_enabled,
     check,
     human_count,
     human_seconds,
     judgeable_queues,
-    live_bound,
     live_rows,
+    table_setting,
+    vacuum_trigger,
+)
+from qadvisor.api.provisional import (
+    MIN_SAMPLE_ROWS,
+    LiveBound,
+    Rates,
+    autovacuum_enabled,
+    live_bound,
     rates,
     series,
     suggested_vacuum_threshold,
-    table_setting,
     vacuum_threshold_sql,
-    vacuum_trigger,
     writing_partitions,
 )
 

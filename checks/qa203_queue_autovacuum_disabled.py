@@ -21,6 +21,8 @@ from qadvisor.api import (
     migration,
     qualified,
     table_setting,
+)
+from qadvisor.api.provisional import (
     writing_partitions,
 )
 

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from qadvisor.api import (
-    ID_RANGE_ENDLESS,
-    MIN_SAMPLE_ROWS,
     Finding,
     Fix,
     IdSequence,
@@ -20,14 +18,18 @@ from qadvisor.api import (
     check,
     human_bytes,
     human_count,
-    id_limit,
     ident,
-    ids_used,
     judgeable_queues,
-    per_day,
     qualified,
-    rates,
     review,
+)
+from qadvisor.api.provisional import (
+    ID_RANGE_ENDLESS,
+    MIN_SAMPLE_ROWS,
+    id_limit,
+    ids_used,
+    per_day,
+    rates,
     series,
 )
 

@@ -7,19 +7,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from qadvisor.api import (
-    CONCURRENT_BUILD_NOTE,
     NOISE_MARGIN,
     Dequeue,
     DequeueStatement,
     Finding,
     Fix,
-    IndexFix,
-    IndexKey,
     PlanNode,
     Severity,
     Skip,
     Snapshot,
-    SortInput,
     Statement,
     Table,
     Target,
@@ -27,22 +23,28 @@ from qadvisor.api import (
     at_least,
     check,
     describe_node,
+    human_count,
+    judgeable_dequeues,
+    plan_outline,
+    statement_evidence,
+    statement_label,
+)
+from qadvisor.api.provisional import (
+    CONCURRENT_BUILD_NOTE,
+    IndexFix,
+    IndexKey,
+    SortInput,
     distinct_values,
     existing_index,
-    human_count,
     index_keys,
-    judgeable_dequeues,
     live_set_index,
     over_bindings,
     parse_index_predicate,
-    plan_outline,
     predicate_implies,
     predicate_text,
     predicate_words,
     sort_inputs,
-    statement_evidence,
     statement_id,
-    statement_label,
 )
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from qadvisor.api import (
-    CONCURRENT_BUILD_NOTE,
     Finding,
     Fix,
     FixStep,
-    IndexKey,
     LivePredicate,
-    Predicate,
     Queue,
     Severity,
     Skip,
@@ -19,18 +16,23 @@ from qadvisor.api import (
     Statement,
     Table,
     check,
-    comparable_index,
     human_count,
     ident,
-    index_name,
     judgeable_queues,
+    qualified,
+    statement_evidence,
+    statement_target,
+)
+from qadvisor.api.provisional import (
+    CONCURRENT_BUILD_NOTE,
+    IndexKey,
+    Predicate,
+    comparable_index,
+    index_name,
     live_set_index,
     operand_values,
     parse_index_predicate,
-    qualified,
     set_rows_index,
-    statement_evidence,
-    statement_target,
 )
 
 # A run that reads at least this share of the table's pages reads all of it: a Seq Scan

@@ -9,7 +9,6 @@ from typing import Any
 from qadvisor.api import (
     Finding,
     Fix,
-    Lateral,
     LivePredicate,
     Severity,
     Skip,
@@ -22,11 +21,14 @@ from qadvisor.api import (
     human_count,
     ident,
     judgeable_queues,
-    predicate_sql,
     qualified,
     review,
-    statement_queue,
     tenant_facts,
+)
+from qadvisor.api.provisional import (
+    Lateral,
+    predicate_sql,
+    statement_queue,
 )
 
 # Measured: 10,000 idle tenants cost 10.5 ms per dequeue against 0.15 ms with only

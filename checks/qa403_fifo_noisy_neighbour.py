@@ -22,10 +22,12 @@ from qadvisor.api import (
     human_count,
     human_seconds,
     judgeable_queues,
+    tenant_facts,
+)
+from qadvisor.api.provisional import (
     round_robin_fix,
     statement_id,
     statement_queue,
-    tenant_facts,
 )
 
 # The measured setup, used to make a per-worker estimate concrete when the mean job duration is

@@ -16,6 +16,8 @@ from qadvisor.api import (
     statement_evidence,
     statement_label,
     statement_target,
+)
+from qadvisor.api.provisional import (
     with_skip_locked,
 )
 

@@ -9,7 +9,6 @@ from typing import Any
 from qadvisor.api import (
     Finding,
     Fix,
-    KeyNotReturned,
     Severity,
     Skip,
     Snapshot,
@@ -19,11 +18,14 @@ from qadvisor.api import (
     judgeable_locking,
     qualified,
     rewrite,
-    round_robin_fix,
     statement_evidence,
     statement_label,
     statement_target,
     tenant_facts,
+)
+from qadvisor.api.provisional import (
+    KeyNotReturned,
+    round_robin_fix,
     window_partitions,
     with_lock_outside,
 )

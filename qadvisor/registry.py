@@ -66,10 +66,6 @@ class Skip:
     queue: str | None = None
 
 
-# The names of a check's results before Finding and Skip; packs written with them still work.
-Issue = Finding
-Unmet = Skip
-
 T = TypeVar("T")
 
 # The skips the judgeable items of the running check met, until the check's run yields them.

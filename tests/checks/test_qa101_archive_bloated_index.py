@@ -11,7 +11,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from qadvisor.api import btree_bytes
+from qadvisor.api.provisional import (
+    btree_bytes,
+)
 from qadvisor.demo.pgserver import LocalServer, start_server
 from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S

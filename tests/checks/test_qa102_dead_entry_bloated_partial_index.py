@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from qadvisor.api import btree_bytes
+from qadvisor.api.provisional import (
+    btree_bytes,
+)
 from qadvisor.model import Finding, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB

@@ -14,7 +14,10 @@ import dataclasses
 
 import pytest
 
-from qadvisor.api import indexes_used, parse_explain
+from qadvisor.api.provisional import (
+    indexes_used,
+    parse_explain,
+)
 from qadvisor.model import Finding, PlanNode, RoleSetting, Severity, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S

@@ -11,7 +11,9 @@ import dataclasses
 
 import pytest
 
-from qadvisor.api import indexes_used
+from qadvisor.api.provisional import (
+    indexes_used,
+)
 from qadvisor.model import Finding, PlanNode, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S

@@ -14,7 +14,12 @@ from typing import Any
 import psycopg
 import pytest
 
-from qadvisor.api import parse_explain, scans
+from qadvisor.api import (
+    scans,
+)
+from qadvisor.api.provisional import (
+    parse_explain,
+)
 from qadvisor.model import Column, ColumnStats, Finding, PlanNode, Severity, Statement, TableStats
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S

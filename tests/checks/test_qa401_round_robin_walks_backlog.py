@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
-from qadvisor.api import tenant_order
+from qadvisor.api.provisional import (
+    tenant_order,
+)
 from qadvisor.model import (
     Column,
     ColumnStats,

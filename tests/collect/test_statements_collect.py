@@ -18,10 +18,12 @@ import psycopg
 import pytest
 
 from qadvisor import api
+from qadvisor.api import provisional as prov
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
 from qadvisor.collect.statements import found_statements, strip_prepare
 from qadvisor.demo.pgserver import embedded_bin_dir, start_server
+from qadvisor.derive.statement_queues import dequeue_statements
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S
@@ -156,7 +158,7 @@ BITMAP_JSON: list[dict[str, Any]] = [
 
 
 def test_explain_json_becomes_a_plan_tree_with_bitmap_scans_attributed_to_their_table() -> None:
-    root, ms = api.parse_explain(BITMAP_JSON)
+    root, ms = prov.parse_explain(BITMAP_JSON)
     assert ms == 1.25
     assert [n.node_type for n in root.walk()] == [
         "Limit", "Sort", "Bitmap Heap Scan", "Bitmap Index Scan", "Seq Scan"
@@ -164,9 +166,9 @@ def test_explain_json_becomes_a_plan_tree_with_bitmap_scans_attributed_to_their_
     heap = next(n for n in root.walk() if n.node_type == "Bitmap Heap Scan")
     assert heap.index_cond == "(j.status = 'queued'::text)"
     assert heap.shared_blocks == 15 and heap.actual_rows == 1990.0
-    assert api.indexes_used(root, "public", "jobs") == ("jobs_status_idx",)
-    assert api.indexes_used(root, "other", "jobs") == ()
-    ((sort, scan),) = api.sorts_over(root, "public", "jobs")
+    assert prov.indexes_used(root, "public", "jobs") == ("jobs_status_idx",)
+    assert prov.indexes_used(root, "other", "jobs") == ()
+    ((sort, scan),) = prov.sorts_over(root, "public", "jobs")
     assert sort.sort_key == ("j.created_at",) and scan is heap
     assert [n.node_type for n in api.scans(root, None, "jobs")] == [
         "Bitmap Heap Scan", "Bitmap Index Scan", "Seq Scan"
@@ -174,7 +176,7 @@ def test_explain_json_becomes_a_plan_tree_with_bitmap_scans_attributed_to_their_
     assert api.describe_node(heap).startswith("Bitmap Heap Scan on public.jobs j (cost=1.00")
     assert len(api.plan_outline(root)) == 5
     with pytest.raises(ValueError):
-        api.parse_explain([{"no": "plan"}])
+        prov.parse_explain([{"no": "plan"}])
 
 
 def test_predicate_implication_follows_what_the_planner_can_prove() -> None:
@@ -187,20 +189,20 @@ def test_predicate_implication_follows_what_the_planner_can_prove() -> None:
         return parsed.predicates
 
     base = "SELECT id FROM jobs WHERE {} LIMIT 1 FOR UPDATE SKIP LOCKED"
-    assert api.predicate_implies(preds(base.format("status = 'queued'")), queued).implies
-    assert api.predicate_implies(preds(base.format("status IN ('queued')")), two).implies
-    assert api.predicate_implies(preds(base.format("status = ANY('{retry}')")), two).implies
+    assert prov.predicate_implies(preds(base.format("status = 'queued'")), queued).implies
+    assert prov.predicate_implies(preds(base.format("status IN ('queued')")), two).implies
+    assert prov.predicate_implies(preds(base.format("status = ANY('{retry}')")), two).implies
     not_implied = ["status IN ('queued', 'retry')", "status <> 'done'", "status > 'a'",
                    "tenant_id = 1"]  # fmt: skip
     for cond in not_implied:
-        assert api.predicate_implies(preds(base.format(cond)), queued).implies is False, cond
+        assert prov.predicate_implies(preds(base.format(cond)), queued).implies is False, cond
     bound = preds(base.format("status = $1"))
-    assert api.predicate_implies(bound, queued).implies is None
-    assert api.predicate_implies(bound, queued, {"1": "'queued'"}).implies is True
-    assert api.predicate_implies(bound, queued, {"1": "'done'"}).implies is False
+    assert prov.predicate_implies(bound, queued).implies is None
+    assert prov.predicate_implies(bound, queued, {"1": "'queued'"}).implies is True
+    assert prov.predicate_implies(bound, queued, {"1": "'done'"}).implies is False
     ((pred,),) = [preds(base.format("status <> $1"))]
-    assert api.predicate_text(pred, {"1": "'done'"}) == "status <> 'done'"
-    assert api.predicate_words([pred], {"1": "'done'"}) == ["not_done"]
+    assert prov.predicate_text(pred, {"1": "'done'"}) == "status <> 'done'"
+    assert prov.predicate_words([pred], {"1": "'done'"}) == ["not_done"]
 
 
 def _with_roles(*rows: RoleSetting, session: str = "auto") -> Snapshot:
@@ -212,34 +214,34 @@ def test_plan_cache_mode_is_resolved_as_a_session_of_the_role_would_see_it() -> 
     db_row = RoleSetting("app", None, "plan_cache_mode", "force_generic_plan")
     role_row = RoleSetting(None, "worker", "plan_cache_mode", "force_generic_plan")
     role_auto = RoleSetting("app", "worker", "plan_cache_mode", "auto")
-    assert api.plan_cache_mode(_with_roles(), "worker").value == "auto"
-    assert "server" in api.plan_cache_mode(_with_roles(), None).source
-    forced_server = api.plan_cache_mode(_with_roles(session="force_generic_plan"), "x")
+    assert prov.plan_cache_mode(_with_roles(), "worker").value == "auto"
+    assert "server" in prov.plan_cache_mode(_with_roles(), None).source
+    forced_server = prov.plan_cache_mode(_with_roles(session="force_generic_plan"), "x")
     assert forced_server.forced_generic and "server" in forced_server.source
-    mode = api.plan_cache_mode(_with_roles(db_row), "worker")
+    mode = prov.plan_cache_mode(_with_roles(db_row), "worker")
     assert mode.forced_generic and mode.source.startswith("ALTER DATABASE app")
     # A role-level row applies to that role, or to a statement whose role is unknown.
-    assert api.plan_cache_mode(_with_roles(role_row), "worker").forced_generic
-    assert api.plan_cache_mode(_with_roles(role_row), None).forced_generic
-    assert not api.plan_cache_mode(_with_roles(role_row), "other").forced_generic
+    assert prov.plan_cache_mode(_with_roles(role_row), "worker").forced_generic
+    assert prov.plan_cache_mode(_with_roles(role_row), None).forced_generic
+    assert not prov.plan_cache_mode(_with_roles(role_row), "other").forced_generic
     # The most specific row wins: the role in this database resets the database's setting.
-    assert api.plan_cache_mode(_with_roles(db_row, role_auto), "worker").value == "auto"
+    assert prov.plan_cache_mode(_with_roles(db_row, role_auto), "worker").value == "auto"
     # qadvisor's own role-level setting explains its session value: the server's is unknown.
     own = RoleSetting(None, "monitor", "plan_cache_mode", "force_generic_plan")
-    mode = api.plan_cache_mode(_with_roles(own, session="force_generic_plan"), "worker")
+    mode = prov.plan_cache_mode(_with_roles(own, session="force_generic_plan"), "worker")
     assert mode.value is None
 
 
 def test_statement_ids_are_stable_and_prepare_wrappers_are_stripped() -> None:
-    assert api.statement_id(Statement("pg_stat_statements", "x", queryid=-42)) == "pgss:-42"
-    assert api.statement_id(Statement("jobs.sql#2", "x")) == "jobs.sql#2"
+    assert prov.statement_id(Statement("pg_stat_statements", "x", queryid=-42)) == "pgss:-42"
+    assert prov.statement_id(Statement("jobs.sql#2", "x")) == "jobs.sql#2"
     assert strip_prepare('PREPARE "s"(text, numeric(10,2)) AS SELECT 1') == "SELECT 1"
     assert strip_prepare("SELECT 1 -- PREPARE x AS") == "SELECT 1 -- PREPARE x AS"
 
 
 def test_dequeue_statements_report_what_cannot_be_judged() -> None:
     snap = S.snapshot(S.jobs_table())
-    assert [str(u.reason) for u in api.dequeue_statements(snap)] == [  # type: ignore[union-attr]
+    assert [str(u.reason) for u in dequeue_statements(snap)] == [  # type: ignore[union-attr]
         "no dequeue statement of the queue tables in pg_stat_statements: give the "
         "application's with --query or --query-file"
     ]
@@ -252,7 +254,7 @@ def test_dequeue_statements_report_what_cannot_be_judged() -> None:
             Statement("--query 2", "...", parsed=parsed),
         ),
     )
-    reasons = [getattr(u, "reason", u) for u in api.dequeue_statements(snap)]
+    reasons = [getattr(u, "reason", u) for u in dequeue_statements(snap)]
     # Statements were given, so the missing extension alone is no reason to skip.
     assert reasons == [
         "--query 1: takes no row lock",
@@ -260,9 +262,9 @@ def test_dequeue_statements_report_what_cannot_be_judged() -> None:
         "public.jobs: no dequeue statement of this queue is known (in pg_stat_statements, "
         "--query or --query-file)",
     ]
-    assert [getattr(u, "queue", None) for u in api.dequeue_statements(snap)][-1] == "public.jobs"
+    assert [getattr(u, "queue", None) for u in dequeue_statements(snap)][-1] == "public.jobs"
     bare = dataclasses.replace(snap, statements=())
-    assert [getattr(u, "reason", u) for u in api.dequeue_statements(bare)] == [
+    assert [getattr(u, "reason", u) for u in dequeue_statements(bare)] == [
         "pg_stat_statements is not installed"
     ]
 
@@ -310,7 +312,7 @@ def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_plann
     assert "status = $1" in pgss.text and pgss.parsed is not None
     # LIMIT $2 was put back to 1, the status got the live value.
     assert pgss.custom_values == {"1": "'queued'", "2": "1"}
-    assert api.indexes_used(pgss.custom_plan, "public", "jobs") == ("jobs_queued_created_at_idx",)
+    assert prov.indexes_used(pgss.custom_plan, "public", "jobs") == ("jobs_queued_created_at_idx",)
     assert _scan_types(pgss.generic_plan) == ["Seq Scan"]
     assert pgss.plan_error is None and pgss.analyzed_plan is None
 
@@ -319,8 +321,8 @@ def test_statements_from_pg_stat_statements_and_a_query_file_are_found_and_plann
     # The file's claim was run too: one statement, the file's text with the server's counters.
     assert claim.calls == 2 and claim.queryid is not None and claim.roles == ("postgres",)
     assert claim.parsed.kind == "update" and claim.custom_values == {"1": "'queued'"}
-    assert "jobs_queued_created_at_idx" in api.indexes_used(claim.custom_plan, "public", "jobs")
-    assert "jobs_queued_created_at_idx" not in api.indexes_used(
+    assert "jobs_queued_created_at_idx" in prov.indexes_used(claim.custom_plan, "public", "jobs")
+    assert "jobs_queued_created_at_idx" not in prov.indexes_used(
         claim.generic_plan, "public", "jobs"
     )
     # The file's DDL, INSERT and plain SELECT are left alone, silently.

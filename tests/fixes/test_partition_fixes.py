@@ -7,7 +7,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from qadvisor.api import IndexKey, drop_index, live_set_index
+from qadvisor.api import (
+    drop_index,
+)
+from qadvisor.api.provisional import (
+    IndexKey,
+    live_set_index,
+)
 from qadvisor.model import LivePredicate
 from tests.collect.test_statements_collect import take_snapshot
 from tests.conftest import TestDB
