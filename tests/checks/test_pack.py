@@ -63,6 +63,19 @@ def test_built_in_checks_come_through_the_entry_point_with_contract_names() -> N
     assert sorted(module_of(c) for c in checks) == MODULES
 
 
+def test_the_readme_table_lists_every_built_in_check() -> None:
+    # README's "What it finds" is the first list a user reads: a row per built-in check, in
+    # code order, named as registered and linked to its page; the summary is its own words.
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## What it finds", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(
+        r"^\| \[(\w+)\]\(docs/checks/(\w+)\.md\) \| ([\w-]+) \| .+ \|$", section, re.M
+    )
+    assert [(code, name) for code, page, name in rows if page == code] == sorted(
+        (c.code, c.name) for c in built_in_checks()
+    ), rows
+
+
 def test_every_check_documents_itself_under_the_fixed_headings() -> None:
     for chk in built_in_checks():
         positions = [chk.doc.find(h) for h in HEADINGS]

@@ -19,6 +19,7 @@ NAMED = {
         "test_built_in_checks_come_through_the_entry_point_with_contract_names",
         "test_docs_pages_match_the_code",
         "test_privileges_page_matches_the_facts_and_what_each_check_reads",
+        "test_the_readme_table_lists_every_built_in_check",
     ),
     "tests/fixes/test_fix_steps.py": (
         "PATHOLOGIES", "REVIEW_ONLY", "test_every_check_has_its_fixes_walked",
