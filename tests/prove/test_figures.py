@@ -88,3 +88,22 @@ def test_gone_needs_a_measure_moved_the_way_the_fix_means() -> None:
     # A new index replacing none grows the bytes: not what "gone" rests on.
     assert not improved([once("index bytes", "none -> b", 0, 4_000_000)])
     assert improved([ProofMeasure("autovacuum runs", "t", 0, 3, None, change="higher")])
+
+
+def test_a_time_that_moved_with_the_same_scan_and_buffers_is_no_change_of_the_fix() -> None:
+    # QA301 on the round-robin trap under load (PostgreSQL 15, 20 s a run): the rewrite left
+    # the claim reading the same million buffers through the same scan, and the runs after
+    # were faster than those before only because the machine was less busy.
+    scan = "Index Scan using jobs_queued_fifo on jobs"
+    before = _timed((20_200.0, 19_800.0, 20_900.0), 1_000_000.0, node=scan)
+    after = _timed((15_100.0, 14_900.0, 15_600.0), 1_000_000.0, node=scan)
+    ms, blocks = statement_measures(LABEL, before, after, comparable=True)
+    assert ms.change == "none" and ms.ratio is None and blocks.change == "none"
+    assert (ms.before, ms.after) == (20_200.0, 15_100.0)  # the figures stay as measured
+    assert not improved([ms, blocks])
+    # Another scan, or other buffers, and the time is the fix's.
+    other = _timed((15_100.0, 14_900.0, 15_600.0), 1_000_000.0, node="Seq Scan on jobs")
+    assert statement_measures(LABEL, before, other, comparable=True)[0].change == "lower"
+    fewer = _timed((15_100.0, 14_900.0, 15_600.0), 700_000.0, node=scan)
+    ms, blocks = statement_measures(LABEL, before, fewer, comparable=True)
+    assert ms.change == "lower" and blocks.change == "lower"
