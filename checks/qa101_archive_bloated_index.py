@@ -73,9 +73,32 @@ class Options:
     margin: float = NOISE_MARGIN
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "archive_fraction": "Finished rows",
+    "existing_partial_index": "Partial index already there",
+    "existing_partial_index_use": "Its use by claims",
+    "idx_scan": "Index scans",
+    "statements_checked": "Other recorded statements planned",
+    "statements_reading_index": "Recorded statements that read the index",
+    "claims_reading_index": "Other claims whose plans read the index",
+    "claims_whose_generic_plan_alone_reads_index": (
+        "Claims whose generic plan alone reads the index, never scanned while they ran"
+    ),
+    "claims_not_planned": "Claims that could not be planned",
+    "statements_not_checked": "Recorded statements that could not be planned",
+    "live_predicate": "Live predicate",
+    "statements_evicted": "Statements pg_stat_statements evicted",
+    "readers_outside_live_set": "Readers of rows outside the live set (maintenance)",
+    "partial_index_serves": "Statements the partial index serves",
+    "min_archive_fraction": "Minimum finished share",
+}
+
+
 @check("QA101", "archive-bloated-index", severity=Severity.WARNING, category="indexes",
        options=Options,
-       requires=("table_facts", "sizes", "index_definitions", "live_set"))  # fmt: skip
+       requires=("table_facts", "sizes", "index_definitions", "live_set"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A non-partial index on the dequeue path covers the archive of finished jobs.
 

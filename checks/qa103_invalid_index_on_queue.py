@@ -25,8 +25,19 @@ from qadvisor.api import (
 _LEFTOVER = re.compile(r"^(?P<base>.+)_cc(?P<kind>new|old)\d*$")
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "left_by": "Left by",
+    "maintained_by_writes": "Maintained by writes",
+    "shadowed_index": "Valid index beside it",
+    "shadowed_index_bytes": "Size of the valid index",
+    "invalid_indexes_on_table": "Invalid indexes on the table",
+}
+
+
 @check("QA103", "invalid-index-on-queue", severity=Severity.WARNING,
-       category="indexes", requires=("table_facts", "sizes", "index_definitions"))  # fmt: skip
+       category="indexes", requires=("table_facts", "sizes", "index_definitions"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """An invalid index on a queue table: no query can use it, and writes may maintain it.
 

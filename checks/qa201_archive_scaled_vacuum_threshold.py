@@ -56,9 +56,41 @@ class Options:
     margin: float = NOISE_MARGIN
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "rates_from": "Rates measured over",
+    "proposed_vacuum_trigger": "Vacuum trigger the fix sets (dead tuples)",
+    "dead_tuples_series": "Dead tuples over time",
+    "autoanalyze_count": "Autoanalyze runs",
+    "autovacuum_count": "Autovacuum runs",
+    "autovacuum_vacuum_max_threshold": "autovacuum_vacuum_max_threshold",
+    "autovacuum_vacuum_scale_factor": "autovacuum_vacuum_scale_factor",
+    "autovacuum_vacuum_threshold": "autovacuum_vacuum_threshold",
+    "dead_tuples_per_s": "Dead tuples per second (measured)",
+    "inserts_per_s": "Inserts per second (measured)",
+    "last_autoanalyze": "Last autoanalyze",
+    "live_rows_at_most": "Live rows now, at most",
+    "live_rows_at_most_from": "Live rows now, at most: from",
+    "judged_on": "Judged on",
+    "reltuples": "Rows (pg_class.reltuples)",
+    "sample_dead_tuples": "Dead tuples made in the interval measured",
+    "sample_inserts": "Inserts in the interval measured",
+    "sample_seconds": "Interval measured",
+    "seconds_to_autovacuum": "Time to the next autovacuum",
+    "settings_source": "Autovacuum settings from",
+    "partition": "Partition",
+    "partitions_judged": "Partitions whose trigger the archive sets",
+    "trigger_to_live_ratio": "Vacuum trigger to live rows",
+    "min_ratio": "Minimum ratio",
+    "min_sample_rows": "Minimum rows changed in a sample",
+    "min_trigger": "Minimum vacuum trigger",
+}
+
+
 @check("QA201", "archive-scaled-vacuum-threshold", severity=Severity.WARNING,
        category="vacuum", options=Options,
-       requires=("table_facts", "live_set", "counters"))  # fmt: skip
+       requires=("table_facts", "live_set", "counters"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """Autovacuum's trigger on a queue table is set by the archive, not by the live set.
 

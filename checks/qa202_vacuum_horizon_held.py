@@ -33,9 +33,25 @@ class Options:
     critical_age_s: float = 3600.0
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "age_s": "Age",
+    "application_name": "Application name",
+    "kind": "Kind",
+    "name": "Name",
+    "queue_dead_tuples": "Dead tuples in the queue",
+    "state": "State",
+    "user": "User",
+    "xmin_age": "xmin age (transactions)",
+    "min_age_s": "Minimum age",
+    "min_xmin_age": "Minimum xmin age",
+}
+
+
 @check("QA202", "vacuum-horizon-held", severity=Severity.WARNING, category="vacuum",
        options=Options,
-       requires=("horizon",))  # fmt: skip
+       requires=("horizon",),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A long transaction, replication slot or prepared transaction keeps dead queue rows.
 

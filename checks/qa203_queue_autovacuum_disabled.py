@@ -29,9 +29,20 @@ from qadvisor.api.provisional import (
 _OFF = ("false", "off", "0", "no")
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "autovacuum_enabled": "Autovacuum enabled",
+    "last_vacuum": "Last vacuum",
+    "setting": "Setting",
+    "partitions_autovacuum_disabled": "Partitions with autovacuum off",
+    "value": "Value",
+}
+
+
 @check("QA203", "queue-autovacuum-disabled", severity=Severity.WARNING, category="vacuum",
        options=NoOptions,
-       requires=("table_facts", "counters"))  # fmt: skip
+       requires=("table_facts", "counters"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     """Autovacuum is switched off for a queue table, or for the whole server.
 

@@ -65,9 +65,38 @@ class Options:
     margin: float = NOISE_MARGIN
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "archive_rows_at_least": "Rows outside the live set: a lower bound",
+    "archive_share": "Share of the table outside the live set",
+    "live_rows_from": "Live rows, from",
+    "dated_by": "Dated by",
+    "dated_by_kind": "Dated by (finish or creation)",
+    "dated_by_from": "Why that column dates them",
+    "oldest_row": "Oldest row",
+    "oldest_row_from": "Oldest row, from",
+    "oldest_row_age_days": "Oldest row's age (days)",
+    "age_measured_at": "Age measured at",
+    "age_measured_from": "Age measured at, from",
+    "max_age_days": "Retention threshold (days)",
+    "rows_added_per_day": "Rows added a day",
+    "table_rows_series": "Live tuples over time",
+    "rows_added_per_day_from": "Rows added a day, from",
+    "partitioned_by": "Partitioned by",
+    "retention_cutoff": "Partitions to drop ended before",
+    "partitions_to_drop": "Partitions to drop",
+    "partitions_to_drop_rows": "Rows in the partitions to drop",
+    "partitions_to_drop_bytes": "Size of the partitions to drop",
+    "partitions_to_drop_changed_since_analyze": "Partitions to drop changed since their ANALYZE",
+    "partitions_kept": "Old partitions kept",
+    "waiting_rows_judged_by": "Waiting rows judged by",
+}
+
+
 @check("QA204", "archive-without-retention", severity=Severity.WARNING, category="vacuum",
        options=Options,
-       requires=("table_facts", "live_set", "archive_age"))  # fmt: skip
+       requires=("table_facts", "live_set", "archive_age"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A queue table keeps its finished rows without bound: nothing prunes the archive.
 

@@ -48,10 +48,26 @@ class Options:
     margin: float = NOISE_MARGIN
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "updates": "Updates of the table",
+    "hot_updates": "HOT updates",
+    "hot_share": "Share of updates HOT",
+    "updates_from": "Updates, from",
+    "statements": "Statements whose updates could be HOT",
+    "recorded_updates": "Rows those statements updated",
+    "indexes_stopping_hot": "Indexes that stop them being HOT",
+    "indexes_each_update_writes": "Indexes each non-HOT update writes into",
+    "partial_indexes_written_when_the_row_matches": "Partial indexes written when the row matches",
+    "fillfactor": "Fillfactor",
+}
+
+
 @check("QA205", "claim-updates-never-hot", severity=Severity.WARNING, category="vacuum",
        options=Options,
        requires=("table_facts", "index_definitions", "live_set", "counters",
-                 "statements"))  # fmt: skip
+                 "statements"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """Updates that could be heap-only (HOT) are not: an index reads a column they set.
 

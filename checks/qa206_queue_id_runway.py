@@ -50,9 +50,27 @@ class _Rate:
     source: str
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "ids_used_series": "Ids used over time",
+    "id_column": "Id column",
+    "column_type": "Column type",
+    "sequence": "Sequence",
+    "sequence_type": "Sequence type",
+    "id_limit": "Largest id",
+    "ids_used": "Ids used",
+    "ids_used_from": "Ids used, from",
+    "share_used": "Share of the range used",
+    "ids_per_day": "Ids per day (at least)",
+    "rate_from": "Rate from",
+    "days_left": "Days left (at most)",
+}
+
+
 @check("QA206", "queue-id-runway", severity=Severity.WARNING, category="schema",
        options=Options,
-       requires=("table_facts", "id_sequences"))  # fmt: skip
+       requires=("table_facts", "id_sequences"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A queue table's id runs out: an integer column or sequence, used up fast.
 

@@ -78,9 +78,25 @@ class Options:
     cost_margin: float = 0.05
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "analyzed_custom_ms": "Run time of the custom plan (EXPLAIN ANALYZE)",
+    "contradicted_by": "Contradicted by",
+    "from_pg_stat_statements": "From pg_stat_statements",
+    "generic_plan_cost": "Generic plan cost",
+    "generic_plan_scan": "Generic plan scan",
+    "generic_to_custom_cost_ratio": "Generic to custom plan cost",
+    "parameter_columns": "Columns compared with a parameter",
+    "plan_cache_mode": "plan_cache_mode",
+    "plans_per_call": "Plans per call",
+    "role": "Role",
+}
+
+
 @check("QA301", "generic-plan-misses-partial-index", severity=Severity.WARNING,
        category="statements", options=Options,
-       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
+       requires=("table_facts", "index_definitions", "statements", "plans"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A parameterized predicate hides the partial index from generic plans.
 

@@ -42,11 +42,21 @@ from qadvisor.api.provisional import (
     statement_id,
 )
 
-
 # No options: the custom plan itself says whether a partial index is used.
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "indexes_used": "Indexes used",
+    "partial_index_rows": "Rows in the partial index",
+    "partial_index_scans": "Scans of the partial index",
+    "planner_probe": "Planner probe",
+    "statement_predicates": "Statement conditions",
+}
+
+
 @check("QA302", "predicate-does-not-imply-index", severity=Severity.WARNING,
        category="statements", options=NoOptions,
-       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
+       requires=("table_facts", "index_definitions", "statements", "plans"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: NoOptions) -> Iterator[Finding | Skip]:
     """The dequeue predicate cannot use the partial index even with a custom plan.
 

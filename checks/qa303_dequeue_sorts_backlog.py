@@ -66,9 +66,28 @@ class Options:
     margin: float = NOISE_MARGIN
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "analyzed_rows_read": "Rows read (EXPLAIN ANALYZE)",
+    "analyzed_rows_removed_by_filter": "Rows removed by filter (EXPLAIN ANALYZE)",
+    "analyzed_sort_node": "Sort node (EXPLAIN ANALYZE)",
+    "limit": "LIMIT",
+    "presorted_key": "Presorted key (Incremental Sort)",
+    "rows_read": "Rows read",
+    "first_group_rows": "Rows in the first presorted group",
+    "rows_read_per_row_returned": "Rows read per row returned",
+    "rows_sorted": "Rows sorted",
+    "sort_key": "Sort key",
+    "sort_node": "Sort node",
+    "min_blocks_per_call": "Minimum shared blocks per call",
+    "min_rows_read": "Minimum rows read",
+}
+
+
 @check("QA303", "dequeue-sorts-backlog", severity=Severity.WARNING, category="statements",
        options=Options,
-       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
+       requires=("table_facts", "index_definitions", "statements", "plans"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """No index supplies the dequeue's ORDER BY, so every claim reads and sorts the backlog.
 

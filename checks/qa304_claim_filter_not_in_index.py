@@ -76,9 +76,23 @@ class Options:
     stale_share: float = 0.1
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "filter_column": "Column filtered, not in the index",
+    "scan_index": "Index walked",
+    "scan_index_keys": "Index walked: keys",
+    "scan_index_cond": "Index Cond",
+    "planner_rows_estimate": "Planner's row estimate for the scan",
+    "index_rows": "Index entries",
+    "rows_removed_per_claim": "Rows removed by filter per claim (--analyze)",
+    "estimated_rows_removed_per_claim": "Rows removed per claim, as the planner estimates",
+}
+
+
 @check("QA304", "claim-filter-not-in-index", severity=Severity.WARNING, category="statements",
        options=Options,
-       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
+       requires=("table_facts", "index_definitions", "statements", "plans"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """The claim walks an index in ORDER BY order and filters out other queues' rows.
 

@@ -44,8 +44,18 @@ MIN_PAGES = 1024
 PAGE_BYTES = 8192
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "age_conditions": "Age conditions",
+    "maintenance_kind": "Maintenance statement",
+    "maintenance_reason": "Why it is maintenance",
+    "table_read_share": "Share of the table read per call",
+}
+
+
 @check("QA305", "maintenance-scans-queue", severity=Severity.WARNING, category="plans",
-       requires=("table_facts", "sizes", "index_definitions", "statements"))  # fmt: skip
+       requires=("table_facts", "sizes", "index_definitions", "statements"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """A maintenance statement (a reaper, a pruner) reads the whole queue table every run.
 

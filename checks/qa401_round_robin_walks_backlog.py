@@ -68,9 +68,31 @@ class Options:
     latent_top_share: float = 0.5
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "actual_probes": "Probes run (EXPLAIN ANALYZE)",
+    "filter": "Filter",
+    "index": "Index",
+    "index_columns": "Index columns",
+    "index_cond": "Index condition",
+    "index_idx_scan": "Index scans",
+    "index_idx_tup_read": "Index entries read",
+    "index_tup_read_per_scan": "Index entries read per scan",
+    "inner_node": "Inner plan node",
+    "latent": "Latent",
+    "n_distinct_tenant": "Tenants in pg_stats (n_distinct)",
+    "order_index": "Index giving the order",
+    "order_index_columns": "Its columns",
+    "planner_rows_per_tenant": "Planner's rows per tenant",
+    "rows_removed_by_filter_per_probe": "Rows removed by filter per probe",
+    "shared_blocks": "Shared blocks",
+}
+
+
 @check("QA401", "round-robin-walks-backlog", severity=Severity.WARNING, category="tenants",
        options=Options,
-       requires=("table_facts", "index_definitions", "statements", "plans"))  # fmt: skip
+       requires=("table_facts", "index_definitions", "statements", "plans"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """The per-tenant sub-select of a round-robin dequeue walks the backlog.
 

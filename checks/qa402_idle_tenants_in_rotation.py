@@ -46,9 +46,22 @@ class Options:
     min_idle_fraction: float = 0.5
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "active_tenants": "Tenants with work",
+    "estimate_basis": "Estimate based on",
+    "estimated_ms_per_dequeue": "Time per dequeue (estimate)",
+    "idle_fraction": "Idle share of the rotation",
+    "rotation_rows_checked": "Rotation rows checked per dequeue",
+    "min_idle_fraction": "Minimum idle share",
+    "min_idle_tenants": "Minimum idle tenants",
+}
+
+
 @check("QA402", "idle-tenants-in-rotation", severity=Severity.WARNING, category="tenants",
        options=Options,
-       requires=("table_facts", "statements", "tenant_counts", "tenant_rotation"))  # fmt: skip
+       requires=("table_facts", "statements", "tenant_counts", "tenant_rotation"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """The rotation table of a round-robin dequeue holds many tenants with nothing queued.
 

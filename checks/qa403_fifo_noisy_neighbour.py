@@ -54,9 +54,25 @@ class Options:
     margin: float = NOISE_MARGIN
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "backlog_ahead_of_new_job": "Backlog ahead of a new job",
+    "counts_complete": "Tenant counts complete",
+    "estimated_wait_s_per_worker": "Wait per worker (estimate)",
+    "fifo_statements": "FIFO claims",
+    "mean_job_seconds": "Mean job duration",
+    "round_robin_wait_s_per_worker": "Wait per worker, round robin (estimate)",
+    "tenants_with_work": "Tenants with work",
+    "top_tenant_rows": "Largest tenant's live rows",
+    "top_to_median_ratio": "Largest to median tenant",
+    "wait_formula": "Wait formula",
+}
+
+
 @check("QA403", "fifo-noisy-neighbour", severity=Severity.WARNING, category="tenants",
        options=Options,
-       requires=("table_facts", "tenant_counts"))  # fmt: skip
+       requires=("table_facts", "tenant_counts"),
+       labels=LABELS)  # fmt: skip
 def run(snapshot: Snapshot, options: Options) -> Iterator[Finding | Skip]:
     """A multi-tenant queue is dequeued in global order while one tenant fills the backlog.
 

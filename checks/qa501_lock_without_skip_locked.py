@@ -21,6 +21,11 @@ from qadvisor.api.provisional import (
     with_skip_locked,
 )
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "lock_strength": "Lock strength",
+}
+
 
 @check(
     "QA501",
@@ -28,6 +33,7 @@ from qadvisor.api.provisional import (
     severity=Severity.WARNING,
     category="locking",
     requires=("statements",),
+    labels=LABELS,
 )
 def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """A dequeue statement locks rows with FOR UPDATE (or NOWAIT) but without SKIP LOCKED.

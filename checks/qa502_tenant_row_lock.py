@@ -23,6 +23,13 @@ from qadvisor.api.provisional import (
     with_skip_locked,
 )
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "job_locked": "Job row locked",
+    "lock_of": "Locked with OF",
+    "queue_table": "Queue table",
+}
+
 
 @check(
     "QA502",
@@ -30,6 +37,7 @@ from qadvisor.api.provisional import (
     severity=Severity.WARNING,
     category="locking",
     requires=("statements",),
+    labels=LABELS,
 )
 def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """The claim locks the tenant's (or rotation) row instead of, or as well as, the job.

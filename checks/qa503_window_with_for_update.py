@@ -37,12 +37,20 @@ _TENANT = re.compile(
 )
 
 
+# Its own evidence fields in words (those several checks share: qadvisor.render.labels).
+LABELS = {
+    "partition_by": "PARTITION BY",
+    "plan_error": "Planning error",
+}
+
+
 @check(
     "QA503",
     "window-with-for-update",
     severity=Severity.CRITICAL,
     category="locking",
     requires=("statements",),
+    labels=LABELS,
 )
 def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
     """FOR UPDATE at the same query level as a window function: PostgreSQL refuses it.

@@ -895,7 +895,7 @@ def diff(
 
     before, a = load(old, judged)
     after, b = load(new, judged)
-    changes = compare(before, after, a, b)
+    changes = compare(before, after, a, b, {c.code: c.labels for c in settings.checks})
     floor = None if fail_on is FailOn.never else Severity.parse(fail_on.value)
     worse = changes.worse(floor, fail_on_skip)
     text = FORMATS[fmt.value](changes, worse)

@@ -13,6 +13,7 @@ import json
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -895,6 +896,10 @@ class Rule:
     # Where its page lives, relative to the repository of the pack that owns it (None: the
     # built-in place, docs/checks/<CODE>.md).
     docs: str | None = field(default=None, kw_only=True)
+    # The words of its own evidence fields (field -> label), for the reports people read:
+    # declared with the check, so a renderer needs the report alone. Fields many checks share
+    # are labelled once in qadvisor.render.labels.
+    labels: Mapping[str, str] = field(default_factory=dict, kw_only=True, hash=False)
 
     @property
     def docs_path(self) -> str:

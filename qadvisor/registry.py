@@ -21,7 +21,7 @@ import importlib
 import inspect
 import re
 import types
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -157,6 +157,7 @@ def check(
     min_server_version: int | None = None,
     docs: str | None = None,
     requires: Iterable[str] = (),
+    labels: Mapping[str, str] | None = None,
 ) -> Callable[[Callable[[Snapshot, Any], Iterable[Finding | Skip]]], Check]:
     """Make a check out of a pure function; its docstring is its user documentation.
 
@@ -164,6 +165,8 @@ def check(
     "What it finds", "Why it matters", "How to fix", "When it stays quiet". ``requires``
     names the facts it reads (``qadvisor.facts.FACTS``): the privileges page of the docs
     lists them, and a queue for which one is missing is reported as skipped, not healthy.
+    ``labels`` gives the words of the evidence fields the check emits (``{"index_bytes":
+    "Index size"}``) that qadvisor's shared table (``qadvisor.render.labels.LABELS``) lacks.
     """
     if not _CODE.match(code):
         raise ValueError(f"check code {code!r} must look like QA101")
@@ -177,6 +180,10 @@ def check(
             f"check {code} requires unknown fact(s) {', '.join(unknown)} "
             f"(known: {', '.join(FACTS)})"
         )
+    words = dict(labels or {})
+    blank = [f for f, text in words.items() if not (isinstance(text, str) and text.strip())]
+    if blank:
+        raise ValueError(f"check {code}: the label of {', '.join(map(str, blank))} is empty")
 
     def wrap(fn: Callable[[Snapshot, Any], Iterable[Finding | Skip]]) -> Check:
         doc = inspect.cleandoc(fn.__doc__ or "")
@@ -193,6 +200,7 @@ def check(
             min_server_version=min_server_version,
             docs=docs,
             requires=needs,
+            labels=words,
         )
 
     return wrap

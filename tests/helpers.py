@@ -17,8 +17,8 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,17 @@ from tests.json_schemas import assert_valid_report
 # A code no check can ever have: the registry takes two to five capitals and three digits
 # (tests/checks/test_pack.py proves it refuses this one). QA999 would be a legal next code.
 NO_SUCH_CODE = "QA1010"
+
+
+@dataclass(frozen=True)
+class Pathology:
+    """A state on a server whose findings have fixes to run (tests/fixes/test_fix_steps.py):
+    declared as ``FIX_PATHOLOGIES`` (name -> Pathology) in the test module of a check."""
+
+    codes: frozenset[str]  # the checks whose fixes it shows (others may fire too)
+    build: Callable[[TestDB], Run]
+    # What the application sends for the parameters a rewrite leaves to it (<value of $n>).
+    values: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass

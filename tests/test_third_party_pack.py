@@ -25,6 +25,7 @@ from qadvisor.engine import run_checks
 from qadvisor.model import Severity, Skip, TableStats
 from qadvisor.registry import Check, PackError, load_checks
 from qadvisor.render import json as json_render
+from qadvisor.render import markdown
 from tests import snapshots as S
 from tests.helpers import Run, assert_quiet, qadvisor
 
@@ -144,6 +145,10 @@ def test_the_check_finds_on_a_hand_built_snapshot(install: Install) -> None:
     (item,) = [f for f in data["findings"] if f["code"] == "ACME101"]
     assert item["docs"] == finding.docs and item["key"] == "ACME101:public.jobs"
     assert item["fix"]["safety"] == "safe"
+    # The pack's own label reads in the report; a field of qadvisor's shared table too.
+    md = markdown.render(report)
+    assert "| Dead tuples ACME's runbook allows | 100,000 |" in md
+    assert "| Dead tuples | 1,753,949 |" in md
 
 
 def test_options_ignores_and_unmet_work_as_for_built_in_checks(install: Install) -> None:
@@ -280,6 +285,8 @@ REFUSED = [
     (("options=Options,", "options=dict,"), TypeError, "frozen dataclass with a default"),
     (('requires=("table_facts",)', 'requires=("table_fact",)'), ValueError,
      "requires unknown fact(s) table_fact"),
+    (("\"Dead tuples ACME's runbook allows\"", '" "'), ValueError,
+     "the label of max_dead_tuples is empty"),
 ]  # fmt: skip
 
 

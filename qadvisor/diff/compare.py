@@ -100,7 +100,9 @@ def _skips(report: Mapping[str, Any]) -> dict[tuple[str, str | None], str]:
     return {(s["code"], s.get("queue")): str(s["reason"]) for s in report.get("skipped", ())}
 
 
-def _moved(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Moved]:
+def _moved(
+    key: str, old: Mapping[str, Any], new: Mapping[str, Any], own: Mapping[str, str] | None
+) -> list[Moved]:
     out = []
     for name, was in old.items():
         a, b = _number(was), _number(new.get(name))
@@ -108,7 +110,7 @@ def _moved(key: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Mov
             continue
         if a and abs(b - a) < MOVED * abs(a):
             continue
-        out.append(Moved(key, name, label(name), a, b, value_text(name, was),
+        out.append(Moved(key, name, label(name, own), a, b, value_text(name, was),
                          value_text(name, new[name])))  # fmt: skip
     return out
 
@@ -117,8 +119,15 @@ def _number(v: object) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
-def compare(old: Mapping[str, Any], new: Mapping[str, Any], a: Side, b: Side) -> Changes:
-    """What changed from report ``old`` to report ``new`` (JSON reports)."""
+def compare(
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    a: Side,
+    b: Side,
+    labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> Changes:
+    """What changed from report ``old`` to report ``new`` (JSON reports); ``labels``: the
+    labels each check (by code) declares for its own evidence fields."""
     before = {f["key"]: f for f in old.get("findings", ())}
     after = {f["key"]: f for f in new.get("findings", ())}
     gone, not_judged = [], []
@@ -136,7 +145,8 @@ def compare(old: Mapping[str, Any], new: Mapping[str, Any], a: Side, b: Side) ->
     ]  # fmt: skip
     moved = [
         m for k, f in after.items() if k in before
-        for m in _moved(k, before[k].get("evidence") or {}, f.get("evidence") or {})
+        for m in _moved(k, before[k].get("evidence") or {}, f.get("evidence") or {},
+                        (labels or {}).get(f["code"]))
     ]  # fmt: skip
     old_skips, new_skips = _skips(old), _skips(new)
     lost = [(c, q, r) for (c, q), r in new_skips.items()

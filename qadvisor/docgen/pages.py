@@ -376,6 +376,29 @@ def safety_page() -> str:
     return "\n".join(lines)
 
 
+# README's table of checks lies between these lines: the first list a user reads, kept from
+# the registry like the pages it links to.
+README_TABLE_START = "<!-- checks: python -m qadvisor.docgen.pages docs/checks -->"
+README_TABLE_END = "<!-- end of checks -->"
+
+
+def readme_table(checks: Sequence[Check]) -> str:
+    """README's table: a row per check in code order, linked to its page, with its summary."""
+    rows = ["| code | name | what |", "|---|---|---|"]
+    rows += [f"| [{c.code}]({c.docs_path}) | {c.name} | {c.summary.rstrip('.')} |" for c in checks]
+    return "\n".join(rows)
+
+
+def with_readme_table(readme: str, checks: Sequence[Check]) -> str:
+    """``readme`` with the table between its markers made from ``checks`` (as it was when it
+    has no markers)."""
+    start, end = readme.find(README_TABLE_START), readme.find(README_TABLE_END)
+    if start < 0 or end < start:
+        return readme
+    head = readme[: start + len(README_TABLE_START)]
+    return f"{head}\n{readme_table(checks)}\n{readme[end:]}"
+
+
 def write_pages(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -390,6 +413,13 @@ def write_pages(directory: Path) -> list[Path]:
     safety = directory.resolve().parent / SAFETY_PAGE
     safety.write_text(safety_page())
     written.append(safety)
+    # The README of the repository whose docs/checks this is, when it holds the markers.
+    readme = directory.resolve().parent.parent / "README.md"
+    if readme.is_file():
+        text = readme.read_text()
+        if with_readme_table(text, checks) != text:
+            readme.write_text(with_readme_table(text, checks))
+            written.append(readme)
     return written
 
 

@@ -20,7 +20,7 @@ from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
-from qadvisor.render.labels import human_evidence
+from qadvisor.render.labels import human_evidence, labels_of
 from qadvisor.render.pictures import pictures
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
@@ -267,7 +267,7 @@ def _finding(f: Finding, report: Report) -> list[str]:
             )
             out.append(f'<figure class="chart"><figcaption>{caption}</figcaption>{svg(p)}</figure>')
         out.append("</div>")
-    out += _evidence(f)
+    out += _evidence(f, report)
     if f.fix:
         safety = (
             _SAFETY.get(f.fix.safety, f.fix.safety)
@@ -291,8 +291,8 @@ def _finding(f: Finding, report: Report) -> list[str]:
     return [*out, "</article>"]
 
 
-def _evidence(f: Finding) -> list[str]:
-    ev = human_evidence(f.evidence)
+def _evidence(f: Finding, report: Report) -> list[str]:
+    ev = human_evidence(f.evidence, labels_of(report, f.code))
     out: list[str] = []
     if ev.facts:
         out += ["<h4>Evidence</h4>", "<table>"]

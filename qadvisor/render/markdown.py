@@ -15,7 +15,7 @@ from typing import TextIO
 
 from qadvisor import __version__
 from qadvisor.model import Finding, FixStep, FleetReport, Report, Severity
-from qadvisor.render.labels import human_evidence
+from qadvisor.render.labels import human_evidence, labels_of
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import step_heading
 from qadvisor.render.values import docs_url, first_sentence
@@ -188,9 +188,9 @@ def _summary_table(findings: Sequence[Finding]) -> list[str]:
     return [*out, ""]
 
 
-def _evidence(f: Finding) -> list[str]:
+def _evidence(f: Finding, report: Report) -> list[str]:
     """The evidence in human words and units, the thresholds apart, plans as blocks."""
-    ev = human_evidence(f.evidence)
+    ev = human_evidence(f.evidence, labels_of(report, f.code))
     out: list[str] = []
     if ev.facts:
         out += ["| evidence | value |", "|---|---|"]
@@ -216,7 +216,7 @@ def _finding(f: Finding, report: Report) -> list[str]:
     ]
     if f.explanation:
         out += [f"*{_text(f.explanation)}*", ""]
-    out += _evidence(f)
+    out += _evidence(f, report)
     if f.fix:
         safety = _SAFETY.get(f.fix.safety, f.fix.safety) if f.fix.steps else _NOTHING_TO_RUN
         out += [f"**Fix** ({_text(safety)}):", ""]

@@ -18,7 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qadvisor.model import Finding, FleetReport, Report, Severity
-from qadvisor.render.labels import human_evidence
+from qadvisor.render.labels import human_evidence, labels_of
 from qadvisor.render.proof import proof_lines
 from qadvisor.render.steps import ScriptLine, as_text, fix_lines
 from qadvisor.render.values import docs_url, statement_start
@@ -72,7 +72,7 @@ def render(
         if group:
             console.rule(Text(f"{sev.label} ({len(group)})", style=_STYLE[sev]), align="left")
             for f in group:
-                _finding(replace(f, database=database), console, report.docs_url)
+                _finding(replace(f, database=database), console, report)
     _baselined(report, console)
     if report.ignored:
         console.rule(Text("ignored in the SQL files", style="dim"), align="left")
@@ -176,7 +176,7 @@ def _not_taken(report: Report, console: Console, verbose: bool) -> None:
             console.print(Text(f"    {statement_start(m.text)}"))
 
 
-def _finding(f: Finding, console: Console, docs: str | None) -> None:
+def _finding(f: Finding, console: Console, report: Report) -> None:
     """One finding: its title, message, evidence, then its fix as SQL that a copy can run
     (no frame, no line break inside a statement: see qadvisor.render.steps)."""
     where = f"{f.database}/" if f.database is not None else ""
@@ -188,7 +188,7 @@ def _finding(f: Finding, console: Console, docs: str | None) -> None:
     console.print(Text(f.message))
     if f.explanation:
         console.print(Text(f.explanation, style="dim italic"))
-    human = human_evidence(f.evidence)
+    human = human_evidence(f.evidence, labels_of(report, f.code))
     ev = Table(box=None, show_header=False, pad_edge=False)
     ev.add_column(style="dim")
     ev.add_column(overflow="fold")
@@ -217,7 +217,7 @@ def _finding(f: Finding, console: Console, docs: str | None) -> None:
         console.print(Text(f"\n{proof[0]}", style="bold"))
         for said in proof[1:]:
             console.print(Text(said, style="dim"))
-    page = docs_url(docs, f.docs) or f.docs
+    page = docs_url(report.docs_url, f.docs) or f.docs
     console.print(Text(f"docs: {page} (qadvisor explain {f.code})", style="dim"))
     console.print()
 

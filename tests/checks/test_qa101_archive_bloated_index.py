@@ -18,7 +18,15 @@ from qadvisor.demo.pgserver import LocalServer, start_server
 from qadvisor.model import Finding, Severity, Skip
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue, check, qadvisor, record_afresh
+from tests.helpers import (
+    Pathology,
+    Run,
+    assert_quiet,
+    build_archive_queue,
+    check,
+    qadvisor,
+    record_afresh,
+)
 from tests.narrow import present
 from tests.partitioned import COMPOSITE_INDEX, DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
@@ -822,3 +830,17 @@ def test_an_index_its_readers_need_for_rows_outside_the_live_set_is_theirs(
     assert any("reaper" in r for r in readers)
     assert "it indexes what they ask for" in f["message"]
     assert f["fix"]["steps"] == [] and "stays" in f["fix"]["notes"]
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_archive_queue(db)
+    db.execute("UPDATE jobs SET finished_at = now() WHERE id <= 20000")
+    db.wait_for_stats("jobs", lambda r: r["n_dead_tup"] >= 20_000)
+    return check(db)
+
+
+FIX_PATHOLOGIES = {"archive": Pathology(frozenset({"QA101", "QA201"}), _fix_pathology)}

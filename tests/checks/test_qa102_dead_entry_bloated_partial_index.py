@@ -10,7 +10,7 @@ from qadvisor.api.provisional import (
 from qadvisor.model import Finding, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue
+from tests.helpers import Pathology, Run, assert_quiet, build_archive_queue, check
 from tests.shapes import Shape
 
 MB = 1024 * 1024
@@ -85,3 +85,18 @@ def test_bloated_partial_index_found_reindexed_and_gone(shape: Shape) -> None:
 def test_quiet_on_a_fresh_partial_index(shape: Shape) -> None:
     build_archive_queue(shape.db, composite=False, partial=True)
     assert_quiet(shape.check(), "QA102", shape.queue)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_archive_queue(db, archive=50_000, composite=False, partial=True,
+                        reloptions="autovacuum_enabled = false")  # fmt: skip
+    churn_partial_index(db, rounds=40, batch=5_000)
+    db.execute("ANALYZE jobs")
+    return check(db)
+
+
+FIX_PATHOLOGIES = {"bloated-partial": Pathology(frozenset({"QA102"}), _fix_pathology)}

@@ -4,6 +4,7 @@ the printed fix."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 
 import psycopg
@@ -11,7 +12,8 @@ import pytest
 
 from qadvisor.model import Finding
 from tests import snapshots as S
-from tests.helpers import assert_quiet, build_archive_queue
+from tests.conftest import TestDB
+from tests.helpers import Pathology, Run, assert_quiet, build_archive_queue, check
 from tests.shapes import Shape
 
 MB = 1024 * 1024
@@ -138,3 +140,20 @@ def test_a_build_cancelled_once_filled_is_maintained_by_every_write(shape: Shape
 def test_quiet_on_a_healthy_queue(shape: Shape) -> None:
     build_archive_queue(shape.db, composite=False, partial=True)
     assert_quiet(shape.check("--table", shape.queue), "QA103", shape.queue, live=False)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_archive_queue(db, archive=10_000)
+    db.execute(
+        "UPDATE jobs SET created_at = (SELECT created_at FROM jobs WHERE id = 1) WHERE id = 2"
+    )
+    with contextlib.suppress(psycopg.errors.UniqueViolation):
+        db.execute("CREATE UNIQUE INDEX CONCURRENTLY jobs_created_at_key ON jobs (created_at)")
+    return check(db)
+
+
+FIX_PATHOLOGIES = {"invalid-index": Pathology(frozenset({"QA103"}), _fix_pathology)}

@@ -9,7 +9,7 @@ import pytest
 from qadvisor.model import Finding, Severity
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, build_archive_queue
+from tests.helpers import Pathology, Run, assert_quiet, build_archive_queue, check
 from tests.partitioned import DAILY_CLAIM, MAIL_CLAIM, build_by_queue, build_daily
 from tests.shapes import Shape
 
@@ -97,3 +97,15 @@ def test_an_old_partition_nothing_writes_may_opt_out(shape: Shape) -> None:
     ((oldest,),) = shape.db.execute("SELECT 'jobs_' || to_char(current_date - 10, 'YYYYMMDD')")
     shape.db.execute(f"ALTER TABLE {oldest} SET (autovacuum_enabled = false)")
     assert_quiet(shape.check("--query", DAILY_CLAIM), "QA203", shape.queue)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_archive_queue(db, archive=10_000, reloptions="autovacuum_enabled = false")
+    return check(db)
+
+
+FIX_PATHOLOGIES = {"autovacuum-off": Pathology(frozenset({"QA203"}), _fix_pathology)}

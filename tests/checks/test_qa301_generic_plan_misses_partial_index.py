@@ -23,7 +23,15 @@ from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S
 from tests.collect.test_statements_collect import CLAIM, SELECT_CLAIM, build_claim_queue, run_claims
 from tests.conftest import TestDB
-from tests.helpers import as_the_application, assert_quiet, record_afresh, rewrite_of
+from tests.helpers import (
+    Pathology,
+    Run,
+    as_the_application,
+    assert_quiet,
+    check,
+    record_afresh,
+    rewrite_of,
+)
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -488,3 +496,18 @@ def test_blocks_a_writing_claim_spends_on_its_writes_are_no_read_of_the_table(
     said = ev["contradicted_by"]
     assert "its writes of 10 rows per call through the table's 8 indexes" in said
     assert "$3 numbered after the statement's own $1 to $2" in said
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_claim_queue(db)
+    db.execute(f"ALTER DATABASE {db.name} SET plan_cache_mode = force_generic_plan")
+    return check(db, "--query", CLAIM)
+
+
+FIX_PATHOLOGIES = {
+    "generic-plan": Pathology(frozenset({"QA301"}), _fix_pathology, {1: "'queued'"}),
+}

@@ -18,7 +18,8 @@ from qadvisor.model import Finding, PlanNode, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue, take_snapshot
-from tests.helpers import assert_quiet
+from tests.conftest import TestDB
+from tests.helpers import Pathology, Run, assert_quiet, check
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -172,3 +173,15 @@ def test_found_fixed_and_gone(shape: Shape, condition: str) -> None:
     (stmt,) = take_snapshot(shape.checker, [("--query 1", query)]).statements
     assert stmt.custom_plan is not None
     assert name in indexes_used(stmt.custom_plan, shape.schema, "jobs")
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_claim_queue(db)
+    return check(db, "--query", _claim("status IN ('queued', 'retry')"))
+
+
+FIX_PATHOLOGIES = {"wider-predicate": Pathology(frozenset({"QA302", "QA303"}), _fix_pathology)}

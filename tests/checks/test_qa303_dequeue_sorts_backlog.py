@@ -19,7 +19,7 @@ from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.collect.test_statements_collect import build_claim_queue
 from tests.conftest import TestDB
-from tests.helpers import PQ_TABLE, assert_quiet, record_afresh
+from tests.helpers import PQ_TABLE, Pathology, Run, assert_quiet, check, record_afresh
 from tests.shapes import Shape
 
 PARTIAL = S.index(
@@ -581,3 +581,21 @@ def test_a_sort_the_estimate_puts_small_is_found_by_its_measured_cost_fixed_and_
     plan, _ = parse_explain(raw)
     assert "jobs_pending_created_at_idx" in str(plan) and "Sort" not in str(plan)
     assert_quiet(shape.check(), "QA303", shape.queue)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_claim_queue(db)
+    return check(
+        db,
+        "--query",
+        "UPDATE jobs SET status = 'running' WHERE id = (SELECT id FROM jobs "
+        "WHERE status = 'queued' ORDER BY tenant_id, id LIMIT 1 FOR UPDATE SKIP LOCKED) "
+        "RETURNING id",
+    )
+
+
+FIX_PATHOLOGIES = {"sort": Pathology(frozenset({"QA303"}), _fix_pathology)}

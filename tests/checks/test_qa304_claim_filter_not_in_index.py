@@ -25,7 +25,7 @@ from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_trap
 from tests.conftest import TestDB
-from tests.helpers import Run, assert_quiet, record_afresh
+from tests.helpers import Pathology, Run, assert_quiet, check, record_afresh
 from tests.partitioned import MAIL_CLAIM, build_by_queue
 from tests.shapes import Shape
 
@@ -476,3 +476,15 @@ def test_a_partial_index_on_the_live_column_is_no_walk_past_finished_rows() -> N
         calls=277, shared_blks_per_call=375.0,
     )  # fmt: skip
     assert S.run("QA304", replace(S.snapshot(table), statements=(stmt,))) == []
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_skewed_queue(db)
+    return check(db, "--query", SMALL_CLAIM, "--analyze")
+
+
+FIX_PATHOLOGIES = {"filtered-claim": Pathology(frozenset({"QA304"}), _fix_pathology)}

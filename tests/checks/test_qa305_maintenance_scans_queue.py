@@ -4,12 +4,13 @@ a workers registry cleaned with SKIP LOCKED is no queue."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, record_afresh
+from tests.helpers import Pathology, Run, assert_quiet, check, record_afresh
 from tests.narrow import present
 from tests.shapes import Shape
 
@@ -316,3 +317,19 @@ def test_quiet_on_a_purge_without_a_row_lock_that_has_its_indexes(shape: Shape) 
     # Judged on what it read: the indexes and the pages of the rows it removed last time.
     assert m["shared_blks_per_call"] < 0.1 * pages
     assert_quiet(shape.check(), "QA305", shape.queue)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_reaper_queue(db)
+    run_the_application(db, db)
+    with tempfile.TemporaryDirectory() as tmp:
+        # The claim as the application wrote it: pg_stat_statements' $n leaves QA301 a
+        # rewrite whose values this test does not plan.
+        return check(db, "--query-file", reaper_file(Path(tmp)), "--query", CLAIM)
+
+
+FIX_PATHOLOGIES = {"reaper": Pathology(frozenset({"QA305"}), _fix_pathology)}

@@ -33,7 +33,7 @@ from qadvisor.model import (
 from qadvisor.sql.dequeue import OrderItem, analyse
 from tests import snapshots as S
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, fix_steps, qadvisor, rewrite_of
+from tests.helpers import Pathology, Run, assert_quiet, check, fix_steps, qadvisor, rewrite_of
 from tests.shapes import Shape
 
 QUEUED = LivePredicate("status", "in", ("queued",), "partial index jobs_queued_fifo")
@@ -573,3 +573,15 @@ def test_a_backlog_within_the_margin_of_min_backlog_rows_is_info(
     assert findings(snap) == [f]
     assert f.severity is severity, f.message
     assert ("still cheap" in f.message) == (severity is Severity.INFO)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_trap(db)
+    return check(db, "--query", RR_BY_ID)
+
+
+FIX_PATHOLOGIES = {"round-robin-walk": Pathology(frozenset({"QA401", "QA402"}), _fix_pathology)}

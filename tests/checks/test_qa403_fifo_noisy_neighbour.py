@@ -26,7 +26,7 @@ from tests.checks.test_qa401_round_robin_walks_backlog import (
     trap_facts,
 )
 from tests.conftest import TestDB
-from tests.helpers import assert_quiet, holding, run_now
+from tests.helpers import Pathology, Run, assert_quiet, check, holding, run_now
 from tests.shapes import Shape
 
 EXAMPLE_JOBS = {1: 1000, **dict.fromkeys(range(2, 12), 5)}
@@ -227,3 +227,15 @@ def test_a_backlog_within_the_margin_of_min_backlog_is_info(
     counts = (TenantCount("1", top), *(TenantCount(str(t), 1) for t in range(2, 12)))
     snap = fifo_snapshot(live_by_tenant=counts)
     S.assert_margin_answer(run(snap), run(snap), severity)
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_tenant_queue(db, EXAMPLE_JOBS, tenant_index=None)
+    return check(db, "--query", FIFO)
+
+
+FIX_PATHOLOGIES = {"fifo": Pathology(frozenset({"QA403"}), _fix_pathology)}

@@ -10,9 +10,24 @@ import pytest
 from qadvisor.model import Snapshot
 from qadvisor.sql.dequeue import LockClause, analyse
 from tests import snapshots as S
-from tests.checks.test_qa401_round_robin_walks_backlog import RR_BY_ID, build_tenant_queue
-from tests.checks.test_qa501_lock_without_skip_locked import findings, lock_of, with_statements
-from tests.helpers import assert_quiet, holding, rewrite_of, row_locked, run_now
+from tests.checks.test_qa401_round_robin_walks_backlog import FIFO, RR_BY_ID, build_tenant_queue
+from tests.checks.test_qa501_lock_without_skip_locked import (
+    CTE_CLAIM,
+    findings,
+    lock_of,
+    with_statements,
+)
+from tests.conftest import TestDB
+from tests.helpers import (
+    Pathology,
+    Run,
+    assert_quiet,
+    check,
+    holding,
+    rewrite_of,
+    row_locked,
+    run_now,
+)
 from tests.partitioned import DAILY_CLAIM, build_daily
 from tests.shapes import Shape
 
@@ -161,3 +176,24 @@ def test_a_claim_on_a_partitioned_table_locks_the_job_in_its_partition(shape: Sh
         assert row_locked(shape.db, "jobs", "id", job)
         ((other,),) = run_now(shape.db, claim)
         assert other != job
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_tenant_queue(db, {1: 50, 2: 50}, rotation=2)
+    db.execute(
+        "CREATE TABLE tenants (id int PRIMARY KEY, active bool NOT NULL DEFAULT true);"
+        "INSERT INTO tenants (id) VALUES (1), (2)"
+    )
+    return check(
+        db,
+        "--query", FIFO.replace("for update skip locked", "for update nowait"),
+        "--query", CTE_CLAIM,
+        "--query", JOIN.format(lock="for update"),
+    )  # fmt: skip
+
+
+FIX_PATHOLOGIES = {"locks": Pathology(frozenset({"QA501", "QA502"}), _fix_pathology)}

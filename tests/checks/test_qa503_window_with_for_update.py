@@ -10,7 +10,8 @@ from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 from tests.checks.test_qa401_round_robin_walks_backlog import build_tenant_queue, split_fix
 from tests.checks.test_qa501_lock_without_skip_locked import findings, with_statements
-from tests.helpers import assert_quiet, holding, rewrite_of, run_now
+from tests.conftest import TestDB
+from tests.helpers import Pathology, Run, assert_quiet, check, holding, rewrite_of, run_now
 from tests.shapes import Shape
 
 # "Each tenant's first job", the obvious way: PostgreSQL refuses it.
@@ -105,3 +106,15 @@ def test_window_refused_by_postgresql_and_the_rewrites_accepted(shape: Shape) ->
         ((job, _),) = held
         ((other, _),) = run_now(db, dequeue)
         assert other != job
+
+
+# The pathology whose fixes tests/fixes/test_fix_steps.py runs on a server: the migrations
+# as printed, one statement per call, the rewrites planned in place of the statement.
+
+
+def _fix_pathology(db: TestDB) -> Run:
+    build_tenant_queue(db, {1: 100, 2: 5, 3: 5})
+    return check(db, "--query", RANKED, "--query", PER_TENANT_WINDOW)
+
+
+FIX_PATHOLOGIES = {"windows": Pathology(frozenset({"QA503"}), _fix_pathology)}
