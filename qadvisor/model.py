@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from qadvisor.sql.dequeue import DequeueStatement, PredicateOp
+from qadvisor.statement import DequeueStatement, PredicateOp
 
 SNAPSHOT_FORMAT = 1
 

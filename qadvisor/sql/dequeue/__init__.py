@@ -8,8 +8,9 @@ the queue table, the round-robin LATERAL form) without a database; it refuses an
 must not be planned, and prints the rewritten statements that fixes propose. By job:
 
 - ``screening``: split text into statements, refuse what must not be planned, parse the rest;
-- ``analysis``: the dataclasses, :func:`analyse`, :func:`fingerprint`, the conditions,
-  columns, literal and array values of SQL text the catalog and EXPLAIN give;
+- ``analysis``: :func:`analyse`, :func:`fingerprint`, the conditions, columns, literal and
+  array values of SQL text the catalog and EXPLAIN give, into the dataclasses of
+  :mod:`qadvisor.statement` (which the snapshot holds, so they import no parser);
 - ``rewriting``: the text made fit to plan, the planner's index probe, the rewrites.
 
 (``levels`` holds what the analysis and the rewriting both read of a tree: FROM items, what a
@@ -21,19 +22,6 @@ as PostgreSQL does, quoted ones keep their spelling, so names compare equal to c
 """
 
 from qadvisor.sql.dequeue.analysis import (
-    DequeueStatement,
-    JoinKey,
-    Lateral,
-    LockClause,
-    LockLevel,
-    LockStrength,
-    OrderItem,
-    Param,
-    ParamKind,
-    Predicate,
-    PredicateOp,
-    StatementKind,
-    WaitPolicy,
     analyse,
     analyse_write,
     array_values,
@@ -72,6 +60,21 @@ from qadvisor.sql.dequeue.screening import (
     statement_lines,
     statement_ranges,
     tokenize,
+)
+from qadvisor.statement import (
+    DequeueStatement,
+    JoinKey,
+    Lateral,
+    LockClause,
+    LockLevel,
+    LockStrength,
+    OrderItem,
+    Param,
+    ParamKind,
+    Predicate,
+    PredicateOp,
+    StatementKind,
+    WaitPolicy,
 )
 
 __all__ = [
