@@ -46,6 +46,7 @@ from typing import Literal
 
 from sqlglot import exp
 
+from qadvisor.sql.dequeue.conditions import disjuncts
 from qadvisor.sql.dequeue.levels import filters, qualifier, sql_text, unwrap
 from qadvisor.sql.dequeue.screening import StatementError, expression
 from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
@@ -185,10 +186,6 @@ def _age_arms(text: str) -> tuple[list[str], Literal["arithmetic", "bare"]] | No
     """The columns of an OR whose every arm is an age condition of one column (``completed_at
     < $1 OR failed_at < now() - interval '1 day'``), with the weakest bound's strength; None
     for any other condition."""
-    # The analysis reads conditions and imports this module: its reader of OR arms is
-    # imported when first needed.
-    from qadvisor.sql.dequeue.analysis import disjuncts
-
     arms = disjuncts(text)
     if not arms or any(a.op not in ("<", "<=") or len(a.operands) != 1 for a in arms):
         return None
