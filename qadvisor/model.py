@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
-from qadvisor.sql.dequeue import DequeueStatement, PredicateOp
+from qadvisor.statement import DequeueStatement, PredicateOp
 
 SNAPSHOT_FORMAT = 1
 

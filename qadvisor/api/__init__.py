@@ -25,14 +25,11 @@ cannot do without it, and leaves api.provisional for it then.
 
 from collections.abc import Iterator
 
+from qadvisor.api.statement_checks import Dequeue, Locking, dequeues, lockings
 from qadvisor.derive.estimates import LiveEstimate, VacuumTrigger, live_rows, vacuum_trigger
 from qadvisor.derive.margins import NOISE_MARGIN, at_least, at_most
 from qadvisor.derive.plans.reading import describe_node, plan_outline, scans
 from qadvisor.derive.statement_queues import (
-    Dequeue,
-    Locking,
-    dequeues,
-    lockings,
     statement_evidence,
     statement_label,
     statement_target,

@@ -7,6 +7,7 @@ the qadvisor versions it was tested with. A helper a pack cannot do without move
 :mod:`qadvisor.api` when its shape has settled.
 """
 
+from qadvisor.api.statement_checks import over_bindings
 from qadvisor.derive.archive_dates import DatingColumn, dating_column
 from qadvisor.derive.discover import selects_waiting
 from qadvisor.derive.estimates import (
@@ -52,7 +53,6 @@ from qadvisor.derive.statement_ids import statement_id
 from qadvisor.derive.statement_queues import (
     claims_on,
     claims_reading,
-    over_bindings,
     statement_queue,
     unplanned_claims,
     unplanned_note,

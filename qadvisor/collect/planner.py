@@ -39,12 +39,15 @@ reads columns the role may not SELECT. ``Statement.planned_as`` says so.
 Names: a statement is planned under the search_path its names were resolved with
 (``Statement.search_path``: ``SET LOCAL`` in the same rolled-back transaction), so an
 unqualified ``FROM jobs`` means the table the application's session meant.
+
+The values of step 2 are chosen in :mod:`qadvisor.collect.plan_values`, the other plausible
+bindings of hidden values in :mod:`qadvisor.collect.plan_bindings`; this module sends the
+statements.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -52,26 +55,25 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from qadvisor.collect.plan_bindings import hypotheses
+from qadvisor.collect.plan_values import (
+    MAX_TYPE_TRIES,
+    TYPE_ERRORS,
+    Job,
+    PlanError,
+    TypeInfo,
+    param_value,
+    parameters_of,
+    prepare_type,
+    types_named,
+)
 from qadvisor.collect.queries import Read, first_line
-from qadvisor.derive import discover
-from qadvisor.derive.estimates import parse_index_predicate
 from qadvisor.derive.plans.explain_json import PartitionNames, parse_explain, partition_names
 from qadvisor.derive.plans.reading import SORT_NODES, indexes_used
 from qadvisor.derive.predicates import index_predicate_columns
-from qadvisor.derive.states import status_like
-from qadvisor.model import (
-    Binding,
-    Column,
-    ColumnStats,
-    HiddenFact,
-    LivePredicate,
-    PlanNode,
-    Queue,
-    Statement,
-    Table,
-)
+from qadvisor.model import Binding, HiddenFact, PlanNode, Queue, Statement, Table
 from qadvisor.sql import dequeue
-from qadvisor.sql.printing import RANGE_OPS, array_literal, ident, literal
+from qadvisor.sql.printing import ident
 
 Conn = psycopg.Connection[Any]
 
@@ -91,9 +93,6 @@ PARAMETER_TYPES_SQL = (
 GENERIC_PLAN_VERSION = 160000
 # Partial indexes probed per statement: each probe is one EXPLAIN.
 MAX_PROBES = 8
-# Plausible bindings of hidden values planned per statement (each is one custom plan, and
-# its probes).
-MAX_BINDINGS = 3
 _EXPLAIN = "VERBOSE, FORMAT JSON"
 # --analyze takes ACCESS SHARE on the tables it reads: it waits at most this long for one.
 ANALYZE_LOCK_TIMEOUT_MS = 50
@@ -151,14 +150,6 @@ def plan_statements(
     )
 
 
-class PlanError(Exception):
-    """One step of planning failed; the message is one line, safe to print."""
-
-    def __init__(self, message: str, sqlstate: str | None = None) -> None:
-        super().__init__(message)
-        self.sqlstate = sqlstate  # the server's error code, when the server refused
-
-
 @dataclass
 class _Alternative:
     """Another plausible binding of the planned text's parameters, and its plans."""
@@ -180,40 +171,6 @@ class _Result:
     analyzed_ms: float | None = None
     probes: dict[str, str] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class _Job:
-    """One text to plan, with what its values are chosen from."""
-
-    text: str
-    count: int  # parameters of the planned text
-    planned: dequeue.DequeueStatement
-    queue: Queue | None
-    table: Table | None
-    search_path: str | None
-    given: tuple[str, ...]  # PREPARE types known beforehand, by planned number ('' unknown)
-    # What is PREPAREd and planned when it is not ``text``: ``text`` without its locking
-    # clauses (``text`` keeps them for the index probes and --analyze).
-    plan_text: str | None = None
-
-
-@dataclass(frozen=True)
-class _TypeInfo:
-    """A parameter's type as the server resolved it."""
-
-    name: str
-    kind: str = ""  # pg_type.typtype: b base, e enum, d domain...
-    base: str | None = None  # a domain's base type
-    labels: tuple[str, ...] = ()  # an enum's labels (a domain over an enum: its labels)
-
-
-@dataclass(frozen=True)
-class _Param:
-    """What a parameter of the planned text is compared with."""
-
-    column: Column | None
-    op: str | None
 
 
 class _Planner:
@@ -268,7 +225,7 @@ class _Planner:
         key = (plan_text or text, stmt.search_path or "", stmt.queue or "", given)
         result = self.cache.get(key)
         if result is None:
-            job = _Job(
+            job = Job(
                 text, len(renumbered), planned, queue, table, stmt.search_path, given, plan_text
             )
             result = self._plan_text(job)
@@ -305,11 +262,11 @@ class _Planner:
         )
         return planned_stmt, None
 
-    def _plan_text(self, job: _Job) -> _Result:
+    def _plan_text(self, job: Job) -> _Result:
         result = _Result()
-        params = _parameters(job.planned, job.table)
+        params = parameters_of(job.planned, job.table)
         types = [
-            job.given[k - 1] if job.given[k - 1] else _prepare_type(params.get(k))
+            job.given[k - 1] if job.given[k - 1] else prepare_type(params.get(k))
             for k in range(1, job.count + 1)
         ]
         prepared = False
@@ -341,12 +298,12 @@ class _Planner:
                     self._prepare(job.plan_text, types)
                 prepared = True
                 resolved = self._parameter_types() if job.count else []
-                resolved += [_TypeInfo("unknown")] * (job.count - len(resolved))
+                resolved += [TypeInfo("unknown")] * (job.count - len(resolved))
                 values = [
-                    _value(params.get(k), resolved[k - 1], job.queue, job.table)
+                    param_value(params.get(k), resolved[k - 1], job.queue, job.table)
                     for k in range(1, job.count + 1)
                 ]
-                bindings = _bindings(job, params, values)
+                bindings = hypotheses(job, params, values)
                 values, result.binding = bindings[0]
                 result.values = values
                 self._set_mode("force_custom_plan")
@@ -385,7 +342,7 @@ class _Planner:
             self._analyze(job, values, result)
         return result
 
-    def _probes(self, job: _Job, values: list[str]) -> dict[str, str]:
+    def _probes(self, job: Job, values: list[str]) -> dict[str, str]:
         """Ask the planner, per partial index of the queue table whose predicate names a
         column the statement filters on, whether the statement's conditions can use it
         (dequeue.index_probe: ordered by the index's key, with sequential scans, bitmap scans
@@ -452,7 +409,7 @@ class _Planner:
                 "setting the application's search_path",
             )
 
-    def _analyze(self, job: _Job, values: list[str], result: _Result) -> None:
+    def _analyze(self, job: Job, values: list[str], result: _Result) -> None:
         """EXPLAIN ANALYZE of what finds the claim's rows, never of the claim: its locking
         clauses removed (dequeue.read_only_scan), in a read-only transaction with a lock
         timeout of milliseconds. So it takes no row lock, waits on no worker and makes none
@@ -530,13 +487,13 @@ class _Planner:
             return False
         except PlanError as exc:
             first = exc
-            if exc.sqlstate not in _TYPE_ERRORS:
+            if exc.sqlstate not in TYPE_ERRORS:
                 raise
         tries = 0
         for k, given in enumerate(types):
             if given != "unknown":
                 continue
-            for candidate in _types_named(str(first)):
+            for candidate in types_named(str(first)):
                 if tries == MAX_TYPE_TRIES:
                     raise first
                 tries += 1
@@ -550,7 +507,7 @@ class _Planner:
                         raise  # not the server's refusal: a timeout, a lock
         raise first
 
-    def _parameter_types(self) -> list[_TypeInfo]:
+    def _parameter_types(self) -> list[TypeInfo]:
         """The types the server resolved for the prepared statement's parameters, with the
         labels of enums and the base type of domains (a value must be one of them)."""
         rows = self._rows(
@@ -558,7 +515,7 @@ class _Planner:
             "reading parameter types",
         )
         return [
-            _TypeInfo(str(name), str(kind), base, tuple(labels or ()))
+            TypeInfo(str(name), str(kind), base, tuple(labels or ()))
             for name, kind, base, labels in rows
         ]
 
@@ -643,270 +600,6 @@ def _parse(data: Any, what: str, partitions: PartitionNames) -> tuple[PlanNode, 
         return parse_explain(data, partitions)
     except ValueError as exc:
         raise PlanError(f"{what}: {exc}") from None
-
-
-# --- parameters and their values -------------------------------------------------------------
-
-
-def _parameters(planned: dequeue.DequeueStatement, table: Table | None) -> dict[int, _Param]:
-    """Parameter number -> the queue-table column it is compared with (first comparison),
-    an arm of an OR of comparisons (``state = $4 OR state = $5``) included."""
-    out: dict[int, _Param] = {}
-    for conjunct in planned.predicates:
-        arms = dequeue.disjuncts(conjunct.text) if conjunct.op == "other" else (conjunct,)
-        for pred in arms:
-            column = table.column(pred.column) if table is not None else None
-            for operand in pred.operands:
-                if operand.kind == "parameter" and operand.index and operand.index not in out:
-                    out[operand.index] = _Param(column, pred.op)
-    return out
-
-
-# --- hidden values as hypotheses ---------------------------------------------------------------
-
-_HYPOTHESISED_OPS = ("=", "in", "any")
-
-
-def _bindings(
-    job: _Job, params: dict[int, _Param], plain: list[str]
-) -> list[tuple[list[str], str]]:
-    """The plausible bindings of the planned text's parameters, most plausible first, at
-    most MAX_BINDINGS, each with where its values came from.
-
-    ``plain`` is the binding made parameter by parameter (``_value``). A parameter the text
-    hid that is compared with a column for equality (``=``, ``IN``, ``= ANY``, an arm of an
-    OR) is a hypothesis: its column's evidence in this statement offers value sets (the
-    predicate of a partial index whose keys supply the ORDER BY, then the queue's live
-    values); every parameter on the column takes values from one set, so two OR-ed
-    equalities take both values of an index's IN list and never a value no row holds. The
-    first binding takes each column's first set; each further one changes one column to its
-    next set."""
-    if job.table is None or not params:
-        return [(plain, "")]
-    on_column: dict[str, list[int]] = {}
-    for k in sorted(params):
-        param = params[k]
-        if param.column is not None and param.op in _HYPOTHESISED_OPS:
-            on_column.setdefault(param.column.name, []).append(k)
-    offered = {c: _value_sets(c, job) for c in on_column}
-    offered = {c: sets for c, sets in offered.items() if sets}
-    if not offered:
-        return [(plain, "")]
-
-    def bound(choice: dict[str, int]) -> tuple[list[str], str]:
-        values = list(plain)
-        said = []
-        for column, j in choice.items():
-            chosen, why = offered[column][j]
-            numbers = on_column[column]
-            for i, k in enumerate(numbers):
-                if params[k].op == "any":
-                    values[k - 1] = array_literal(chosen)
-                else:
-                    values[k - 1] = _lit(chosen[i % len(chosen)])
-            shown = ", ".join(_lit(v) for v in chosen)
-            said.append(f"{column}: {shown} ({why})")
-        return values, "; ".join(said)
-
-    first = {c: 0 for c in offered}
-    out = [bound(first)]
-    for column, sets in offered.items():
-        for j in range(1, len(sets)):
-            candidate = bound({**first, column: j})
-            if len(out) < MAX_BINDINGS and all(candidate[0] != v for v, _ in out):
-                out.append(candidate)
-    return out
-
-
-def _value_sets(column: str, job: _Job) -> list[tuple[tuple[str, ...], str]]:
-    """Sets of values the evidence offers for a hidden parameter on ``column``, strongest
-    first: the predicate of a valid partial index on the column whose keys supply the
-    statement's ORDER BY (the index the statement was written for), the queue's live
-    values. Each is a set of values rows hold or are meant to hold, never a default."""
-    table, planned = job.table, job.planned
-    out: list[tuple[tuple[str, ...], str]] = []
-    if table is None:
-        return out
-    for idx in sorted(table.indexes, key=lambda i: i.name):
-        target = parse_index_predicate(idx.predicate) if idx.predicate else None
-        if not idx.is_valid or target is None or target.column != column:
-            continue
-        if target.op != "in" or not target.values or not _supplies_order(idx.columns, planned):
-            continue
-        out.append((target.values, f"partial index {idx.name}, whose keys supply the ORDER BY"))
-    live = job.queue.live if job.queue is not None else None
-    if live is not None and live.column == column and live.op == "in" and live.values:
-        out.append((live.values, "the queue's live values"))
-    unique: dict[tuple[str, ...], str] = {}
-    for values, why in out:
-        unique.setdefault(values, why)
-    return list(unique.items())
-
-
-def _supplies_order(keys: Sequence[str | None], planned: dequeue.DequeueStatement) -> bool:
-    """An index on ``keys`` returns the statement's ORDER BY order: its keys, after those
-    the statement pins by equality, begin with the ORDER BY's columns."""
-    return discover.keys_supply_order(
-        keys,
-        [o.column for o in planned.order_by],
-        (p.column for p in planned.predicates if p.op == "="),
-    )
-
-
-# The server's codes for "cannot resolve this operator/function/expression for these types".
-_TYPE_ERRORS = {"42883", "42804", "42725"}
-MAX_TYPE_TRIES = 12
-_BUILTIN_TYPE = re.compile(
-    r"\b(smallint|integer|bigint|numeric|real|double precision|boolean|interval|uuid|jsonb?|"
-    r"date|time(?:stamp)?(?: with(?:out)? time zone)?)\b"
-)
-
-
-def _types_named(message: str) -> list[str]:
-    """Types a type error names that a parameter may have had (``integer`` of
-    ``operator does not exist: integer + text``), with ``interval`` where a date or time is
-    named (``timestamptz - $2`` is a timestamp minus an interval)."""
-    named = list(dict.fromkeys(_BUILTIN_TYPE.findall(message.split(":", 1)[-1])))
-    if any(t.startswith(("date", "time")) for t in named) and "interval" not in named:
-        named.append("interval")
-    return named
-
-
-def _prepare_type(param: _Param | None) -> str:
-    if param is None or param.column is None or param.op in ("other", None):
-        return "unknown"
-    if param.op == "any":
-        return f"{param.column.type}[]"
-    return param.column.type
-
-
-_INTEGER = {"smallint", "integer", "bigint", "oid"}
-_NUMERIC = {"numeric", "real", "double precision", "money"}
-_TEXT = {"text", "character varying", "character", "name", "citext", "bpchar", "varchar"}
-
-
-def _base_type(type_name: str) -> str:
-    return re.sub(r"\(.*?\)", "", type_name).strip()
-
-
-def _default(type_name: str, column: Column | None = None) -> str:
-    """A plain, non-NULL value of the type."""
-    base = _base_type(type_name)
-    if base.endswith("[]"):
-        return "'{}'"
-    if base in _INTEGER or base in _NUMERIC:
-        return "1"
-    if base == "boolean":
-        return "true"
-    if base.startswith("timestamp"):
-        return "now()"
-    if base == "date":
-        return "CURRENT_DATE"
-    if base.startswith("time"):
-        return "LOCALTIME"
-    if base == "interval":
-        return "'1 minute'"
-    if base == "uuid":
-        return "'00000000-0000-0000-0000-000000000000'"
-    if base in ("json", "jsonb"):
-        return "'{}'"
-    if column is not None and column.enum_labels:
-        return literal(column.enum_labels[0])
-    return "''"
-
-
-def _value(
-    param: _Param | None, resolved: _TypeInfo, queue: Queue | None, table: Table | None
-) -> str:
-    """A representative literal for one parameter (SQL text)."""
-    column = param.column if param is not None else None
-    if column is None or param is None or table is None:
-        return _typed_default(resolved, queue)
-    op = param.op or "="
-    live = queue.live if queue is not None else None
-    if live is not None and live.column == column.name:
-        if live.op in RANGE_OPS and op == live.op:
-            return _lit(live.values[0])  # state < $2: the bound of the live range
-        if live.op in ("true", "false") and op == "=":
-            return live.op  # is_available = $3: the value the live set holds
-        if live.op == "in" and live.values:
-            if op in ("=", "in"):
-                return _lit(live.values[0])
-            if op == "any":
-                return array_literal(live.values)
-            if op in ("<>", "not in"):
-                other = _non_live_value(column, table, live)
-                if other is not None:
-                    return _lit(other)
-    base = _base_type(column.type)
-    if base.startswith("timestamp") or base == "date":
-        return _default(column.type)
-    stats = table.stats_of(column.name)
-    mcv = stats.most_common_vals if stats is not None else None
-    if op in _HYPOTHESISED_OPS and status_like(column.name):
-        # A status the queue's live predicate does not cover: a claim waits for no finished
-        # or running state, nor for the archive's bulk, so the most common value is no
-        # binding; without another one the claim is not planned, rather than planned as a
-        # query the application never runs.
-        waiting = _status_value(column, stats)
-        return array_literal((waiting,)) if op == "any" else _lit(waiting)
-    if mcv:
-        return array_literal(mcv[:1]) if op == "any" else _lit(mcv[0])
-    if op == "any":
-        return "'{}'" if not column.enum_labels else array_literal(column.enum_labels[:1])
-    return _default(column.type, column)
-
-
-def _status_value(column: Column, stats: ColumnStats | None) -> str:
-    """The value a claim's status parameter waits for, from the common values and enum
-    labels (discover.waiting_value); PlanError when they name none."""
-    common = (stats.most_common_vals or ()) if stats is not None else ()
-    freqs = (stats.most_common_freqs or ()) if stats is not None else ()
-    seen = [
-        discover.SeenValue(v, f"the pg_stats common values of {column.name}", share)
-        for v, share in zip(common, [*freqs, *[None] * len(common)], strict=False)
-    ]
-    seen += [
-        discover.SeenValue(v, f"the enum labels of {column.name}")
-        for v in column.enum_labels
-        if v not in common
-    ]
-    chosen, why = discover.waiting_value(seen)
-    if chosen is None:
-        raise PlanError(
-            f"not planned: no value it waits for on {column.name} is known, and a value no "
-            f"waiting row holds would plan a query the application never runs ("
-            f"{why or 'the catalog holds none'})"
-        )
-    return chosen.value
-
-
-def _typed_default(resolved: _TypeInfo, queue: Queue | None) -> str:
-    """A value for a parameter no queue-table column is compared with (``SET state = $1``),
-    of the type the server resolved: an enum's live label if the queue's live predicate
-    names one, else its first label; a domain's base type's default."""
-    if resolved.labels:
-        live = queue.live if queue is not None else None
-        if live is not None and live.op == "in":
-            match = next((v for v in live.values if v in resolved.labels), None)
-            if match is not None:
-                return _lit(match)
-        return _lit(resolved.labels[0])
-    if resolved.kind == "d" and resolved.base:
-        return _default(resolved.base)
-    return _default(resolved.name)
-
-
-def _non_live_value(column: Column, table: Table, live: LivePredicate) -> str | None:
-    stats = table.stats_of(column.name)
-    for value in (stats.most_common_vals or ()) if stats is not None else ():
-        if value not in live.values:
-            return value
-    return next((v for v in column.enum_labels if v not in live.values), None)
-
-
-def _lit(value: str) -> str:
-    return literal(value).strip()
 
 
 # --- small helpers ----------------------------------------------------------------------------

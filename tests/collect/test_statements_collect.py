@@ -19,11 +19,11 @@ import pytest
 
 from qadvisor import api
 from qadvisor.api import provisional as prov
+from qadvisor.api.statement_checks import dequeue_statements
 from qadvisor.collect.connect import SessionLimits, connect
 from qadvisor.collect.snapshot import collect
 from qadvisor.collect.statements import found_statements, strip_prepare
 from qadvisor.demo.pgserver import embedded_bin_dir, start_server
-from qadvisor.derive.statement_queues import dequeue_statements
 from qadvisor.model import LivePredicate, PlanNode, RoleSetting, Snapshot, Statement
 from qadvisor.sql.dequeue import analyse, fingerprint
 from tests import snapshots as S

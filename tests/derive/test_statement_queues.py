@@ -6,18 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from qadvisor.derive.statement_ids import statement_id
-from qadvisor.derive.statement_queues import (
+from qadvisor.api.statement_checks import (
     Dequeue,
     Locking,
-    claims_on,
-    claims_reading,
     dequeue_statements,
     dequeues,
-    job_table,
     locking_statements,
     lockings,
     over_bindings,
+)
+from qadvisor.derive.statement_ids import statement_id
+from qadvisor.derive.statement_queues import (
+    claims_on,
+    claims_reading,
+    job_table,
     queues_named,
     statement_evidence,
     statement_label,

@@ -65,8 +65,24 @@ def test_every_contract_names_modules_that_exist() -> None:
             *contract.get("protected_modules", ()),
             *contract.get("allowed_importers", ()),
             *contract.get("modules", ()),
+            *(m.strip() for layer in contract.get("layers", ()) for m in re.split("[|:]", layer)),
         ]
         for ignored in contract.get("ignore_imports", ()):
             names += [side.strip() for side in ignored.split("->")]
         missing = [n for n in names if not _module_exists(n)]
         assert not missing, f"{contract['id']} names {missing}"
+
+
+def test_readme_draws_the_layers_in_the_contracts_order() -> None:
+    """The picture, read top to bottom, is the `layers` contract's order: a stage moved in one
+    and not in the other fails here."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (contract,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers"]
+    layered = [
+        m.strip().removeprefix("qadvisor.")
+        for layer in contract["layers"]
+        for m in re.split("[|:]", layer)
+    ]
+    drawn = re.findall(r"^  (\w+)(?:/|\.py)", _picture(), flags=re.M)
+    assert drawn == layered
+    assert set(drawn) == _stages() | {m.removesuffix(".py") for m in _top_modules()}

@@ -8,8 +8,13 @@ the queue table, the round-robin LATERAL form) without a database; it refuses an
 must not be planned, and prints the rewritten statements that fixes propose. By job:
 
 - ``screening``: split text into statements, refuse what must not be planned, parse the rest;
-- ``analysis``: the dataclasses, :func:`analyse`, :func:`fingerprint`, the conditions,
-  columns, literal and array values of SQL text the catalog and EXPLAIN give;
+- ``analysis``: :func:`analyse`, into the dataclasses of :mod:`qadvisor.statement` (which
+  the snapshot holds, so they import no parser), from its sections: ``locks`` (the row lock
+  and the table it claims), ``predicates`` (the filters about the queue table), ``order``
+  (ORDER BY, LIMIT, windows, LATERAL);
+- ``identity``: :func:`fingerprint`, the statement's shape whatever its constants;
+- ``conditions``: the conjuncts, columns, literal and array values of SQL conditions the
+  catalog and EXPLAIN give;
 - ``rewriting``: the text made fit to plan, the planner's index probe, the rewrites.
 
 (``levels`` holds what the analysis and the rewriting both read of a tree: FROM items, what a
@@ -20,33 +25,17 @@ Names are folded as :mod:`qadvisor.sql.scope` folds them: unquoted identifiers i
 as PostgreSQL does, quoted ones keep their spelling, so names compare equal to catalog names.
 """
 
-from qadvisor.sql.dequeue.analysis import (
-    DequeueStatement,
-    JoinKey,
-    Lateral,
-    LockClause,
-    LockLevel,
-    LockStrength,
-    OrderItem,
-    Param,
-    ParamKind,
-    Predicate,
-    PredicateOp,
-    StatementKind,
-    WaitPolicy,
-    analyse,
-    analyse_write,
+from qadvisor.sql.dequeue.analysis import analyse, analyse_write, queue_columns_read, tables_named
+from qadvisor.sql.dequeue.conditions import (
     array_values,
     condition_columns,
     condition_predicates,
     disjuncts,
-    fingerprint,
     literal_value,
     nullness_arms,
-    queue_columns_read,
-    tables_named,
-    window_partitions,
 )
+from qadvisor.sql.dequeue.identity import fingerprint
+from qadvisor.sql.dequeue.order import window_partitions
 from qadvisor.sql.dequeue.rewriting import (
     KeyNotReturned,
     index_probe,
@@ -72,6 +61,21 @@ from qadvisor.sql.dequeue.screening import (
     statement_lines,
     statement_ranges,
     tokenize,
+)
+from qadvisor.statement import (
+    DequeueStatement,
+    JoinKey,
+    Lateral,
+    LockClause,
+    LockLevel,
+    LockStrength,
+    OrderItem,
+    Param,
+    ParamKind,
+    Predicate,
+    PredicateOp,
+    StatementKind,
+    WaitPolicy,
 )
 
 __all__ = [

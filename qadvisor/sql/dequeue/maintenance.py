@@ -42,20 +42,15 @@ returns nothing. Nothing here depends on a library's table or column names.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from sqlglot import exp
 
+from qadvisor.sql.dequeue.conditions import disjuncts
 from qadvisor.sql.dequeue.levels import filters, qualifier, sql_text, unwrap
 from qadvisor.sql.dequeue.screening import StatementError, expression
 from qadvisor.sql.scope import folded_name, main_statement, source_key, table_name
-
-if TYPE_CHECKING:
-    from qadvisor.sql.dequeue.analysis import Predicate
-
-MaintenanceKind = Literal["reaper", "pruner", "mover"]
-MaintenanceAction = Literal["reset", "delete", "move"]
+from qadvisor.statement import Maintenance, MaintenanceAction, MaintenanceKind, Predicate
 
 # PostgreSQL's functions of the current time (SQLValueFunction and the pg_catalog ones).
 _NOW = {"now", "clock_timestamp", "statement_timestamp", "transaction_timestamp",
@@ -65,31 +60,6 @@ _ACTION_KIND: dict[MaintenanceAction, MaintenanceKind] = {
     "delete": "pruner",
     "move": "mover",
 }
-_VERB = {"reset": "resets", "delete": "deletes", "move": "moves"}
-
-
-@dataclass(frozen=True)
-class Maintenance:
-    """What makes a row-locking statement maintenance rather than a claim."""
-
-    kind: MaintenanceKind  # reaper (UPDATE), pruner (DELETE), mover (DELETE into an INSERT)
-    action: MaintenanceAction
-    age: tuple[str, ...]  # the age conditions, as SQL: "attempted_at < $1 - INTERVAL $4"
-    age_columns: tuple[str, ...]  # their columns on the queue table: "attempted_at"
-    conditions: tuple[str, ...]  # the other conditions on the queue table: "state = $3"
-    returns: bool  # the writing statement has RETURNING
-    limited: bool  # the locking level has a LIMIT
-    reason: str  # one sentence: why it is maintenance
-    # The columns of an age condition that is an OR (``completed_at < $1 OR failed_at <
-    # $2``): the statement takes the rows of any of them, so an index serves it only when
-    # each has its own (the planner combines them in a BitmapOr); () when it has none.
-    age_any: tuple[str, ...] = ()
-
-    @property
-    def description(self) -> str:
-        """``reaper (resets rows by age: attempted_at < $1)``."""
-        what = f"by age: {', '.join(self.age)}" if self.age else "by condition"
-        return f"{self.kind} ({_VERB[self.action]} rows {what})"
 
 
 def recognise(
@@ -216,10 +186,6 @@ def _age_arms(text: str) -> tuple[list[str], Literal["arithmetic", "bare"]] | No
     """The columns of an OR whose every arm is an age condition of one column (``completed_at
     < $1 OR failed_at < now() - interval '1 day'``), with the weakest bound's strength; None
     for any other condition."""
-    # The analysis reads conditions and imports this module: its reader of OR arms is
-    # imported when first needed.
-    from qadvisor.sql.dequeue.analysis import disjuncts
-
     arms = disjuncts(text)
     if not arms or any(a.op not in ("<", "<=") or len(a.operands) != 1 for a in arms):
         return None

@@ -17,12 +17,9 @@ from sqlglot.dialects.postgres import Postgres
 
 from qadvisor.sql import scope
 from qadvisor.sql.dequeue import levels
-from qadvisor.sql.dequeue.analysis import (
-    TYPED_LITERALS,
-    claimed_table,
-    lock_clause,
-    parameter_index,
-)
+from qadvisor.sql.dequeue.identity import TYPED_LITERALS
+from qadvisor.sql.dequeue.locks import claimed_table, lock_clause
+from qadvisor.sql.dequeue.predicates import parameter_index
 from qadvisor.sql.dequeue.screening import (
     DIALECT,
     StatementError,
