@@ -33,13 +33,18 @@ _INLINE_SPACE = frozenset(" \t\f\v")
 # {ident_start}: a letter, '_' or any byte of a multibyte character; {ident_cont} adds digits
 # and '$', so "a$b$c" is one name and never opens a dollar quote; {dolq_cont}, what a
 # dollar-quote tag holds, is a name's characters without '$'.
-_NAME_START = "A-Za-z_\x80-\U0010ffff"
-_NAME_CHAR = re.compile(f"[{_NAME_START}0-9$]")
+# Each class is written as what it is not (the rest of ASCII): the same set as
+# "[A-Za-z_\x80-\U0010ffff]", which the re module compiles in about 10 ms apiece, four of them
+# at every start, where a negated ASCII class takes a tenth of a millisecond.
+_NAME_START = "^\x00-@\\[-\\^`{-\x7f"
+_NAME_CONT = "^\x00-#%-/:-@\\[-\\^`{-\x7f"  # _NAME_START with digits and '$'
+_DOLQ_CONT = "^\x00-/:-@\\[-\\^`{-\x7f"  # _NAME_START with digits
+_NAME_CHAR = re.compile(f"[{_NAME_CONT}]")
 _NAME_START_CHAR = re.compile(f"[{_NAME_START}]")
-_NAME_REST = re.compile(f"[{_NAME_START}0-9$]*")
+_NAME_REST = re.compile(f"[{_NAME_CONT}]*")
 # What can open a constant, a comment or a quoted name; every other character is skipped.
 _NEXT = re.compile(r"--|/\*|['\"$]")
-_TAG = re.compile(rf"\$(?:[{_NAME_START}][{_NAME_START}0-9]*)?\$")
+_TAG = re.compile(rf"\$(?:[{_NAME_START}][{_DOLQ_CONT}]*)?\$")
 _PARAMETER = re.compile(r"\$([0-9]+)")
 _LINE_END = re.compile(r"[\n\r]")
 _NESTING = re.compile(r"/\*|\*/")

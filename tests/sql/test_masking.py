@@ -9,12 +9,15 @@ every constant holds a secret made of the letter Z, which nothing else in the te
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from pglast import parser
 from pglast.parser import ParseError
 
+from qadvisor.sql import masking
 from qadvisor.sql.masking import literal_spans, mask_literals
 from tests.test_fuzz import FUZZ
 
@@ -175,3 +178,21 @@ OFF_CONSTANT = _inside().map(lambda t: "'" + t.replace("\\", "\\\\").replace("'"
 def test_no_piece_survives_with_standard_conforming_strings_off(text: str) -> None:
     for cut in range(len(text) + 1):
         assert SECRET not in mask_literals(text[:cut]), text[:cut]
+
+
+def test_name_classes_are_scan_l_s() -> None:
+    # Written as negated ASCII classes (quick to compile); the sets are {ident_start},
+    # {ident_cont} and {dolq_cont}: a letter, '_' or any non-ASCII character, then digits and
+    # '$', then digits alone.
+    every = "".join(map(chr, range(0x110000)))
+
+    def start(c: str) -> bool:
+        return not c.isascii() or c.isalpha() or c == "_"
+
+    classes = {
+        masking._NAME_START: start,
+        masking._NAME_CONT: lambda c: start(c) or c.isdigit() or c == "$",
+        masking._DOLQ_CONT: lambda c: start(c) or c.isdigit(),
+    }
+    for chars, wanted in classes.items():
+        assert "".join(re.findall(f"[{chars}]", every)) == "".join(filter(wanted, every))
