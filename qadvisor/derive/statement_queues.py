@@ -15,8 +15,7 @@ from typing import Any
 
 from qadvisor.derive.plans.reading import indexes_used, partitions_read
 from qadvisor.derive.statement_ids import statement_id
-from qadvisor.model import Queue, Severity, Snapshot, Statement, Table, Target
-from qadvisor.registry import Finding, Skip
+from qadvisor.model import Finding, Queue, Severity, Skip, Snapshot, Statement, Table, Target
 from qadvisor.sql.dequeue import DequeueStatement
 
 
