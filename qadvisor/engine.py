@@ -334,12 +334,9 @@ def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]
             reason = f"{h.queue}: {h.reason}" if h.queue else h.reason
             skip = Skip(reason, h.queue, code=chk.code, fact=fact, grants=h.grants)
             out.setdefault(h.queue, []).append(skip)
-        for key, reason in snapshot.unavailable.items():
-            name, _, queue = key.partition(":")
-            if name == fact:
-                text = f"{queue}: {reason}" if queue else reason
-                skip = Skip(text, queue or None, code=chk.code, fact=fact)
-                out.setdefault(queue or None, []).append(skip)
+        for queue, reason in snapshot.unavailable_for(fact).items():
+            text = f"{queue}: {reason}" if queue else reason
+            out.setdefault(queue, []).append(Skip(text, queue, code=chk.code, fact=fact))
     return {q: list(dict.fromkeys(skips)) for q, skips in out.items()}
 
 

@@ -643,8 +643,8 @@ class Snapshot:
     # Other recorded statements on the queue tables, with the indexes their plans read: what
     # an index fix must keep working.
     stakeholders: tuple[Stakeholder, ...] = ()
-    # Facts that could not be collected, by name ("horizon") or by name and queue
-    # ("live_set:app.jobs"), with the reason: a check that needs one reports a skip with it.
+    # Facts that could not be collected, with the reason: a check that needs one reports a
+    # skip with it. Keyed by unavailable_key(fact, queue), read by ``unavailable_for``.
     unavailable: dict[str, str] = field(default_factory=dict)
     format: int = SNAPSHOT_FORMAT
     # Facts hidden from the role or behind another session's lock, with the GRANT or the lock.
@@ -662,6 +662,16 @@ class Snapshot:
     # --history: the earlier snapshots of this database read beside this one; None without
     # it. A snapshot is saved to the directory without it.
     history: History | None = None
+
+    def unavailable_for(self, fact: str) -> dict[str | None, str]:
+        """Why ``fact`` could not be collected, by the queue it is missing for ("schema.table";
+        None: the whole database)."""
+        out: dict[str | None, str] = {}
+        for key, reason in self.unavailable.items():
+            name, _, queue = key.partition(_QUEUE_OF_FACT)
+            if name == fact:
+                out[queue or None] = reason
+        return out
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)
@@ -832,6 +842,17 @@ class Proof:
     check_quiet: bool | None = None
     reproduction: tuple[ProofReproduction, ...] = ()
     series: tuple[ProofSeries, ...] = ()
+
+
+# Between a fact's name and the queue it is missing for, in a key of Snapshot.unavailable
+# (saved snapshots hold the keys as they are: "horizon", "tenants:app.jobs").
+_QUEUE_OF_FACT = ":"
+
+
+def unavailable_key(fact: str, queue: str | None = None) -> str:
+    """The key of ``Snapshot.unavailable`` for ``fact`` missing for one queue ("schema.table")
+    or, without one, for the whole database."""
+    return f"{fact}{_QUEUE_OF_FACT}{queue}" if queue else fact
 
 
 @dataclass(frozen=True)

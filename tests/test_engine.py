@@ -29,6 +29,7 @@ from qadvisor.model import (
     Snapshot,
     Statement,
     Target,
+    unavailable_key,
 )
 from qadvisor.registry import Check, NoOptions, judgeable, load_checks
 from qadvisor.render import sarif
@@ -163,6 +164,26 @@ def _about_the_claim(snapshot: Snapshot, options: object) -> Iterator[Finding]:
     mail = Target("table", "public", "mail", "mail")
     yield Finding(mail, "by label", {"statement": stmt.source})
     yield Finding(statement_target(snapshot, stmt), "its target", {})
+
+
+def test_a_fact_missing_for_one_queue_skips_that_queue_only() -> None:
+    @registry.check("ZZ903", "reads-table-facts", severity=Severity.INFO, category="test",
+                    requires=("table_facts",))  # fmt: skip
+    def run(snapshot: Snapshot, options: object) -> Iterator[Finding]:
+        """Finds every queue."""
+        for table in ("jobs", "mail"):
+            yield Finding(Target("table", "public", table, table), f"public.{table}", {})
+
+    snap = S.snapshot(S.jobs_table())
+    snap.unavailable[unavailable_key("table_facts", "public.mail")] = "timed out"
+    snap.unavailable[unavailable_key("horizon")] = "hidden"
+    assert snap.unavailable_for("table_facts") == {"public.mail": "timed out"}
+    assert snap.unavailable_for("horizon") == {None: "hidden"}
+    report = engine.run_checks(snap, [run])
+    assert [f.message for f in report.findings] == ["public.jobs"]
+    assert report.skipped == (
+        Skip("public.mail: timed out", "public.mail", code="ZZ903", fact="table_facts"),
+    )
 
 
 def test_a_finding_is_placed_and_ignored_by_the_statement_it_names_by_id(tmp_path: Path) -> None:
