@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TextIO
 import typer
 
 from qadvisor.errors import EXIT_CODES, ExitCode, InputError, QadvisorError, exit_code
+from qadvisor.settings import defaults as default
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -127,8 +128,8 @@ SampleOpt = Annotated[
     float | None,
     typer.Option(
         "--sample",
-        min=1,
-        max=3600,
+        min=default.SAMPLE_S[0],
+        max=default.SAMPLE_S[1],
         help="Read the table counters again after SECONDS to measure dead tuples/s and "
         "inserts/s (sizes the vacuum fix from the real rate).",
         metavar="SECONDS",
@@ -139,10 +140,10 @@ StatementTimeoutOpt = Annotated[
     int | None,
     typer.Option(
         "--statement-timeout",
-        min=100,
+        min=default.MIN_STATEMENT_TIMEOUT_MS,
         metavar="MS",
         help="statement_timeout of the session, ms (default: QADVISOR_STATEMENT_TIMEOUT, the "
-        "config file's statement_timeout, else 5000).",
+        f"config file's statement_timeout, else {default.STATEMENT_TIMEOUT_MS}).",
         show_default=False,
     ),
 ]
@@ -150,10 +151,11 @@ LockTimeoutOpt = Annotated[
     int | None,
     typer.Option(
         "--lock-timeout",
-        min=1,
+        min=default.MIN_LOCK_TIMEOUT_MS,
         metavar="MS",
         help="lock_timeout of the session, ms: qadvisor never waits long on the application "
-        "(default: QADVISOR_LOCK_TIMEOUT, the config file's lock_timeout, else 1000).",
+        f"(default: QADVISOR_LOCK_TIMEOUT, the config file's lock_timeout, else "
+        f"{default.LOCK_TIMEOUT_MS}).",
         show_default=False,
     ),
 ]
@@ -203,11 +205,13 @@ RunTimeoutOpt = Annotated[
     int | None,
     typer.Option(
         "--run-timeout",
-        min=1,
+        min=default.MIN_RUN_TIMEOUT_S,
         metavar="SECONDS",
         help="Seconds the whole visit to the server may take before qadvisor stops it (exit 2) "
-        "(default: QADVISOR_RUN_TIMEOUT, the config file's run_timeout, else 120 + the connect "
-        "timeout + --sample + 3 x (statement timeout + 5) per --query/--query-file statement).",
+        "(default: QADVISOR_RUN_TIMEOUT, the config file's run_timeout, else "
+        f"{default.BASE_RUN_TIMEOUT_S} + the connect timeout + --sample + "
+        f"{default.PLANNED_STATEMENT_READS} x (statement timeout + "
+        f"{default.STATEMENT_MARGIN_S}) per --query/--query-file statement).",
         show_default=False,
     ),
 ]
@@ -215,10 +219,11 @@ ConnectTimeoutOpt = Annotated[
     int | None,
     typer.Option(
         "--connect-timeout",
-        min=1,
+        min=default.MIN_CONNECT_TIMEOUT_S,
         metavar="SECONDS",
         help="Seconds to wait for a connection, per address tried (default: "
-        "QADVISOR_CONNECT_TIMEOUT, the config file's connect_timeout, else 10); a stricter "
+        f"QADVISOR_CONNECT_TIMEOUT, the config file's connect_timeout, else "
+        f"{default.CONNECT_TIMEOUT_S}); a stricter "
         "connect_timeout in the DSN or PGCONNECT_TIMEOUT wins, a 0 there never disables it.",
         show_default=False,
     ),
@@ -248,7 +253,8 @@ FailOnOpt = Annotated[
     typer.Option(
         "--fail-on",
         help="Exit 1 when a finding is at or above this severity (never: no finding fails "
-        "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else warning.",
+        "the run). Default: QADVISOR_FAIL_ON, the config file's fail_on, else "
+        f"{default.FAIL_ON}.",
         case_sensitive=False,
         show_default=False,
     ),
@@ -423,7 +429,8 @@ def check(
             "--history-keep",
             min=1,
             metavar="N",
-            help="Snapshots --history keeps: the newest N (default 60; per database in a fleet).",
+            help=f"Snapshots --history keeps: the newest N (default {default.HISTORY_KEEP}; per "
+            "database in a fleet).",
             show_default=False,
         ),
     ] = None,
@@ -453,10 +460,10 @@ def check(
             "--jobs",
             "-j",
             min=1,
-            max=64,
+            max=default.MAX_JOBS,
             metavar="N",
             help="With --all-databases or --dsn-file: check N databases at once, each with "
-            "its own connection (default 4).",
+            f"its own connection (default {default.JOBS}).",
             show_default=False,
         ),
     ] = None,

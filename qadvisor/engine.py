@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from qadvisor import registry
 from qadvisor.collect.connect import redact
 from qadvisor.collect.server import role_setup_of, snapshot_of
 from qadvisor.derive.statement_ids import statement_id
@@ -229,7 +228,7 @@ def gate(report: Report, settings: Settings) -> ExitCode:
     if settings.fail_on != "never":
         floor = Severity.parse(settings.fail_on)
         # With a baseline, only new findings count: the accepted ones are still reported.
-        if any(f.severity >= floor for f in report.new_findings):
+        if any(f.rating >= floor for f in report.new_findings):
             return ExitCode.FINDINGS
     if settings.fail_on_skip and not report.fully_judged:
         return ExitCode.NOT_JUDGED
@@ -271,9 +270,8 @@ def run_checks(
         if chk.code in ignored:
             continue
         if chk.min_server_version and snapshot.server.version_num < chk.min_server_version:
-            skipped.append(
-                Skip(chk.code, f"needs PostgreSQL {chk.min_server_version // 10000} or newer")
-            )
+            version = chk.min_server_version // 10000
+            skipped.append(Skip(f"needs PostgreSQL {version} or newer", code=chk.code))
             continue
         ran.append(chk.code)
         missing = missing_facts(snapshot, chk)
@@ -281,25 +279,24 @@ def run_checks(
             skipped += missing[None]
             continue
         opts = (options or {}).get(chk.code) or chk.default_options()
-        reasons: list[tuple[str, str | None]] = []
+        own_skips: list[Skip] = []
         for item in chk.run(snapshot, opts):
-            if isinstance(item, registry.Skip):
+            if isinstance(item, Skip):
                 if item.queue not in missing:
-                    reasons.append((item.reason, item.queue))
+                    own_skips.append(replace(item, code=chk.code))
                 continue
             if _queue_of(item) in missing:
                 continue
             finding = _reported(chk, item, snapshot.server.is_standby)
             if chk.code in (severities or {}):
-                own = finding.severity
+                own = finding.rating
                 finding = replace(finding, severity=configured_severity(own, chk, severities))
             if finding.key not in ignored:
                 findings.append(finding)
-        for reason, queue in dict.fromkeys(reasons):
-            skipped.append(Skip(chk.code, reason, queue))
+        skipped += dict.fromkeys(own_skips)
         for queue_skips in missing.values():
             skipped += queue_skips
-    findings.sort(key=lambda f: (-f.severity, f.code, f.key))
+    findings.sort(key=lambda f: (-f.rating, f.code, f.key))
     rules = tuple(
         replace(chk.rule, severity=(severities or {}).get(chk.code, chk.severity))
         for chk in checks
@@ -335,16 +332,15 @@ def missing_facts(snapshot: Snapshot, chk: Check) -> dict[str | None, list[Skip]
                     continue
                 blockers.add((h.queue, h.blocker_pid))
             reason = f"{h.queue}: {h.reason}" if h.queue else h.reason
-            out.setdefault(h.queue, []).append(Skip(chk.code, reason, h.queue, fact, h.grants))
-        for key, reason in snapshot.unavailable.items():
-            name, _, queue = key.partition(":")
-            if name == fact:
-                text = f"{queue}: {reason}" if queue else reason
-                out.setdefault(queue or None, []).append(Skip(chk.code, text, queue or None, fact))
+            skip = Skip(reason, h.queue, code=chk.code, fact=fact, grants=h.grants)
+            out.setdefault(h.queue, []).append(skip)
+        for queue, reason in snapshot.unavailable_for(fact).items():
+            text = f"{queue}: {reason}" if queue else reason
+            out.setdefault(queue, []).append(Skip(text, queue, code=chk.code, fact=fact))
     return {q: list(dict.fromkeys(skips)) for q, skips in out.items()}
 
 
-def _queue_of(found: registry.Finding) -> str | None:
+def _queue_of(found: Finding) -> str | None:
     t = found.target
     return f"{t.schema}.{t.table}" if t.schema and t.table else None
 
@@ -357,21 +353,18 @@ ON_THE_PRIMARY = (
 )
 
 
-def _reported(chk: Check, found: registry.Finding, on_standby: bool = False) -> Finding:
+def _reported(chk: Check, found: Finding, on_standby: bool = False) -> Finding:
     """The check's finding as the report holds it: with the check's identity and severity,
     and the statement it is about (a statement target's name, unless it names another)."""
     t = found.target
     fix = found.fix
     if on_standby and fix is not None and fix.steps:
         fix = replace(fix, notes=f"{ON_THE_PRIMARY} {fix.notes}".strip())
-    return Finding(
+    return replace(
+        found,
         code=chk.code,
         name=chk.name,
         severity=found.severity or chk.severity,
-        target=t,
-        message=found.message,
-        evidence=found.evidence,
-        explanation=found.explanation,
         fix=fix,
         docs=chk.docs_path,
         statement_id=found.statement_id or (t.name if t.kind == "statement" else None),

@@ -644,8 +644,8 @@ class Snapshot:
     # Other recorded statements on the queue tables, with the indexes their plans read: what
     # an index fix must keep working.
     stakeholders: tuple[Stakeholder, ...] = ()
-    # Facts that could not be collected, by name ("horizon") or by name and queue
-    # ("live_set:app.jobs"), with the reason: a check that needs one reports a skip with it.
+    # Facts that could not be collected, with the reason: a check that needs one reports a
+    # skip with it. Keyed by unavailable_key(fact, queue), read by ``unavailable_for``.
     unavailable: dict[str, str] = field(default_factory=dict)
     format: int = SNAPSHOT_FORMAT
     # Facts hidden from the role or behind another session's lock, with the GRANT or the lock.
@@ -663,6 +663,16 @@ class Snapshot:
     # --history: the earlier snapshots of this database read beside this one; None without
     # it. A snapshot is saved to the directory without it.
     history: History | None = None
+
+    def unavailable_for(self, fact: str) -> dict[str | None, str]:
+        """Why ``fact`` could not be collected, by the queue it is missing for ("schema.table";
+        None: the whole database)."""
+        out: dict[str | None, str] = {}
+        for key, reason in self.unavailable.items():
+            name, _, queue = key.partition(_QUEUE_OF_FACT)
+            if name == fact:
+                out[queue or None] = reason
+        return out
 
     def table(self, schema: str, name: str) -> Table | None:
         return next((t for t in self.tables if t.schema == schema and t.name == name), None)
@@ -835,29 +845,58 @@ class Proof:
     series: tuple[ProofSeries, ...] = ()
 
 
+# Between a fact's name and the queue it is missing for, in a key of Snapshot.unavailable
+# (saved snapshots hold the keys as they are: "horizon", "tenants:app.jobs").
+_QUEUE_OF_FACT = ":"
+
+
+def unavailable_key(fact: str, queue: str | None = None) -> str:
+    """The key of ``Snapshot.unavailable`` for ``fact`` missing for one queue ("schema.table")
+    or, without one, for the whole database."""
+    return f"{fact}{_QUEUE_OF_FACT}{queue}" if queue else fact
+
+
 @dataclass(frozen=True)
 class Finding:
-    """A finding as the report holds it: what a check found (``qadvisor.registry.Finding``,
-    the same fields) with the check's code, name and docs page, and its severity settled."""
+    """What a check found, and the same finding in the report.
 
-    code: str
-    name: str
-    severity: Severity
+    A check gives the first fields (its target, message and evidence; its own severity where
+    it rates this finding apart from its default). The engine adds what only it knows with
+    ``dataclasses.replace``: the check's code, name and docs page, the severity settled (the
+    check's default where the check gave none, or the config file's), the statement the
+    finding is about; --prove adds the proof and a fleet the database.
+    """
+
     target: Target
     message: str
     evidence: dict[str, Any]
     explanation: str = ""
     fix: Fix | None = None
-    docs: str = ""
-    # The id (statement_id) of the statement it is about, if any: where the report places it
-    # and which inline ignores drop it. Not a published field: the evidence shows the statement.
+    # The check's own rating of this finding; None: the check's default. A report's findings
+    # always have one (see ``rating``).
+    severity: Severity | None = None
+    # The id (statement_id) of the statement the finding is about, when the target is not that
+    # statement (a statement target names it): the finding is then shown at the statement's
+    # --query-file line, and that statement's inline ignores drop it. Not a published field:
+    # the evidence shows the statement.
     statement_id: str | None = None
+    # What the engine adds: none of it is a check's to give.
+    code: str = field(default="", kw_only=True)
+    name: str = field(default="", kw_only=True)
+    docs: str = field(default="", kw_only=True)
     # --prove: the fix applied to a scratch copy; None without --prove or without a fix.
-    proof: Proof | None = None
+    proof: Proof | None = field(default=None, kw_only=True)
     # In a fleet's combined report, the database it was found in (its label): the key then
     # names it, so the same finding in two databases has two identities. None in the report
     # of one database, whose keys stay as they are.
-    database: str | None = None
+    database: str | None = field(default=None, kw_only=True)
+
+    @property
+    def rating(self) -> Severity:
+        """The severity the report gives it, which the engine settled."""
+        if self.severity is None:
+            raise ValueError(f"{self.message!r} was not reported: its severity is not settled")
+        return self.severity
 
     @property
     def key(self) -> str:
@@ -871,15 +910,19 @@ class Finding:
 
 @dataclass(frozen=True)
 class Skip:
-    """A check that could not judge: the whole snapshot (``queue`` None) or one queue. What a
-    check yields (``qadvisor.registry.Skip``: reason and queue) with the check's code, and the
-    missing fact with the GRANTs that would show it when that is why."""
+    """A check could not judge: the whole snapshot (``queue`` None) or one queue.
 
-    code: str
+    A check gives the reason and the queue ("schema.table"); a check yields one for each queue
+    it could not judge, so a queue without a finding and without a skip of that check is a
+    queue the check judged healthy. The engine adds the check's code and, when a fact the
+    check requires was missing, the fact and the GRANTs that would show it.
+    """
+
     reason: str
-    queue: str | None = None  # "schema.table" of the queue it could not judge
-    fact: str | None = None  # the required fact that was missing, when that is why
-    grants: tuple[str, ...] = ()  # GRANTs that would show the fact
+    queue: str | None = None
+    code: str = field(default="", kw_only=True)
+    fact: str | None = field(default=None, kw_only=True)
+    grants: tuple[str, ...] = field(default=(), kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -1023,7 +1066,7 @@ class Report:
     def summary(self) -> dict[str, int]:
         counts = {s.label: 0 for s in sorted(Severity, reverse=True)}
         for f in self.findings:
-            counts[f.severity.label] += 1
+            counts[f.rating.label] += 1
         return counts
 
     @property
@@ -1109,7 +1152,7 @@ class FleetReport:
         out = [
             (dataclasses.replace(f, database=db), r) for db, r in self.reports for f in r.findings
         ]
-        out.sort(key=lambda fr: (-fr[0].severity, fr[0].code, fr[0].key))
+        out.sort(key=lambda fr: (-fr[0].rating, fr[0].code, fr[0].key))
         return tuple(out)
 
     def summary(self) -> dict[str, int]:

@@ -5,12 +5,12 @@ a frozen :class:`Check` by the :func:`check` decorator. Packs of checks (the bui
 included) are found through the ``qadvisor.checks`` entry-point group, so a third-party pack
 registers exactly the way the built-in pack does.
 
-One vocabulary from check to report: a check yields a :class:`Finding` (what it found) or a
-:class:`Skip` (what it could not judge); the report holds them as ``qadvisor.model.Finding``
-and ``qadvisor.model.Skip``, the same fields with what only the engine knows (the check's code,
-name and docs page, its default severity; the fact and GRANT behind a skip). A check loops over
-:func:`judgeable` items: the skips of the stream go to the report by themselves, so the body of
-the loop is the check's judgement alone.
+One vocabulary from check to report: a check yields a ``qadvisor.model.Finding`` (what it
+found) or a ``qadvisor.model.Skip`` (what it could not judge), and the report holds the same
+objects with what only the engine knows added (the check's code, name and docs page, its
+severity; the fact and GRANT behind a skip). A check loops over :func:`judgeable` items: the
+skips of the stream go to the report by themselves, so the body of the loop is the check's
+judgement alone.
 """
 
 from __future__ import annotations
@@ -29,41 +29,11 @@ from typing import Any, TypeVar
 
 from qadvisor.errors import InputError
 from qadvisor.facts import FACTS
-from qadvisor.model import Fix, Rule, Severity, Snapshot, Target
+from qadvisor.model import Finding, Rule, Severity, Skip, Snapshot
 
 ENTRY_POINT_GROUP = "qadvisor.checks"
 _CODE = re.compile(r"^[A-Z]{2,5}[0-9]{3}$")
 _NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """What a check found. The report's finding (``qadvisor.model.Finding``) is this with the
-    check's code, name and docs page, and the check's severity where ``severity`` is None."""
-
-    target: Target
-    message: str
-    evidence: dict[str, Any]
-    explanation: str = ""
-    fix: Fix | None = None
-    severity: Severity | None = None  # None: the check's default
-    # The id (statement_id) of the statement the finding is about, when the target is not that
-    # statement (a statement target names it): the finding is then shown at the statement's
-    # --query-file line, and that statement's inline ignores drop it.
-    statement_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Skip:
-    """The check could not judge (part of) the snapshot; reported as a skip with the reason.
-
-    ``queue`` ("schema.table") names the queue it could not judge; None means the whole
-    snapshot (every queue). A check yields one for each queue it could not judge: a queue
-    without a finding and without a skip of that check is a queue the check judged healthy.
-    """
-
-    reason: str
-    queue: str | None = None
 
 
 T = TypeVar("T")

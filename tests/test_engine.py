@@ -19,16 +19,19 @@ from qadvisor.derive.statement_queues import statement_target
 from qadvisor.engine import SnapshotFileError
 from qadvisor.errors import ExitCode
 from qadvisor.model import (
+    Finding,
     Ignored,
     InlineIgnore,
     Location,
     Report,
     Severity,
+    Skip,
     Snapshot,
     Statement,
     Target,
+    unavailable_key,
 )
-from qadvisor.registry import Check, NoOptions, load_checks
+from qadvisor.registry import Check, NoOptions, judgeable, load_checks
 from qadvisor.render import sarif
 from qadvisor.settings.resolve import Flags, Settings, resolve
 from qadvisor.sql.dequeue import analyse
@@ -98,7 +101,7 @@ def test_judge_applies_the_settings_options_and_ignores(tmp_path: Path) -> None:
 def test_the_gate(tmp_path: Path) -> None:
     settings = _settings(tmp_path)
     report = engine.check(settings)
-    assert max(f.severity for f in report.findings) == Severity.WARNING
+    assert max(f.rating for f in report.findings) == Severity.WARNING
     assert engine.gate(report, settings) == ExitCode.FINDINGS  # warning by default
     assert engine.gate(report, dataclasses.replace(settings, fail_on="critical")) == ExitCode.OK
     assert engine.gate(report, dataclasses.replace(settings, fail_on="never")) == ExitCode.OK
@@ -116,18 +119,18 @@ def _counting(name: str) -> Check:
     """A check that finds each number of a stream of numbers and skips; `judgeable` hands it
     the numbers alone."""
 
-    def run(snapshot: Snapshot, options: object) -> Iterator[registry.Finding | registry.Skip]:
-        stream: list[int | registry.Skip] = [registry.Skip(f"{name} a"), 1, 2]
-        stream += [registry.Skip(f"{name} b", "public.jobs"), 3, registry.Skip(f"{name} c")]
-        for n in registry.judgeable(stream):
-            yield registry.Finding(Target("table", "public", "jobs", f"t{n}"), f"{name} {n}", {})
+    def run(snapshot: Snapshot, options: object) -> Iterator[Finding | Skip]:
+        stream: list[int | Skip] = [Skip(f"{name} a"), 1, 2]
+        stream += [Skip(f"{name} b", "public.jobs"), 3, Skip(f"{name} c")]
+        for n in judgeable(stream):
+            yield Finding(Target("table", "public", "jobs", f"t{n}"), f"{name} {n}", {})
 
     run.__doc__ = "Finds numbers."
     return registry.check("ZZ901", f"counts-{name}", severity=Severity.INFO, category="test")(run)
 
 
-def _said(items: Iterable[registry.Finding | registry.Skip]) -> list[str]:
-    return [i.reason if isinstance(i, registry.Skip) else i.message for i in items]
+def _said(items: Iterable[Finding | Skip]) -> list[str]:
+    return [i.reason if isinstance(i, Skip) else i.message for i in items]
 
 
 def test_a_check_run_yields_the_skips_of_its_judgeable_items_where_it_met_them() -> None:
@@ -147,20 +150,40 @@ def test_a_check_run_yields_the_skips_of_its_judgeable_items_where_it_met_them()
 
 
 def test_judgeable_items_outside_a_check_run_refuse_to_lose_a_skip() -> None:
-    assert list(registry.judgeable([1, 2])) == [1, 2]
+    assert list(judgeable([1, 2])) == [1, 2]
     with pytest.raises(RuntimeError, match=r"would lose their skip \(no facts\)"):
-        list(registry.judgeable([1, registry.Skip("no facts")]))
+        list(judgeable([1, Skip("no facts")]))
 
 
-def _about_the_claim(snapshot: Snapshot, options: object) -> Iterator[registry.Finding]:
+def _about_the_claim(snapshot: Snapshot, options: object) -> Iterator[Finding]:
     """Finds the table, about the claim of sql/claim.sql:3: once naming it by id, once only in
     its evidence (which shows the statement to a person, and places nothing)."""
     (stmt,) = snapshot.statements
     table = Target("table", "public", "jobs", "jobs")
-    yield registry.Finding(table, "by id", {}, statement_id=statement_id(stmt))
+    yield Finding(table, "by id", {}, statement_id=statement_id(stmt))
     mail = Target("table", "public", "mail", "mail")
-    yield registry.Finding(mail, "by label", {"statement": stmt.source})
-    yield registry.Finding(statement_target(snapshot, stmt), "its target", {})
+    yield Finding(mail, "by label", {"statement": stmt.source})
+    yield Finding(statement_target(snapshot, stmt), "its target", {})
+
+
+def test_a_fact_missing_for_one_queue_skips_that_queue_only() -> None:
+    @registry.check("ZZ903", "reads-table-facts", severity=Severity.INFO, category="test",
+                    requires=("table_facts",))  # fmt: skip
+    def run(snapshot: Snapshot, options: object) -> Iterator[Finding]:
+        """Finds every queue."""
+        for table in ("jobs", "mail"):
+            yield Finding(Target("table", "public", table, table), f"public.{table}", {})
+
+    snap = S.snapshot(S.jobs_table())
+    snap.unavailable[unavailable_key("table_facts", "public.mail")] = "timed out"
+    snap.unavailable[unavailable_key("horizon")] = "hidden"
+    assert snap.unavailable_for("table_facts") == {"public.mail": "timed out"}
+    assert snap.unavailable_for("horizon") == {None: "hidden"}
+    report = engine.run_checks(snap, [run])
+    assert [f.message for f in report.findings] == ["public.jobs"]
+    assert report.skipped == (
+        Skip("public.mail: timed out", "public.mail", code="ZZ903", fact="table_facts"),
+    )
 
 
 def test_a_finding_is_placed_and_ignored_by_the_statement_it_names_by_id(tmp_path: Path) -> None:

@@ -171,7 +171,7 @@ def test_options_ignores_and_unmet_work_as_for_built_in_checks(install: Install)
     blind.unavailable["table_facts"] = reason
     report = run_checks(blind, [chk])
     assert report.findings == ()
-    assert report.skipped == (Skip("ACME101", reason, None, "table_facts"),)
+    assert report.skipped == (Skip(reason, code="ACME101", fact="table_facts"),)
     assert chk.requires == ("table_facts",)
 
 
@@ -375,7 +375,7 @@ def test_an_old_server_is_a_skip_naming_the_version(install: Install) -> None:
     chk = acme(load_checks())
     report = run_checks(S.snapshot(S.jobs_table(stats=TableStats(n_dead_tup=1_753_949))), [chk])
     assert report.findings == () and "ACME101" not in report.checks_run
-    assert report.skipped == (Skip("ACME101", "needs PostgreSQL 19 or newer"),)
+    assert report.skipped == (Skip("needs PostgreSQL 19 or newer", code="ACME101"),)
 
 
 def test_repeated_reasons_of_one_check_are_reported_once() -> None:
@@ -391,7 +391,7 @@ def test_repeated_reasons_of_one_check_are_reported_once() -> None:
         ]
 
     report = run_checks(S.snapshot(S.jobs_table()), [repeats])
-    assert report.skipped == (Skip("ACME102", "no way to tell", "public.jobs"),)
+    assert report.skipped == (Skip("no way to tell", "public.jobs", code="ACME102"),)
 
 
 def test_a_pack_importing_a_name_the_api_does_not_have_fails_to_load_naming_it(

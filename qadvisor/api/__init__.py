@@ -46,6 +46,7 @@ from qadvisor.fixes.builders import (
 from qadvisor.model import (
     Column,
     ColumnStats,
+    Finding,
     Fix,
     FixStep,
     HorizonHolder,
@@ -58,6 +59,7 @@ from qadvisor.model import (
     Sample,
     ServerInfo,
     Severity,
+    Skip,
     Snapshot,
     Statement,
     Table,
@@ -66,7 +68,7 @@ from qadvisor.model import (
     TenantCount,
     TenantFacts,
 )
-from qadvisor.registry import Finding, NoOptions, Skip, check, judgeable
+from qadvisor.registry import NoOptions, check, judgeable
 from qadvisor.sql.dequeue import DequeueStatement
 from qadvisor.sql.printing import ident, literal, qualified
 from qadvisor.units import human_bytes, human_count, human_seconds

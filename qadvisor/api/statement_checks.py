@@ -2,7 +2,7 @@
 skips for what cannot: plans (:func:`dequeues`), lock shape (:func:`lockings`), and a plan
 check's answer under each binding pg_stat_statements hid (:func:`over_bindings`).
 
-They yield the registry's Finding and Skip, so they sit with the checks' door, above
+They yield a check's answers (Finding and Skip), so they sit with the checks' door, above
 :mod:`qadvisor.derive` (which gives the pure facts they stand on:
 :mod:`qadvisor.derive.statement_queues`).
 """
@@ -17,8 +17,7 @@ from qadvisor.derive.statement_queues import (
     statement_label,
     statement_queue,
 )
-from qadvisor.model import Queue, Severity, Snapshot, Statement, Table
-from qadvisor.registry import Finding, Skip
+from qadvisor.model import Finding, Queue, Severity, Skip, Snapshot, Statement, Table
 from qadvisor.statement import DequeueStatement
 
 

@@ -2,9 +2,10 @@
 
 Every wait is bounded, whatever the server or the network does:
 
-- connecting: qadvisor's connect bound (--connect-timeout, else DEFAULT_CONNECT_TIMEOUT_S)
-  per address tried; a DSN's or PGCONNECT_TIMEOUT's connect_timeout applies when it is
-  stricter, and one of 0 (libpq: wait forever), below 0 or not a number is replaced;
+- connecting: qadvisor's connect bound (--connect-timeout, else its default in
+  qadvisor.settings.defaults) per address tried; a DSN's or PGCONNECT_TIMEOUT's
+  connect_timeout applies when it is stricter, and one of 0 (libpq: wait forever), below 0 or
+  not a number is replaced;
 - each round trip of the session: the server's statement_timeout plus STATEMENT_MARGIN_S,
   counted by qadvisor itself, so a server that stopped answering (a stopped process, a lost
   network) still ends the run; TCP keepalives end a silently dropped connection too;
@@ -33,7 +34,13 @@ from psycopg import conninfo
 
 from qadvisor.collect.session_limits import catalog_blockers, role_lock_timeout, startup_options
 from qadvisor.errors import InputError, NotJudgedError
-from qadvisor.settings.resolve import MAX_TIMEOUT, SessionLimits
+from qadvisor.settings.defaults import (
+    BASE_RUN_TIMEOUT_S,
+    MAX_TIMEOUT,
+    PLANNED_STATEMENT_READS,
+    STATEMENT_MARGIN_S,
+)
+from qadvisor.settings.resolve import SessionLimits
 
 __all__ = [
     "ConnectError",
@@ -58,14 +65,6 @@ class DsnError(InputError):
     """The DSN is malformed: nothing was tried; the message is safe to print (no secrets)."""
 
 
-DEFAULT_CONNECT_TIMEOUT_S = 10
-# How long past statement_timeout qadvisor waits for the server's answer (the server cancels
-# the statement at statement_timeout; the margin covers the cancel and the result's transfer).
-STATEMENT_MARGIN_S = 5
-# The run bound without --run-timeout: this, plus the connect bound, the --sample seconds and
-# PLANNED_STATEMENT_READS statement bounds for each --query/--query-file statement.
-BASE_RUN_TIMEOUT_S = 120
-PLANNED_STATEMENT_READS = 3
 # TCP keepalives: a connection the network dropped without a word is noticed within
 # idle + interval * count seconds.
 _KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5,
@@ -83,10 +82,10 @@ class RunBoundPassed(Unresponsive):
 
 
 def connect_timeout_s(limits: SessionLimits, params: dict[str, Any]) -> int:
-    """The connect bound: qadvisor's (--connect-timeout, else the default), or the DSN's
+    """The connect bound: qadvisor's (--connect-timeout, else its default), or the DSN's
     (else PGCONNECT_TIMEOUT's) when that is stricter; a value that is 0 (libpq: no limit),
     negative or not a whole number does not loosen it."""
-    ours = limits.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
+    ours = limits.connect_timeout_s
     given = params.get("connect_timeout")
     if given is None:
         given = os.environ.get("PGCONNECT_TIMEOUT")
@@ -105,8 +104,7 @@ def statement_bound_s(statement_timeout_ms: int) -> float:
 def default_run_timeout_s(limits: SessionLimits, statements: int = 0, sample_s: float = 0) -> int:
     """The run bound when --run-timeout is not given (documented in docs/cli.md)."""
     planned = statements * PLANNED_STATEMENT_READS * statement_bound_s(limits.statement_timeout_ms)
-    connect = limits.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S
-    return int(BASE_RUN_TIMEOUT_S + connect + sample_s + planned)
+    return int(BASE_RUN_TIMEOUT_S + limits.connect_timeout_s + sample_s + planned)
 
 
 class _Watchdog:

@@ -68,6 +68,7 @@ from qadvisor.model import (
     Statement,
     Table,
     TableStats,
+    unavailable_key,
 )
 
 Conn = psycopg.Connection[Any]
@@ -378,7 +379,7 @@ def _claims(
             "no dequeue statement of this queue is known (in pg_stat_statements, --query "
             "or --query-file)"
         )
-    return Read(None, {f"statements:{queue.qualified}": why for queue in without})
+    return Read(None, {unavailable_key("statements", queue.qualified): why for queue in without})
 
 
 def _server_search_path(conn: Conn) -> Read[str | None]:

@@ -53,6 +53,7 @@ from qadvisor.model import (
     Table,
     TenantCount,
     TenantFacts,
+    unavailable_key,
 )
 from qadvisor.sql.dequeue import Lateral
 from qadvisor.sql.printing import predicate_sql, qualified
@@ -102,7 +103,7 @@ def collect_tenants(
     guard: Guard | None = None,
 ) -> Read[tuple[TenantFacts, ...]]:
     """TenantFacts for each queue table that has a tenant column; a queue's error is also
-    its ``tenants:schema.table`` entry of ``unavailable``."""
+    its entry of ``unavailable`` for the queue."""
     out = []
     unavailable = {}
     hidden: list[HiddenFact] = []
@@ -117,7 +118,7 @@ def collect_tenants(
         collector = _Collector(conn, queue, table, tenant, mine, guard)
         facts = collector.run()
         if facts.error:
-            unavailable[f"tenants:{queue.qualified}"] = facts.error
+            unavailable[unavailable_key("tenants", queue.qualified)] = facts.error
         out.append(facts)
         hidden += collector.hidden
     return Read(tuple(out), unavailable, tuple(hidden))

@@ -22,7 +22,6 @@ from urllib.parse import quote
 
 from qadvisor import engine
 from qadvisor.collect.connect import (
-    DEFAULT_CONNECT_TIMEOUT_S,
     default_run_timeout_s,
     describe,
     redact,
@@ -122,7 +121,7 @@ def _visit(member: Member, settings: Settings, deadline: float, bound: float) ->
         )
     # Connecting waits no longer than the run has left either.
     left = max(1, math.ceil(deadline - time.monotonic()))
-    connect_s = min(settings.limits.connect_timeout_s or DEFAULT_CONNECT_TIMEOUT_S, left)
+    connect_s = min(settings.limits.connect_timeout_s, left)
     limits = replace(settings.limits, connect_timeout_s=connect_s)
     own = replace(
         settings,

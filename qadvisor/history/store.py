@@ -24,8 +24,6 @@ from qadvisor.settings.outputs import write_atomic
 
 PREFIX = "qadvisor-snapshot-"
 _NAME = re.compile(rf"^{PREFIX}(?P<at>\d{{8}}T\d{{6}}\.\d{{6}})Z(-(?P<n>\d+))?\.json$")
-# Snapshots kept by default: two months of nightly runs.
-DEFAULT_KEEP = 60
 
 
 class HistoryError(InputError):

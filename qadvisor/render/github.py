@@ -27,5 +27,5 @@ def render(report: Report) -> str:
         place = report.location(f)
         # With a file of the repository the annotation also shows on that line of the diff.
         at = f"file={_escape(place.path, prop=True)},line={place.line}," if place else ""
-        lines.append(f"::{_LEVEL[f.severity]} {at}title={title}::{_escape(f.message)}")
+        lines.append(f"::{_LEVEL[f.rating]} {at}title={title}::{_escape(f.message)}")
     return "".join(line + "\n" for line in lines)

@@ -192,9 +192,9 @@ def _summary_table(findings: Sequence[Finding]) -> list[str]:
     if not findings:
         return []
     out = ["<table>", "<tr><th>severity</th><th>code</th><th>object</th><th>finding</th></tr>"]
-    for f in sorted(findings, key=lambda f: -f.severity):
+    for f in sorted(findings, key=lambda f: -f.rating):
         out.append(
-            f'<tr><td><span class="badge {f.severity.label}">{f.severity.label}</span></td>'
+            f'<tr><td><span class="badge {f.rating.label}">{f.rating.label}</span></td>'
             f'<td><a href="#{_anchor(f)}">{_t(f.code)}</a></td>'
             f"<td><code>{_t(_object(f))}</code></td>"
             f"<td>{_t(first_sentence(f.message))}</td></tr>"
@@ -247,7 +247,7 @@ def _not_judged(report: Report) -> list[str]:
 
 
 def _finding(f: Finding, report: Report) -> list[str]:
-    sev = f.severity.label
+    sev = f.rating.label
     out = [
         f'<article class="finding {sev}" id="{_anchor(f)}" data-code="{_t(f.code)}">',
         f'<h3><span class="badge {sev}">{sev}</span>{_t(f.code)} {_t(f.name)}: '
@@ -331,7 +331,7 @@ def _baselined(report: Report) -> list[str]:
     if old:
         out += [f"<h2>Preexisting ({len(old)}, in the baseline)</h2>", "<table>",
                 "<tr><th>severity</th><th>finding</th><th>message</th></tr>"]  # fmt: skip
-        out += [f"<tr><td>{f.severity.label}</td><td><code>{_t(f.key)}</code></td>"
+        out += [f"<tr><td>{f.rating.label}</td><td><code>{_t(f.key)}</code></td>"
                 f"<td>{_t(f.message)}</td></tr>" for f in old]  # fmt: skip
         out.append("</table>")
     if b.fixed:

@@ -152,7 +152,7 @@ def _finding(f: Finding, report: Report) -> dict[str, Any]:
         "location": location_dict(report.locations.get(f.own_key)),
         "code": f.code,
         "name": f.name,
-        "severity": f.severity.label,
+        "severity": f.rating.label,
         "key": f.key,
         "target": {
             "kind": f.target.kind,

@@ -92,7 +92,7 @@ def _suite(report: Report, name: str, database: str | None = None) -> ET.Element
     new = report.new_findings
     for f in new:
         case = ET.SubElement(suite, "testcase", classname=_clean(f.code), name=named(f.key))
-        failure = ET.SubElement(case, "failure", message=_clean(f.message), type=f.severity.label)
+        failure = ET.SubElement(case, "failure", message=_clean(f.message), type=f.rating.label)
         failure.text = _clean(_details(f))
     b = report.baseline
     accepted = [f for f in report.findings if f not in new]
@@ -139,7 +139,7 @@ def _suite(report: Report, name: str, database: str | None = None) -> ET.Element
 
 
 def _details(f: Finding) -> str:
-    lines = [f"{f.severity.label} {f.code} {f.name}: {f.target.key_part}", f.message]
+    lines = [f"{f.rating.label} {f.code} {f.name}: {f.target.key_part}", f.message]
     if f.explanation:
         lines.append(f.explanation)
     if f.evidence:

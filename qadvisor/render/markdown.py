@@ -140,7 +140,7 @@ def _baselined(report: Report) -> list[str]:
     if old:
         out += [f"## Preexisting ({len(old)}, in the baseline)", ""]
         out += ["| severity | finding | message |", "|---|---|---|"]
-        out += [f"| {f.severity.label} | {_code(f.key)} | {_cell(f.message)} |" for f in old]
+        out += [f"| {f.rating.label} | {_code(f.key)} | {_cell(f.message)} |" for f in old]
         out.append("")
     if b.fixed:
         out += [f"## Fixed since the baseline ({len(b.fixed)})", ""]
@@ -180,9 +180,9 @@ def _summary_table(findings: Sequence[Finding]) -> list[str]:
     if not findings:
         return []
     out = ["| severity | code | object | finding |", "|---|---|---|---|"]
-    for f in sorted(findings, key=lambda f: -f.severity):
+    for f in sorted(findings, key=lambda f: -f.rating):
         out.append(
-            f"| {f.severity.label} | {_text(f.code)} | {_code(_object(f))} | "
+            f"| {f.rating.label} | {_text(f.code)} | {_code(_object(f))} | "
             f"{_cell(first_sentence(f.message))} |"
         )
     return [*out, ""]

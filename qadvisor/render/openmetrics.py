@@ -143,7 +143,7 @@ def _judged(samples: _Samples, database: str, report: Report) -> None:
     for f in report.findings:
         t = f.target
         labels: list[tuple[str, str]] = [
-            db, ("code", f.code), ("name", f.name), ("severity", f.severity.label)
+            db, ("code", f.code), ("name", f.name), ("severity", f.rating.label)
         ]  # fmt: skip
         if t.schema and t.table:
             labels += [("schema", t.schema), ("table", t.table)]

@@ -187,13 +187,13 @@ def _result(f: Finding, rule_index: int, report: Report) -> dict[str, Any]:
     result: dict[str, Any] = {
         "ruleId": f.code,
         "ruleIndex": rule_index,
-        "level": LEVEL[f.severity],
+        "level": LEVEL[f.rating],
         "message": {"text": f.message},
         "locations": [_location(f.target, report.location(f), f.database)],
         "partialFingerprints": {FINGERPRINT: f.key},
         "properties": {
             "key": f.key,
-            "severity": f.severity.label,
+            "severity": f.rating.label,
             "evidence": f.evidence,
             "fix": fix_dict(f.fix),
             "docs": f.docs,

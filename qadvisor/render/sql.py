@@ -74,7 +74,7 @@ def render(report: Report) -> str:
 def _finding(f: Finding, report: Report, seen: set[str], counts: dict[str, int]) -> list[str]:
     assert f.fix is not None
     accepted = ", in the baseline" if report.baseline_state(f) == "preexisting" else ""
-    title = f"{f.code} {f.name}: {f.target.key_part} ({f.severity.label}{accepted})"
+    title = f"{f.code} {f.name}: {f.target.key_part} ({f.rating.label}{accepted})"
     lines = [ScriptLine("prose", title), ScriptLine("prose", f.message)]
     if not f.fix.steps:
         lines.append(ScriptLine("prose", "nothing to run: read the notes"))

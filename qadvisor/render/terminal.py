@@ -131,7 +131,7 @@ def _baselined(report: Report, console: Console) -> None:
     if old:
         console.rule(Text(f"preexisting ({len(old)}, in the baseline)", style="dim"), align="left")
         for f in old:
-            console.print(Text(f"  {f.severity.label} {f.key}: {f.message}", style="dim"))
+            console.print(Text(f"  {f.rating.label} {f.key}: {f.message}", style="dim"))
     if b.fixed:
         console.rule(Text(f"fixed since the baseline ({len(b.fixed)})", style="green"),
                      align="left")  # fmt: skip
@@ -182,7 +182,7 @@ def _finding(f: Finding, console: Console, report: Report) -> None:
     where = f"{f.database}/" if f.database is not None else ""
     console.print(
         Text.assemble(
-            (f"{f.code} ", _STYLE[f.severity]), (f.name, "bold"), f"  {where}{f.target.key_part}"
+            (f"{f.code} ", _STYLE[f.rating]), (f.name, "bold"), f"  {where}{f.target.key_part}"
         )
     )
     console.print(Text(f.message))

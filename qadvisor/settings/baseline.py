@@ -66,7 +66,7 @@ def _entry(f: Finding) -> dict[str, Any]:
         "key": f.key,
         "code": f.code,
         "name": f.name,
-        "severity": f.severity.label,
+        "severity": f.rating.label,
         "target": {"kind": t.kind, "schema": t.schema, "table": t.table, "name": t.name},
     }
 
@@ -145,7 +145,7 @@ def compare(
     ignored it), so that an entry not seen is fixed only when it was looked for."""
     by_key = {e.key: e for e in baseline.entries}
     preexisting = frozenset(
-        f.key for f in report.findings if f.key in by_key and f.severity <= by_key[f.key].severity
+        f.key for f in report.findings if f.key in by_key and f.rating <= by_key[f.key].severity
     )
     seen = {f.key for f in report.findings}
     gone = [e for e in baseline.entries if e.key not in seen]

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from qadvisor.errors import InputError, TooLarge, read_bounded
-from qadvisor.history.store import DEFAULT_KEEP, unusable
+from qadvisor.history.store import unusable
 from qadvisor.model import InlineIgnore, Location, Severity
 from qadvisor.registry import Check, load_checks
 from qadvisor.settings import baseline as baseline_file
@@ -63,6 +63,22 @@ from qadvisor.settings.config import (
     check_severities,
     find_config,
 )
+from qadvisor.settings.defaults import (
+    CONNECT_TIMEOUT_S,
+    HISTORY_KEEP,
+    JOBS,
+    LOCK_TIMEOUT_MS,
+    MAX_TIMEOUT,
+    MIN_CONNECT_TIMEOUT_S,
+    MIN_LOCK_TIMEOUT_MS,
+    MIN_RUN_TIMEOUT_S,
+    MIN_STATEMENT_TIMEOUT_MS,
+    SAMPLE_S,
+    STATEMENT_TIMEOUT_MS,
+)
+from qadvisor.settings.defaults import (
+    FAIL_ON as DEFAULT_FAIL_ON,
+)
 from qadvisor.settings.outputs import overwritten_input, same_file, unwritable
 from qadvisor.sql import dequeue
 
@@ -70,27 +86,12 @@ FailOn = Literal["critical", "warning", "info", "never"]
 # The report formats (qadvisor.render.RENDERERS has one renderer for each).
 FORMATS = ("text", "json", "markdown", "sarif", "junit", "html", "openmetrics", "sql")
 ENV_PREFIX = "QADVISOR_"
-# Bounds of the session timeouts, whichever layer sets them: below 100 ms a statement_timeout
-# cancels even the catalog reads of a small database.
-MIN_STATEMENT_TIMEOUT_MS = 100
-MIN_LOCK_TIMEOUT_MS = 1
-MIN_CONNECT_TIMEOUT_S = 1
-MIN_RUN_TIMEOUT_S = 1
-# The most of each: PostgreSQL takes a timeout up to INT_MAX ms, libpq a connect_timeout up
-# to INT_MAX seconds; a run bound past that is no bound a person means.
-MAX_TIMEOUT = 2_147_483_647
-# --sample's range (seconds): a second read sooner measures noise, an hour is a long wait.
-SAMPLE_S = (1, 3600)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 # Set to true by CI services (GitHub Actions, GitLab CI, CircleCI, Buildkite, ...): there a
 # pass that judged nothing is a gate left open, so skips fail it unless a layer says not.
 CI_VARIABLE = "CI"
 
-
-# Databases a fleet checks at once by default: four sessions at a time is a light load on one
-# server, and a run of 50 databases on two cores gained little past it (docs/benchmarks.md).
-DEFAULT_JOBS = 4
 
 # The most of a --query-file read: parsing is client-side work, bounded like the rest.
 MAX_QUERY_FILE_BYTES = 256 * 1024
@@ -104,10 +105,10 @@ class SettingsError(InputError, ValueError):
 class SessionLimits:
     """The session part of the settings: every session qadvisor opens runs with them."""
 
-    statement_timeout_ms: int = 5_000
-    lock_timeout_ms: int = 1_000
-    # None: the DSN's or PGCONNECT_TIMEOUT's value, else DEFAULT_CONNECT_TIMEOUT_S.
-    connect_timeout_s: int | None = None
+    statement_timeout_ms: int = STATEMENT_TIMEOUT_MS
+    lock_timeout_ms: int = LOCK_TIMEOUT_MS
+    # A stricter connect_timeout of the DSN or PGCONNECT_TIMEOUT wins over it.
+    connect_timeout_s: int = CONNECT_TIMEOUT_S
     # None: derived from the others (qadvisor.collect.connect.default_run_timeout_s).
     run_timeout_s: int | None = None
 
@@ -189,7 +190,7 @@ class Settings:
     # --history: the directory of earlier snapshots read beside this one, where this run's
     # is saved; and how many snapshots it keeps.
     history_dir: Path | None = None
-    history_keep: int = DEFAULT_KEEP
+    history_keep: int = HISTORY_KEEP
     # (the option or file that names it, its path): every file the run reads, which nothing
     # it writes may replace.
     inputs: tuple[tuple[str, Path], ...] = ()
@@ -197,7 +198,7 @@ class Settings:
     # these settings (its own DSN), ``jobs`` of them at once.
     all_databases: bool = False
     dsn_file: Path | None = None
-    jobs: int = DEFAULT_JOBS
+    jobs: int = JOBS
 
     @property
     def fleet(self) -> bool:
@@ -308,10 +309,10 @@ def resolve(
         docs_url=value["docs_url"],
         inline_ignores=directives,
         history_dir=flags.history,
-        history_keep=flags.history_keep or DEFAULT_KEEP,
+        history_keep=flags.history_keep or HISTORY_KEEP,
         all_databases=flags.all_databases,
         dsn_file=flags.dsn_file,
-        jobs=flags.jobs or DEFAULT_JOBS,
+        jobs=flags.jobs or JOBS,
     )
 
 
@@ -589,25 +590,24 @@ class Setting:
 
 # Every setting but ignore overrides the layers below it: default < config file <
 # environment < flags, the top one that sets it wins (None, "" and () set nothing).
-_LIMITS = SessionLimits()
 SARIF_ANCHOR = Setting("sarif_anchor", "--sarif-anchor", _path)
 BASELINE = Setting("baseline", "--baseline", _path)
 # Its default is in_ci()'s, read with the other layers.
 FAIL_ON_SKIP = Setting("fail_on_skip", "--fail-on-skip", _bool, default=False)
 SELECT = Setting("select", "--select", _list, default=())
 SETTINGS = (
-    Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default="warning"),
+    Setting("fail_on", "--fail-on", _choice(*FAIL_ON), default=DEFAULT_FAIL_ON),
     FAIL_ON_SKIP,
     SELECT,
     Setting("tables", "--table", _list, default=()),
     Setting("statement_timeout", "--statement-timeout", _whole("ms"),
-            _between(MIN_STATEMENT_TIMEOUT_MS, "ms"), _LIMITS.statement_timeout_ms),
+            _between(MIN_STATEMENT_TIMEOUT_MS, "ms"), STATEMENT_TIMEOUT_MS),
     Setting("lock_timeout", "--lock-timeout", _whole("ms"), _between(MIN_LOCK_TIMEOUT_MS, "ms"),
-            _LIMITS.lock_timeout_ms),
+            LOCK_TIMEOUT_MS),
     Setting("connect_timeout", "--connect-timeout", _whole("seconds"),
-            _between(MIN_CONNECT_TIMEOUT_S, "seconds"), _LIMITS.connect_timeout_s),
+            _between(MIN_CONNECT_TIMEOUT_S, "seconds"), CONNECT_TIMEOUT_S),
     Setting("run_timeout", "--run-timeout", _whole("seconds"),
-            _between(MIN_RUN_TIMEOUT_S, "seconds"), _LIMITS.run_timeout_s),
+            _between(MIN_RUN_TIMEOUT_S, "seconds"), None),
     BASELINE,
     SARIF_ANCHOR,
     Setting("docs_url", "--docs-url", _text, _http_url),

@@ -22,14 +22,13 @@ import psycopg
 import pytest
 
 from qadvisor.collect.connect import (
-    DEFAULT_CONNECT_TIMEOUT_S,
-    STATEMENT_MARGIN_S,
     BoundedConnection,
     SessionLimits,
     Unresponsive,
     connect,
 )
 from qadvisor.collect.session_limits import startup_options
+from qadvisor.settings.defaults import CONNECT_TIMEOUT_S, STATEMENT_MARGIN_S
 from qadvisor.settings.resolve import ENV_VARIABLES
 from tests.conftest import TestDB
 
@@ -85,10 +84,10 @@ def test_a_connect_timeout_of_zero_does_not_disable_the_bound(where: str) -> Non
             proc = _qadvisor("check", dsn + " connect_timeout=0")
         else:
             proc = _qadvisor("check", dsn, env=_env(PGCONNECT_TIMEOUT="0"))
-        rc, err, took = _ended(proc, DEFAULT_CONNECT_TIMEOUT_S + START_SLACK_S)
+        rc, err, took = _ended(proc, CONNECT_TIMEOUT_S + START_SLACK_S)
     assert rc == 3, err
     assert len(err.strip().splitlines()) == 1 and "timeout" in err, err
-    assert took >= DEFAULT_CONNECT_TIMEOUT_S - 1
+    assert took >= CONNECT_TIMEOUT_S - 1
 
 
 def test_a_stricter_dsn_connect_timeout_wins() -> None:

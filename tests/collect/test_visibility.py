@@ -80,7 +80,7 @@ def test_a_fact_of_the_whole_database_skips_the_check_once() -> None:
     )
     report = _run(snap, "QA202")
     assert report.skipped == (
-        Skip("QA202", "sessions hidden", None, "horizon", ("GRANT x TO y;",)),
+        Skip("sessions hidden", code="QA202", fact="horizon", grants=("GRANT x TO y;",)),
     )
 
 

@@ -29,8 +29,17 @@ from qadvisor.derive.statement_queues import (
     unplanned_claims,
     unplanned_note,
 )
-from qadvisor.model import Binding, PlanNode, Queue, Severity, Snapshot, Statement, Target
-from qadvisor.registry import Finding, Skip
+from qadvisor.model import (
+    Binding,
+    Finding,
+    PlanNode,
+    Queue,
+    Severity,
+    Skip,
+    Snapshot,
+    Statement,
+    Target,
+)
 from qadvisor.sql.dequeue import analyse
 from tests import snapshots as S
 

@@ -44,8 +44,8 @@ def report(*findings: Finding, skipped: tuple[Skip, ...] = ()) -> Report:
 
 
 def finding(code: str, **evidence: object) -> Finding:
-    return Finding(code, "name", Severity.WARNING, Target("table", "public", "jobs", "jobs"),
-                   "<b>message</b>", dict(evidence))  # fmt: skip
+    return Finding(Target("table", "public", "jobs", "jobs"), "<b>message</b>", dict(evidence),
+                   severity=Severity.WARNING, code=code, name="name")  # fmt: skip
 
 
 def drawn(svg: str) -> ET.Element:
@@ -133,7 +133,7 @@ def test_each_check_draws_what_its_evidence_measured() -> None:
 
 
 def test_the_page_says_what_was_not_judged_first_and_what_passed_last() -> None:
-    skip = Skip("QA203", "public.jobs: hidden", "public.jobs")
+    skip = Skip("public.jobs: hidden", "public.jobs", code="QA203")
     page = html.render(report(finding("QA101", index_bytes=9, estimated_partial_bytes=1),
                               skipped=(skip,)))  # fmt: skip
     assert page.index("Not judged") < page.index("QA101 name") < page.index("Not an all-clear")

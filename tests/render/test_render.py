@@ -279,25 +279,27 @@ def full_report() -> Report:
         findings=_findings(),
         skipped=(
             Skip(
-                "QA201", "public.mail: live set unknown: no pg_stats for finished_at", "public.mail"
+                "public.mail: live set unknown: no pg_stats for finished_at",
+                "public.mail",
+                code="QA201",
             ),
-            Skip("QA201", "public.jobs: [stats] are *stale*", "public.jobs"),
-            Skip("QA301", "pg_stat_statements is not installed"),
+            Skip("public.jobs: [stats] are *stale*", "public.jobs", code="QA201"),
+            Skip("pg_stat_statements is not installed", code="QA301"),
             Skip(
-                "QA101",
                 "public.mail: indexes not read: pid 4242 holds AccessExclusiveLock on "
                 "public.mail (idle in transaction, transaction open 12 s: LOCK TABLE public.mail "
                 "IN ACCESS EXCLUSIVE MODE)",
                 "public.mail",
-                "index_definitions",
+                code="QA101",
+                fact="index_definitions",
             ),
             Skip(
-                "QA102",
                 "public.jobs: live set unknown: pg_stats of status is hidden from monitor: "
                 "GRANT SELECT (status) ON public.jobs TO monitor;",
                 "public.jobs",
-                "live_set",
-                ("GRANT SELECT (status) ON public.jobs TO monitor;",),
+                code="QA102",
+                fact="live_set",
+                grants=("GRANT SELECT (status) ON public.jobs TO monitor;",),
             ),
         ),
         checks_run=("QA101", "QA102", "QA201", "QA203", "QA501", "QA999"),
@@ -595,7 +597,7 @@ def _assert_valid_sarif(doc: dict[str, Any], report: Report) -> None:
         assert res["ruleId"] == f.code and rules[res["ruleIndex"]]["id"] == f.code
         assert (
             res["level"]
-            == {"critical": "error", "warning": "warning", "info": "note"}[f.severity.label]
+            == {"critical": "error", "warning": "warning", "info": "note"}[f.rating.label]
         )
         assert res["message"]["text"] == f.message
         assert res["partialFingerprints"] == {"qadvisorKey/v1": f.key}
@@ -770,12 +772,12 @@ def test_github_annotations_escape_messages_and_titles() -> None:
 
     target = Target("table", "public", "jobs", "jobs")
     finding = Finding(
-        "QA201",
-        "archive-scaled-vacuum-threshold",
-        Severity.CRITICAL,
         target,
         "50% done,\nnext: x",
         {},
+        severity=Severity.CRITICAL,
+        code="QA201",
+        name="archive-scaled-vacuum-threshold",
     )
     report = Report(S.snapshot(S.jobs_table()), (finding,), (), ("QA201",))
     assert github.render(report) == (

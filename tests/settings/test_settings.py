@@ -56,7 +56,7 @@ def test_defaults_without_file_environment_or_flags(tmp_path: Path) -> None:
         (),
         (),
     )
-    assert s.limits == SessionLimits(5_000, 1_000, None)
+    assert s.limits == SessionLimits(5_000, 1_000, 10)
     assert s.options == {} and s.config_file is None and s.format == "text"
     assert s.checks == CHECKS
     with pytest.raises(dataclasses.FrozenInstanceError):
