@@ -207,8 +207,9 @@ RunTimeoutOpt = Annotated[
         "--run-timeout",
         min=default.MIN_RUN_TIMEOUT_S,
         metavar="SECONDS",
-        help="Seconds the whole visit to the server may take before qadvisor stops it (exit 2) "
-        "(default: QADVISOR_RUN_TIMEOUT, the config file's run_timeout, else "
+        help="Seconds the whole visit to the server may take before qadvisor stops it (exit "
+        f"{int(ExitCode.NOT_JUDGED)}) (default: QADVISOR_RUN_TIMEOUT, the config file's "
+        "run_timeout, else "
         f"{default.BASE_RUN_TIMEOUT_S} + the connect timeout + --sample + "
         f"{default.PLANNED_STATEMENT_READS} x (statement timeout + "
         f"{default.STATEMENT_MARGIN_S}) per --query/--query-file statement).",
