@@ -27,6 +27,7 @@ from tests.corpus import envs
 from tests.corpus.library import (
     Library,
     Observed,
+    autoanalyzed_instead,
     build_aged,
     build_fresh,
     build_stale,
@@ -44,6 +45,12 @@ MAJORS_ENV = "QADVISOR_CORPUS_PG"
 # Builds at once: installs and workers wait on the network, on polls and on PostgreSQL more
 # than they compute, so three overlap well on two cores.
 _PARALLEL_BUILDS = 3
+# Stale builds of one library at most. A queue table of a few hundred rows (pgqueuer moves
+# finished jobs out of it) passes autoanalyze's threshold with the batch, and autovacuum
+# visits the database at a moment of its own in each naptime: when it analyzed every queue
+# table during the build, nothing is stale, and another build (seconds) is the way to the
+# state the tier means, not a weaker assertion.
+_STALE_ATTEMPTS = 3
 
 
 # tryfirst: pytest-xdist reads the group in its own pytest_collection_modifyitems, which may
@@ -150,10 +157,19 @@ class _Corpus:
             return
         started = time.monotonic()
         try:
-            seconds = build_stale(server, lib, self._install(lib))
-            self.observed[key] = observe(
-                server, f"{lib.name}_stale", f"{lib.name}-{STALE}-pg{major}", seconds
-            )
+            for attempt in range(1, _STALE_ATTEMPTS + 1):
+                seconds = build_stale(server, lib, self._install(lib))
+                self.observed[key] = observe(
+                    server, f"{lib.name}_stale", f"{lib.name}-{STALE}-pg{major}", seconds
+                )
+                raced = autoanalyzed_instead(self.observed[key])
+                if not raced or attempt == _STALE_ATTEMPTS:
+                    break
+                with self.lock:
+                    self.timings.append(
+                        f"{lib.name} {STALE} pg{major}: autovacuum analyzed {', '.join(raced)} "
+                        "during the build, so nothing was stale: built again"
+                    )
         except (Exception, pytest.fail.Exception) as exc:
             self.failed[key] = f"building {lib.name} ({STALE}, pg{major}): {exc}"
             return

@@ -246,6 +246,27 @@ def _settled(conn: psycopg.Connection[Any], timeout: float = 30.0) -> None:
     )
 
 
+def stale_tables(observed: Observed) -> list[str]:
+    """The queue tables of a stale-stage snapshot whose statistics predate the changes since
+    the clone: never analyzed there (a template copies no counters), with changes counted."""
+    out = []
+    for t in observed.snapshot["tables"]:
+        counters = t["stats"]
+        analyzed = counters["analyze_count"] + counters["autoanalyze_count"]
+        if analyzed == 0 and counters["n_mod_since_analyze"] > 0:
+            out.append(f"{t['schema']}.{t['name']}")
+    return out
+
+
+def autoanalyzed_instead(observed: Observed) -> list[str]:
+    """The queue tables autovacuum analyzed since the clone, when that left none stale (empty
+    otherwise): the stale stage's build raced autovacuum, not a fault of the library's."""
+    tables = observed.snapshot["tables"]
+    if not tables or stale_tables(observed):
+        return []
+    return [f"{t['schema']}.{t['name']}" for t in tables if t["stats"]["autoanalyze_count"] > 0]
+
+
 def observe(
     server: LocalServer, dbname: str, label: str, build_seconds: dict[str, float]
 ) -> Observed:
